@@ -1,0 +1,173 @@
+# harness-edge build. `make help` lists the targets. Every variable below can be overridden:
+#   make build GO=go1.26 CARGO=~/.cargo/bin/cargo TAGS=foo
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# rustup installs cargo under ~/.cargo/bin, which a non-login shell (CI) may not have on PATH.
+export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(PATH)
+
+GO       ?= go
+CARGO    ?= cargo
+TAGS     ?=
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+FUZZTIME ?= 10s
+BENCHTIME ?= 1s
+
+ROOT        := $(abspath .)
+HOST_ARCH   := $(shell $(GO) env GOARCH)
+RUST_TARGET_amd64 := x86_64-unknown-linux-gnu
+RUST_TARGET_arm64 := aarch64-unknown-linux-gnu
+ENGINE_SRC  := $(wildcard eternal/src/*.rs) eternal/Cargo.toml
+ENGINE_LIB  := eternal/lib/linux_$(HOST_ARCH)
+ENGINE_A    := $(ENGINE_LIB)/libeternal.a
+ENGINE_SO   := $(ROOT)/$(ENGINE_LIB)/libeternal.so
+ARM_LIB     := eternal/lib/linux_arm64
+ARM_A       := $(ARM_LIB)/libeternal.a
+
+# A fully static binary: netgo/osusergo avoid glibc's NSS, pebblegozstd keeps Pebble on pure-Go zstd.
+STATIC_TAGS := netgo,osusergo,pebblegozstd$(if $(TAGS),$(comma)$(TAGS))
+comma := ,
+GO_LDFLAGS  := -X github.com/harness-edge/harness-edge/cmd/harness-edge/internal/cli.version=$(VERSION)
+STATIC_LDFLAGS := $(GO_LDFLAGS) -linkmode external -extldflags -static
+
+HOST_PACKAGES  := cbindgen file
+CROSS_PACKAGES := rustc-web libstd-rust-web-dev:arm64 gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
+DEBIAN_RUSTC   := /usr/bin/rustc
+
+GO_PKGS := ./...
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z0-9_-]+:.*## /{printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: deps
+deps: ## Install missing host packages (cbindgen, file) and check go, cargo, gcc
+	@command -v $(GO) >/dev/null || { echo "go not found: install Go 1.26 (https://go.dev/dl)"; exit 1; }
+	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust with rustup (https://rustup.rs)"; exit 1; }
+	@command -v gcc >/dev/null || { echo "gcc not found: apt-get install -y gcc"; exit 1; }
+	@cross/ensure-packages $(HOST_PACKAGES)
+
+.PHONY: deps-cross
+deps-cross: ## Install missing arm64 cross packages (Debian rustc + arm64 std, gcc, qemu)
+	@cross/ensure-packages --arch arm64 $(CROSS_PACKAGES)
+
+# ---------------------------------------------------------------------------------------------
+# The engine
+
+.PHONY: engine
+engine: $(ENGINE_A) ## Build the Rust engine for this machine (libeternal.a and .so)
+
+$(ENGINE_A): $(ENGINE_SRC)
+	cd eternal && $(CARGO) build --release --quiet --target $(RUST_TARGET_$(HOST_ARCH))
+	mkdir -p $(ENGINE_LIB)
+	cp eternal/target/$(RUST_TARGET_$(HOST_ARCH))/release/libeternal.a eternal/target/$(RUST_TARGET_$(HOST_ARCH))/release/libeternal.so $(ENGINE_LIB)/
+
+.PHONY: engine-arm64
+engine-arm64: deps-cross $(ARM_A) ## Cross-build the engine for arm64 with Debian's rustc
+
+# Debian's rustc-web and its arm64 std must be the same version; rustup's cargo drives it.
+$(ARM_A): $(ENGINE_SRC)
+	cd eternal && RUSTC=$(DEBIAN_RUSTC) CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+		$(CARGO) build --release --quiet --target $(RUST_TARGET_arm64)
+	mkdir -p $(ARM_LIB)
+	cp eternal/target/$(RUST_TARGET_arm64)/release/libeternal.a eternal/target/$(RUST_TARGET_arm64)/release/libeternal.so $(ARM_LIB)/
+
+.PHONY: header
+header: deps ## Regenerate eternal/include/eternal.h with cbindgen
+	cd eternal && cbindgen --quiet --config cbindgen.toml --crate eternal --output include/eternal.h .
+
+.PHONY: header-check
+header-check: deps ## Fail when the committed header is stale
+	@cd eternal && cbindgen --quiet --config cbindgen.toml --crate eternal --output $(ROOT)/.header-check.h . \
+		&& diff -u include/eternal.h $(ROOT)/.header-check.h \
+		&& rm -f $(ROOT)/.header-check.h && echo "header-check: eternal/include/eternal.h is current" \
+		|| { rm -f $(ROOT)/.header-check.h; echo "header-check: eternal/include/eternal.h is stale: run 'make header'"; exit 1; }
+
+# ---------------------------------------------------------------------------------------------
+# Binaries
+
+.PHONY: build
+build: deps engine ## Build bin/harness-edge: static linux binary with the engine linked in (cgo)
+	CGO_ENABLED=1 $(GO) build -trimpath -tags $(STATIC_TAGS) -ldflags '$(STATIC_LDFLAGS)' -o bin/harness-edge ./cmd/harness-edge
+	@file bin/harness-edge | grep -q 'statically linked' || { file bin/harness-edge; echo "bin/harness-edge is not static"; exit 1; }
+	@echo "bin/harness-edge: $$(file -b bin/harness-edge | cut -d, -f1-2), $$(du -h bin/harness-edge | cut -f1)"
+
+.PHONY: build-purego
+build-purego: engine ## Build bin/harness-edge-purego (CGO_ENABLED=0, loads libeternal.so; dynamically linked)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(GO_LDFLAGS)' -o bin/harness-edge-purego ./cmd/harness-edge
+	cp $(ENGINE_SO) bin/libeternal.so
+
+.PHONY: cross
+cross: deps engine-arm64 ## Build bin/harness-edge-linux-arm64: static arm64 binary with the arm64 engine
+	CGO_ENABLED=1 GOARCH=arm64 CC=aarch64-linux-gnu-gcc $(GO) build -trimpath -tags $(STATIC_TAGS) \
+		-ldflags '$(STATIC_LDFLAGS)' -o bin/harness-edge-linux-arm64 ./cmd/harness-edge
+	@file bin/harness-edge-linux-arm64 | grep -q 'ARM aarch64.*statically linked' || { file bin/harness-edge-linux-arm64; echo "not a static arm64 binary"; exit 1; }
+	@echo "bin/harness-edge-linux-arm64: $$(file -b bin/harness-edge-linux-arm64 | cut -d, -f1-2), $$(du -h bin/harness-edge-linux-arm64 | cut -f1)"
+
+# ---------------------------------------------------------------------------------------------
+# Tests
+
+.PHONY: test
+test: deps header-check test-rust test-go fuzz-smoke ## Rust tests, Go tests on every backend, header check, fuzz smoke
+
+.PHONY: test-rust
+test-rust: ## cargo test (release) for the engine
+	cd eternal && $(CARGO) test --release --quiet --target $(RUST_TARGET_$(HOST_ARCH))
+
+# Three runs, one per way the engine can be reached. HARNESS_EDGE_EXPECT_BACKEND makes Load's
+# choice a test assertion in each run.
+.PHONY: test-go
+test-go: engine ## Go tests: cgo (+purego in-process), purego-only (CGO_ENABLED=0), fallback-only
+	@echo "== go test: cgo build (cgo, purego and fallback backends in one process)"
+	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) HARNESS_EDGE_EXPECT_BACKEND=cgo \
+		CGO_ENABLED=1 $(GO) test -count=1 -tags invariants,eternal_purego$(if $(TAGS),$(comma)$(TAGS)) $(GO_PKGS)
+	@echo "== go test: CGO_ENABLED=0 with libeternal.so (purego and fallback backends)"
+	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) HARNESS_EDGE_EXPECT_BACKEND=purego \
+		CGO_ENABLED=0 $(GO) test -count=1 -tags invariants$(if $(TAGS),$(comma)$(TAGS)) $(GO_PKGS)
+	@echo "== go test: CGO_ENABLED=0 without any engine (fallback backend only)"
+	HARNESS_EDGE_ENGINE_LIB=/nonexistent/libeternal.so HARNESS_EDGE_EXPECT_BACKEND=fallback \
+		CGO_ENABLED=0 $(GO) test -count=1 -tags invariants$(if $(TAGS),$(comma)$(TAGS)) ./bridge/... ./fuzz/...
+
+.PHONY: test-arm64
+test-arm64: deps engine-arm64 ## Go tests cross-compiled for arm64, run under qemu-aarch64
+	CGO_ENABLED=1 GOARCH=arm64 CC=aarch64-linux-gnu-gcc HARNESS_EDGE_EXPECT_BACKEND=cgo \
+		$(GO) test -count=1 -tags invariants$(if $(TAGS),$(comma)$(TAGS)) -exec $(ROOT)/cross/qemu-run $(GO_PKGS)
+
+.PHONY: test-safety
+test-safety: engine ## GOEXPERIMENT=cgocheck2 go test -race over the bridge (all backends)
+	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) HARNESS_EDGE_EXPECT_BACKEND=cgo GOEXPERIMENT=cgocheck2 \
+		CGO_ENABLED=1 $(GO) test -count=1 -race -tags invariants,eternal_purego ./bridge/...
+
+FUZZ_TARGETS := FuzzDeltaApply FuzzDeltaRoundTrip
+
+.PHONY: fuzz-smoke
+fuzz-smoke: engine ## Run every fuzz target's seed corpus on every backend (part of make test)
+	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) CGO_ENABLED=1 $(GO) test -count=1 -tags eternal_purego -run 'Fuzz' ./fuzz/
+
+.PHONY: fuzz
+fuzz: engine ## Fuzz each target for FUZZTIME (default 10s) across all backends
+	@for t in $(FUZZ_TARGETS); do \
+		echo "== fuzz $$t for $(FUZZTIME)"; \
+		HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) CGO_ENABLED=1 $(GO) test -tags eternal_purego -run '^$$' \
+			-fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./fuzz/ || exit 1; \
+	done
+
+# ---------------------------------------------------------------------------------------------
+# Benchmarks
+
+.PHONY: bench
+bench: engine ## Go benchmarks (bench/): delta encode/apply per backend beside a memcmp pass
+	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) CGO_ENABLED=1 $(GO) test -tags eternal_purego -run '^$$' \
+		-bench . -benchmem -benchtime $(BENCHTIME) -count 5 ./bench/ | tee bench/results/latest.txt
+
+# ---------------------------------------------------------------------------------------------
+# The README's main job
+
+.PHONY: demo
+demo: build ## Build, then run the demo: version and the engine self-check
+	bin/harness-edge version
+	bin/harness-edge doctor
+
+.PHONY: clean
+clean: ## Remove build outputs
+	rm -rf bin eternal/lib eternal/target

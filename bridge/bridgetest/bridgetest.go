@@ -1,0 +1,388 @@
+// Package bridgetest is the conformance suite every engine backend must pass, and the workload
+// generators that tests, fuzzers and benchmarks share (go-workflows' backendtest pattern).
+package bridgetest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/harness-edge/harness-edge/bridge"
+)
+
+var words = []string{
+	"the", "tool", "result", "file", `"path":`, "{", "}", "ok", "line", "error", "agent", "\n",
+	"func", "return", "if", "err", "!=", "nil", "test", "passed", "build", "step", "plan",
+}
+
+// Text returns n bytes of text-like data: words, punctuation and numbers, as agent state is.
+func Text(r *rand.Rand, n int) []byte {
+	b := make([]byte, 0, n+16)
+	for len(b) < n {
+		b = append(b, words[r.IntN(len(words))]...)
+		b = append(b, ' ')
+		if r.IntN(8) == 0 {
+			b = fmt.Appendf(b, "%d ", r.Uint32())
+		}
+	}
+	return b[:n]
+}
+
+// Random returns n uniformly random bytes.
+func Random(r *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// ScatteredEdits returns a copy of base with the given number of small edits (1-byte
+// substitutions, 1-20 byte insertions, 1-5 byte deletions) at random places.
+func ScatteredEdits(r *rand.Rand, base []byte, edits int) []byte {
+	t := bytes.Clone(base)
+	for range edits {
+		if len(t) < 32 {
+			t = append(t, Text(r, 8)...)
+			continue
+		}
+		at := r.IntN(len(t) - 8)
+		switch r.IntN(3) {
+		case 0:
+			t[at] ^= 0x5a
+		case 1:
+			t = append(t[:at], append(Text(r, 1+r.IntN(20)), t[at:]...)...)
+		default:
+			t = append(t[:at], t[at+1+r.IntN(5):]...)
+		}
+	}
+	return t
+}
+
+// Pair is one named (base, target) case.
+type Pair struct {
+	Name         string
+	Base, Target []byte
+}
+
+// Pairs is the deterministic table of cases every backend must round-trip.
+func Pairs() []Pair {
+	r := rand.New(rand.NewPCG(1, 2))
+	mb := Text(r, 1<<20)
+	half := Random(r, 64<<10)
+	other := Random(r, 64<<10)
+	appendMostly := Text(r, 200_000)
+	grown := append(bytes.Clone(appendMostly[:150_000]), Text(r, 1500)...)
+	grown = append(grown, appendMostly[150_000:]...)
+	grown[10] = '#'
+	return []Pair{
+		{"nil-nil", nil, nil},
+		{"empty-empty", []byte{}, []byte{}},
+		{"nil-target", nil, []byte("hello")},
+		{"base-empty", []byte("hello"), []byte{}},
+		{"one-byte", []byte("a"), []byte("b")},
+		{"identical", mb[:10_000], mb[:10_000]},
+		{"unrelated", Random(r, 3000), Random(r, 5000)},
+		{"append-at-end", mb[:50_000], append(bytes.Clone(mb[:50_000]), Text(r, 2000)...)},
+		{"prepend", mb[:50_000], append(Text(r, 300), mb[:50_000]...)},
+		{"truncate", mb[:50_000], mb[:20_000]},
+		{"append-mostly-state", appendMostly, grown},
+		{"swap-halves", append(bytes.Clone(half), other...), append(bytes.Clone(other), half...)},
+		{"zeros", make([]byte, 100_000), append(make([]byte, 70_000), append([]byte{1}, make([]byte, 40_000)...)...)},
+		{"1MB-10-scattered-edits", mb, ScatteredEdits(r, mb, 10)},
+	}
+}
+
+// Run checks one engine against the contract; peers are the other engines available in this
+// build, which must apply this engine's deltas to identical bytes.
+func Run(t *testing.T, e bridge.Engine, peers []bridge.Engine) {
+	native := e.Backend() != bridge.BackendFallback
+	liveBefore := e.LiveBuffers()
+
+	t.Run("abi", func(t *testing.T) {
+		if v := e.ABIVersion(); v != bridge.ABIVersion {
+			t.Fatalf("ABIVersion() = %d, want %d", v, bridge.ABIVersion)
+		}
+	})
+
+	t.Run("hash", func(t *testing.T) {
+		for _, c := range []struct {
+			in   string
+			want uint64
+		}{{"", 0xEF46DB3751D8E999}, {"a", 0xD24EC4F1A98C6E5B}, {"abc", 0x44BC2CF5AD770999}} {
+			if got := e.Hash64([]byte(c.in)); got != c.want {
+				t.Errorf("Hash64(%q) = %#x, want %#x", c.in, got, c.want)
+			}
+		}
+		if e.Hash64(nil) != e.Hash64([]byte{}) {
+			t.Error("Hash64(nil) differs from Hash64(empty)")
+		}
+		r := rand.New(rand.NewPCG(3, 4))
+		data := Random(r, 1<<20)
+		for _, n := range []int{0, 1, 3, 4, 7, 8, 31, 32, 33, 63, 64, 65, 1000, 1 << 20} {
+			want := bridge.Fallback().Hash64(data[:n])
+			if got := e.Hash64(data[:n]); got != want {
+				t.Errorf("Hash64 of %d bytes = %#x, fallback says %#x", n, got, want)
+			}
+		}
+	})
+
+	t.Run("roundtrip", func(t *testing.T) {
+		enc := mustEncoder(t, e)
+		defer enc.Close()
+		for _, p := range Pairs() {
+			d, err := enc.Encode(p.Base, p.Target)
+			if err != nil {
+				t.Fatalf("%s: Encode: %v", p.Name, err)
+			}
+			bl, tl, err := bridge.DeltaHeader(d)
+			if err != nil || bl != uint64(len(p.Base)) || tl != uint64(len(p.Target)) {
+				t.Fatalf("%s: header (%d, %d, %v), want (%d, %d)", p.Name, bl, tl, err, len(p.Base), len(p.Target))
+			}
+			for _, a := range append([]bridge.Engine{e}, peers...) {
+				got, err := a.ApplyDelta(p.Base, d, bridge.DefaultMaxTarget)
+				if err != nil {
+					t.Fatalf("%s: %s applying %s's delta: %v", p.Name, a.Backend(), e.Backend(), err)
+				}
+				if got == nil || !bytes.Equal(got, p.Target) {
+					t.Fatalf("%s: %s applying %s's delta: wrong target (%d bytes, want %d)", p.Name, a.Backend(), e.Backend(), len(got), len(p.Target))
+				}
+			}
+			if !native && !bytes.Equal(d, bridge.EncodeLiteral(len(p.Base), p.Target)) {
+				t.Fatalf("%s: fallback delta is not the literal delta", p.Name)
+			}
+		}
+	})
+
+	t.Run("literal-deltas", func(t *testing.T) {
+		for _, p := range Pairs() {
+			got, err := e.ApplyDelta(p.Base, bridge.EncodeLiteral(len(p.Base), p.Target), bridge.DefaultMaxTarget)
+			if err != nil || !bytes.Equal(got, p.Target) {
+				t.Fatalf("%s: literal delta: %v", p.Name, err)
+			}
+		}
+	})
+
+	if native {
+		t.Run("scattered-edits-delta-under-1KB", func(t *testing.T) {
+			enc := mustEncoder(t, e)
+			defer enc.Close()
+			r := rand.New(rand.NewPCG(5, 6))
+			for i := range 20 {
+				base := Text(r, 1<<20)
+				target := ScatteredEdits(r, base, 10)
+				d, err := enc.Encode(base, target)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(d) >= 1024 {
+					t.Fatalf("case %d: delta of %d bytes for 10 scattered edits in 1 MB", i, len(d))
+				}
+			}
+		})
+	}
+
+	t.Run("forged", func(t *testing.T) {
+		base := []byte("0123456789abcdefghij")
+		enc := mustEncoder(t, e)
+		defer enc.Close()
+		good, err := enc.Encode(base, []byte("0123456789ABCDEFghij-tail"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range Forged(base, good) {
+			_, err := e.ApplyDelta(base, c.Delta, c.Max)
+			if !errors.Is(err, c.Want) {
+				t.Errorf("%s: got %v, want %v", c.Name, err, c.Want)
+			}
+			var ee *bridge.EngineError
+			if !errors.As(err, &ee) || ee.Backend != e.Backend() || ee.Message == "" {
+				t.Errorf("%s: error %#v lacks backend %s or message", c.Name, err, e.Backend())
+			}
+		}
+		for n := range len(good) {
+			if _, err := e.ApplyDelta(base, good[:n], 1<<20); !errors.Is(err, bridge.StatusInvalidDelta) {
+				t.Fatalf("truncated to %d bytes: got %v", n, err)
+			}
+		}
+	})
+
+	t.Run("bit-flips-agree-with-peers", func(t *testing.T) {
+		r := rand.New(rand.NewPCG(7, 8))
+		base := Text(r, 4000)
+		enc := mustEncoder(t, e)
+		defer enc.Close()
+		d, err := enc.Encode(base, ScatteredEdits(r, base, 5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2000 {
+			m := bytes.Clone(d)
+			m[r.IntN(len(m))] ^= 1 << r.IntN(8)
+			Agree(t, append([]bridge.Engine{e}, peers...), base, m, 1<<16)
+		}
+	})
+
+	t.Run("closed-encoder", func(t *testing.T) {
+		enc := mustEncoder(t, e)
+		if err := enc.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := enc.Close(); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
+		if _, err := enc.Encode([]byte("a"), []byte("b")); !errors.Is(err, bridge.ErrClosed) {
+			t.Fatalf("Encode after Close: %v, want ErrClosed", err)
+		}
+	})
+
+	t.Run("concurrent", func(t *testing.T) {
+		shared := mustEncoder(t, e)
+		defer shared.Close()
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				own, err := e.NewEncoder()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer own.Close()
+				r := rand.New(rand.NewPCG(uint64(g), 9))
+				for range 50 {
+					base := Text(r, 1+r.IntN(20_000))
+					target := ScatteredEdits(r, base, 3)
+					for _, x := range []bridge.Encoder{own, shared} {
+						d, err := x.Encode(base, target)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						got, err := e.ApplyDelta(base, d, bridge.DefaultMaxTarget)
+						if err != nil || !bytes.Equal(got, target) {
+							t.Errorf("concurrent round trip failed: %v", err)
+							return
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	})
+
+	// Last: every engine-owned buffer handed out above (outputs and error messages) was freed.
+	t.Run("every-buffer-freed-once", func(t *testing.T) {
+		if after := e.LiveBuffers(); after != liveBefore {
+			t.Fatalf("engine reports %d live buffers after the suite, %d before", after, liveBefore)
+		}
+		if seen, live := bridge.OwnedStats(); live != 0 {
+			t.Fatalf("bridge tracker: %d buffers still live (of %d received)", live, seen)
+		} else if bridge.InvariantsOn && native && seen == 0 {
+			t.Fatal("bridge tracker saw no engine buffers: the native backend bypassed copyAndFree")
+		}
+	})
+}
+
+// ForgedCase is a delta that must be refused with a given status.
+type ForgedCase struct {
+	Name  string
+	Delta []byte
+	Max   int
+	Want  bridge.Status
+}
+
+func header(baseLen, targetLen uint64) []byte {
+	d := []byte("ETD\x01")
+	d = appendUvarint(d, baseLen)
+	return appendUvarint(d, targetLen)
+}
+
+func appendUvarint(b []byte, v uint64) []byte {
+	for v >= 0x80 {
+		b = append(b, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(b, byte(v))
+}
+
+func appendSvarint(b []byte, v int64) []byte { return appendUvarint(b, uint64(v<<1)^uint64(v>>63)) }
+
+// Forged lists hand-made bad deltas for a base (good is a valid delta for it).
+func Forged(base, good []byte) []ForgedCase {
+	n := uint64(len(base))
+	copyPast := appendSvarint(appendUvarint(header(n, 10), 10<<1|1), int64(n)-5)
+	copyNeg := appendSvarint(appendUvarint(header(n, 4), 4<<1|1), -1)
+	copyHuge := appendSvarint(appendUvarint(header(n, 4), 4<<1|1), 1<<62)
+	copyMin := appendUvarint(appendUvarint(header(n, 4), 4<<1|1), ^uint64(0))
+	addShort := append(appendUvarint(header(n, 10), 10<<1), "abc"...)
+	zeroOp := appendUvarint(header(n, 1), 0)
+	overrun := append(appendUvarint(header(n, 2), 3<<1), "abc"...)
+	trailing := append(bytes.Clone(good), 0)
+	badVersion := bytes.Clone(good)
+	badVersion[3] = 9
+	return []ForgedCase{
+		{"empty", nil, 1 << 20, bridge.StatusInvalidDelta},
+		{"short", []byte("ETD"), 1 << 20, bridge.StatusInvalidDelta},
+		{"bad-magic", append([]byte("XYZ"), good[3:]...), 1 << 20, bridge.StatusInvalidDelta},
+		{"bad-version", badVersion, 1 << 20, bridge.StatusInvalidDelta},
+		{"overlong-varint", append([]byte("ETD\x01"), bytes.Repeat([]byte{0xff}, 11)...), 1 << 20, bridge.StatusInvalidDelta},
+		{"varint-over-64-bits", append([]byte("ETD\x01"), append(bytes.Repeat([]byte{0xff}, 9), 0x02)...), 1 << 20, bridge.StatusInvalidDelta},
+		{"wrong-base-length", header(n+1, 0), 1 << 20, bridge.StatusBaseMismatch},
+		{"target-over-limit", header(n, 1<<40), 1 << 20, bridge.StatusTooLarge},
+		{"huge-target-no-ops", header(n, 1<<40), 1 << 62, bridge.StatusInvalidDelta},
+		{"copy-past-base", copyPast, 1 << 20, bridge.StatusInvalidDelta},
+		{"copy-negative-offset", copyNeg, 1 << 20, bridge.StatusInvalidDelta},
+		{"copy-huge-offset", copyHuge, 1 << 20, bridge.StatusInvalidDelta},
+		{"copy-min-offset", copyMin, 1 << 20, bridge.StatusInvalidDelta},
+		{"add-past-end", addShort, 1 << 20, bridge.StatusInvalidDelta},
+		{"zero-length-op", zeroOp, 1 << 20, bridge.StatusInvalidDelta},
+		{"op-overruns-target", overrun, 1 << 20, bridge.StatusInvalidDelta},
+		{"trailing-bytes", trailing, 1 << 20, bridge.StatusInvalidDelta},
+	}
+}
+
+// Agree applies one delta with every engine and fails when they disagree on the outcome: the same
+// status, and on success the same bytes (wazero's no-diff idea).
+func Agree(t testing.TB, engines []bridge.Engine, base, delta []byte, max int) {
+	t.Helper()
+	var firstOut []byte
+	var firstStatus bridge.Status
+	for i, e := range engines {
+		out, err := e.ApplyDelta(base, delta, max)
+		st := bridge.StatusOK
+		if err != nil {
+			var ee *bridge.EngineError
+			if !errors.As(err, &ee) {
+				t.Fatalf("%s: error of unexpected type %T: %v", e.Backend(), err, err)
+			}
+			st = ee.Status
+			if st == bridge.StatusPanic || st == bridge.StatusNullParameter {
+				t.Fatalf("%s: %v on delta %x", e.Backend(), err, delta)
+			}
+		} else if len(out) > max {
+			t.Fatalf("%s: %d-byte target exceeds the %d-byte limit", e.Backend(), len(out), max)
+		}
+		if i == 0 {
+			firstOut, firstStatus = out, st
+			continue
+		}
+		if st != firstStatus || !bytes.Equal(out, firstOut) {
+			t.Fatalf("backends disagree on delta %x: %s says %s (%d bytes), %s says %s (%d bytes)",
+				delta, engines[0].Backend(), firstStatus, len(firstOut), e.Backend(), st, len(out))
+		}
+	}
+}
+
+func mustEncoder(t *testing.T, e bridge.Engine) bridge.Encoder {
+	t.Helper()
+	enc, err := e.NewEncoder()
+	if err != nil {
+		t.Fatalf("%s: NewEncoder: %v", e.Backend(), err)
+	}
+	return enc
+}
