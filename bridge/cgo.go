@@ -60,21 +60,27 @@ func (cgoEngine) Hash64(data []byte) uint64 {
 	return uint64(h)
 }
 
-func (cgoEngine) ApplyDelta(base, delta []byte, maxTarget int) ([]byte, error) {
-	if maxTarget < 0 {
-		maxTarget = 0
-	}
+func (cgoEngine) ApplyDelta(dst, base, delta []byte, maxTarget int) ([]byte, error) {
+	maxTarget = max(maxTarget, 0)
 	bp, bn := bytesArg(base)
 	dp, dn := bytesArg(delta)
-	var out, msg *C.uint8_t
-	var outN, msgN C.size_t
-	st := C.eternal_delta_apply(bp, bn, dp, dn, C.size_t(maxTarget), &out, &outN, &msg, &msgN)
+	var n C.size_t
+	var msg *C.uint8_t
+	var msgN C.size_t
+	if st := C.eternal_delta_check(bn, dp, dn, C.size_t(maxTarget), &n, &msg, &msgN); st != C.ETERNAL_STATUS_OK {
+		return dst, cgoError(st, msg, msgN)
+	}
+	whole, tail := extend(dst, int(n), base, delta)
+	tp, tn := bytesArg(tail)
+	var written C.size_t
+	st := C.eternal_delta_apply(bp, bn, dp, dn, tp, tn, &written, &msg, &msgN)
 	runtime.KeepAlive(base)
 	runtime.KeepAlive(delta)
+	runtime.KeepAlive(tail)
 	if st != C.ETERNAL_STATUS_OK {
-		return nil, cgoError(st, msg, msgN)
+		return dst, cgoError(st, msg, msgN)
 	}
-	return copyAndFree(unsafe.Pointer(out), int(outN), cgoFree), nil
+	return whole, nil
 }
 
 type cgoEncoder struct {

@@ -10,7 +10,7 @@ import (
 	"github.com/leanovate/gopter/prop"
 
 	"github.com/harness-edge/harness-edge/bridge"
-	"github.com/harness-edge/harness-edge/bridge/bridgetest"
+	"github.com/harness-edge/harness-edge/bridge/workload"
 )
 
 // edit is one step of a generated edit script.
@@ -27,7 +27,7 @@ func applyEdits(r *rand.Rand, base []byte, edits []edit) []byte {
 	t := bytes.Clone(base)
 	for _, e := range edits {
 		if len(t) == 0 {
-			t = bridgetest.Text(r, e.Len)
+			t = workload.Text(r, e.Len)
 			continue
 		}
 		at := e.At % len(t)
@@ -38,7 +38,7 @@ func applyEdits(r *rand.Rand, base []byte, edits []edit) []byte {
 				t[i] ^= 0xa5
 			}
 		case 1: // insert
-			t = append(t[:at], append(bridgetest.Text(r, e.Len), t[at:]...)...)
+			t = append(t[:at], append(workload.Text(r, e.Len), t[at:]...)...)
 		case 2: // delete
 			t = append(t[:at], t[end:]...)
 		default: // move a block to the end
@@ -70,9 +70,9 @@ func TestDifferentialCrossApply(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 1))
 			var base []byte
 			if text {
-				base = bridgetest.Text(r, size)
+				base = workload.Text(r, size)
 			} else {
-				base = bridgetest.Random(r, size)
+				base = workload.Random(r, size)
 			}
 			target := applyEdits(r, base, edits)
 			for i, enc := range encoders {
@@ -82,7 +82,7 @@ func TestDifferentialCrossApply(t *testing.T) {
 					return false
 				}
 				for _, a := range engines {
-					got, err := a.ApplyDelta(base, d, bridge.DefaultMaxTarget)
+					got, err := a.ApplyDelta(nil, base, d, bridge.DefaultMaxTarget)
 					if err != nil || !bytes.Equal(got, target) {
 						t.Logf("%s applying %s's delta: %v", a.Backend(), engines[i].Backend(), err)
 						return false

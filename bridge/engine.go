@@ -18,6 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
+	"unsafe"
 )
 
 // ABIVersion is the engine ABI this package speaks. A library reporting another version is
@@ -46,9 +48,12 @@ type Engine interface {
 	ABIVersion() uint32
 	// NewEncoder returns a delta encoder with its own reusable scratch. Close it when done.
 	NewEncoder() (Encoder, error)
-	// ApplyDelta rebuilds a target from base and delta, refusing malformed deltas, deltas made for
-	// another base length, and targets over maxTarget bytes. The result is Go memory.
-	ApplyDelta(base, delta []byte, maxTarget int) ([]byte, error)
+	// ApplyDelta rebuilds a target from base and delta and appends it to dst, returning the
+	// extended slice (like append; pass nil for a new slice, or a reused buffer's [:0] to avoid
+	// allocating). It refuses malformed deltas, deltas made for another base length, and targets
+	// over maxTarget bytes; the delta is validated in full before any memory is reserved for it.
+	// On error dst is returned unchanged in length.
+	ApplyDelta(dst, base, delta []byte, maxTarget int) ([]byte, error)
 	// Hash64 is XXH64 (seed 0) of data, identical in every backend.
 	Hash64(data []byte) uint64
 	// LiveBuffers counts engine-owned buffers not yet freed (always 0 for the fallback). Tests
@@ -162,4 +167,27 @@ func Available() ([]Engine, []error) {
 		errs = append(errs, err)
 	}
 	return append(engines, Fallback()), errs
+}
+
+// extend grows dst by n bytes for a target to be written into, returning the whole slice and the
+// n-byte tail to write. The tail never overlaps any of avoid (a caller may hand in a buffer that
+// shares memory with the base); when it would, a fresh buffer is used.
+func extend(dst []byte, n int, avoid ...[]byte) (whole, tail []byte) {
+	whole = slices.Grow(dst, n)[:len(dst)+n]
+	tail = whole[len(dst):]
+	for _, a := range avoid {
+		if overlaps(tail, a) {
+			whole = append(make([]byte, 0, len(dst)+n), dst...)[:len(dst)+n]
+			return whole, whole[len(dst):]
+		}
+	}
+	return whole, tail
+}
+
+func overlaps(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	a0, b0 := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return a0 < b0+uintptr(len(b)) && b0 < a0+uintptr(len(a))
 }

@@ -32,8 +32,16 @@ func (fallbackEngine) Hash64(data []byte) uint64 { return xxhash.Sum64(data) }
 
 func (fallbackEngine) NewEncoder() (Encoder, error) { return &literalEncoder{}, nil }
 
-func (fallbackEngine) ApplyDelta(base, delta []byte, maxTarget int) ([]byte, error) {
-	return applyDelta(base, delta, maxTarget)
+func (fallbackEngine) ApplyDelta(dst, base, delta []byte, maxTarget int) ([]byte, error) {
+	n, err := checkDelta(len(base), delta, maxTarget)
+	if err != nil {
+		return dst, err
+	}
+	whole, tail := extend(dst, n, base, delta)
+	if err := applyDeltaInto(base, delta, tail); err != nil {
+		return dst, err
+	}
+	return whole, nil
 }
 
 type literalEncoder struct{ closed bool }
@@ -122,64 +130,99 @@ func (r *deltaReader) header() (start int, baseLen, targetLen uint64, err error)
 	return r.pos, baseLen, targetLen, nil
 }
 
-// applyDelta is the Go twin of eternal::delta::apply: the same checks, the same outcomes.
-func applyDelta(base, delta []byte, maxTarget int) ([]byte, error) {
-	r := deltaReader{buf: delta}
-	_, baseLen, targetLen64, err := r.header()
-	if err != nil {
-		return nil, err
-	}
-	if baseLen != uint64(len(base)) {
-		return nil, &EngineError{Status: StatusBaseMismatch, Backend: BackendFallback, Message: fmt.Sprintf(
-			"delta was made for a base of %d bytes, but the base has %d bytes", baseLen, len(base))}
-	}
-	if maxTarget < 0 || targetLen64 > uint64(maxTarget) {
-		return nil, &EngineError{Status: StatusTooLarge, Backend: BackendFallback, Message: fmt.Sprintf(
-			"delta target of %d bytes exceeds the limit of %d bytes", targetLen64, maxTarget)}
-	}
-	targetLen := int(targetLen64)
-	out := make([]byte, 0, min(targetLen, len(base)+len(delta)))
+// deltaOp is one validated op: a literal, or a copy of base[off:off+n].
+type deltaOp struct {
+	lit    []byte
+	off, n int
+}
+
+// walkDelta is the Go twin of eternal::delta::walk: the same checks, in the same order, with the
+// same outcomes. f sees each op, with the target offset it writes at, once it is known valid.
+func walkDelta(r *deltaReader, baseLen, targetLen int, f func(at int, op deltaOp)) error {
+	produced := 0
 	var cursor int64
-	for len(out) < targetLen {
+	for produced < targetLen {
 		opAt := r.pos
 		head, err := r.uvarint("op header")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		n := head >> 1
-		remaining := uint64(targetLen - len(out))
+		remaining := uint64(targetLen - produced)
 		if n == 0 {
-			return nil, r.fail(StatusInvalidDelta, opAt, "op of length 0")
+			return r.fail(StatusInvalidDelta, opAt, "op of length 0")
 		}
 		if n > remaining {
-			return nil, r.fail(StatusInvalidDelta, opAt, "op of %d bytes overruns the target (%d bytes left)", n, remaining)
+			return r.fail(StatusInvalidDelta, opAt, "op of %d bytes overruns the target (%d bytes left)", n, remaining)
 		}
 		if head&1 == 0 {
 			if uint64(len(r.buf)-r.pos) < n {
-				return nil, r.fail(StatusInvalidDelta, r.pos,
+				return r.fail(StatusInvalidDelta, r.pos,
 					"ADD literal of %d bytes runs past the end of the delta (%d bytes left)", n, len(r.buf)-r.pos)
 			}
-			out = append(out, r.buf[r.pos:r.pos+int(n)]...)
+			f(produced, deltaOp{lit: r.buf[r.pos : r.pos+int(n)]})
 			r.pos += int(n)
-			continue
+		} else {
+			u, err := r.uvarint("COPY offset")
+			if err != nil {
+				return err
+			}
+			d := int64(u>>1) ^ -int64(u&1)
+			// A forged offset may overflow int64 here; the sign checks catch that.
+			off := cursor + d
+			if (d > 0 && off < cursor) || (d < 0 && off > cursor) || off < 0 || uint64(off)+n > uint64(baseLen) {
+				return r.fail(StatusInvalidDelta, opAt,
+					"COPY of %d bytes at base offset %d reads outside the base (%d bytes)", n, off, baseLen)
+			}
+			f(produced, deltaOp{off: int(off), n: int(n)})
+			cursor = off + int64(n)
 		}
-		u, err := r.uvarint("COPY offset")
-		if err != nil {
-			return nil, err
-		}
-		d := int64(u>>1) ^ -int64(u&1)
-		// n <= remaining <= maxTarget fits in int64; cursor+d may overflow int64 only for forged
-		// offsets, which the sign checks below then catch.
-		off := cursor + d
-		if (d > 0 && off < cursor) || (d < 0 && off > cursor) || off < 0 || uint64(off)+n > uint64(len(base)) {
-			return nil, r.fail(StatusInvalidDelta, opAt,
-				"COPY of %d bytes at base offset %d reads outside the base (%d bytes)", n, off, len(base))
-		}
-		out = append(out, base[off:off+int64(n)]...)
-		cursor = off + int64(n)
+		produced += int(n)
 	}
 	if r.pos != len(r.buf) {
-		return nil, r.fail(StatusInvalidDelta, r.pos, "%d trailing bytes after the target was complete", len(r.buf)-r.pos)
+		return r.fail(StatusInvalidDelta, r.pos, "%d trailing bytes after the target was complete", len(r.buf)-r.pos)
 	}
-	return out, nil
+	return nil
+}
+
+// openDelta reads the header and checks it against the base length and a target limit.
+func openDelta(delta []byte, baseLen, maxTarget int) (*deltaReader, int, error) {
+	r := &deltaReader{buf: delta}
+	_, bl, tl, err := r.header()
+	if err != nil {
+		return nil, 0, err
+	}
+	if bl != uint64(baseLen) {
+		return nil, 0, &EngineError{Status: StatusBaseMismatch, Backend: BackendFallback, Message: fmt.Sprintf(
+			"delta was made for a base of %d bytes, but the base has %d bytes", bl, baseLen)}
+	}
+	if maxTarget < 0 || tl > uint64(maxTarget) {
+		return nil, 0, &EngineError{Status: StatusTooLarge, Backend: BackendFallback, Message: fmt.Sprintf(
+			"delta target of %d bytes exceeds the limit of %d bytes", tl, maxTarget)}
+	}
+	return r, int(tl), nil
+}
+
+// checkDelta validates a whole delta without producing the target and returns its length.
+func checkDelta(baseLen int, delta []byte, maxTarget int) (int, error) {
+	r, n, err := openDelta(delta, baseLen, maxTarget)
+	if err != nil {
+		return 0, err
+	}
+	return n, walkDelta(r, baseLen, n, func(int, deltaOp) {})
+}
+
+// applyDeltaInto writes the target into out, which must be exactly the checked target length.
+func applyDeltaInto(base, delta, out []byte) error {
+	r, n, err := openDelta(delta, len(base), len(out))
+	if err != nil {
+		return err
+	}
+	return walkDelta(r, len(base), n, func(at int, op deltaOp) {
+		if op.lit != nil {
+			copy(out[at:], op.lit)
+		} else {
+			copy(out[at:at+op.n], base[op.off:op.off+op.n])
+		}
+	})
 }

@@ -25,6 +25,7 @@ var puregoSymbols = []string{
 	"eternal_encoder_new",
 	"eternal_encoder_free",
 	"eternal_delta_encode",
+	"eternal_delta_check",
 	"eternal_delta_apply",
 	"eternal_hash64",
 }
@@ -186,22 +187,25 @@ func (e *puregoEngine) Hash64(data []byte) uint64 {
 	return o.word
 }
 
-func (e *puregoEngine) ApplyDelta(base, delta []byte, maxTarget int) ([]byte, error) {
-	if maxTarget < 0 {
-		maxTarget = 0
-	}
+func (e *puregoEngine) ApplyDelta(dst, base, delta []byte, maxTarget int) ([]byte, error) {
+	maxTarget = max(maxTarget, 0)
 	var pn pinned
 	defer pn.p.Unpin()
 	bp, bn := pn.bytes(base)
 	dp, dn := pn.bytes(delta)
 	o := pn.out()
-	ob, obn := o.bufArgs()
 	om, omn := o.msgArgs()
-	st := Status(uint32(e.call("eternal_delta_apply", bp, bn, dp, dn, uintptr(maxTarget), ob, obn, om, omn)))
+	st := Status(uint32(e.call("eternal_delta_check", bn, dp, dn, uintptr(maxTarget), uintptr(unsafe.Pointer(&o.word)), om, omn)))
 	if st != StatusOK {
-		return nil, e.err(st, o.msg, o.msgLen)
+		return dst, e.err(st, o.msg, o.msgLen)
 	}
-	return copyAndFree(o.buf, int(o.bufLen), e.free), nil
+	whole, tail := extend(dst, int(o.word), base, delta)
+	tp, tn := pn.bytes(tail)
+	st = Status(uint32(e.call("eternal_delta_apply", bp, bn, dp, dn, tp, tn, uintptr(unsafe.Pointer(&o.bufLen)), om, omn)))
+	if st != StatusOK {
+		return dst, e.err(st, o.msg, o.msgLen)
+	}
+	return whole, nil
 }
 
 type puregoEncoder struct {

@@ -5,62 +5,13 @@ package bridgetest
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
 
 	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/bridge/workload"
 )
-
-var words = []string{
-	"the", "tool", "result", "file", `"path":`, "{", "}", "ok", "line", "error", "agent", "\n",
-	"func", "return", "if", "err", "!=", "nil", "test", "passed", "build", "step", "plan",
-}
-
-// Text returns n bytes of text-like data: words, punctuation and numbers, as agent state is.
-func Text(r *rand.Rand, n int) []byte {
-	b := make([]byte, 0, n+16)
-	for len(b) < n {
-		b = append(b, words[r.IntN(len(words))]...)
-		b = append(b, ' ')
-		if r.IntN(8) == 0 {
-			b = fmt.Appendf(b, "%d ", r.Uint32())
-		}
-	}
-	return b[:n]
-}
-
-// Random returns n uniformly random bytes.
-func Random(r *rand.Rand, n int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
-}
-
-// ScatteredEdits returns a copy of base with the given number of small edits (1-byte
-// substitutions, 1-20 byte insertions, 1-5 byte deletions) at random places.
-func ScatteredEdits(r *rand.Rand, base []byte, edits int) []byte {
-	t := bytes.Clone(base)
-	for range edits {
-		if len(t) < 32 {
-			t = append(t, Text(r, 8)...)
-			continue
-		}
-		at := r.IntN(len(t) - 8)
-		switch r.IntN(3) {
-		case 0:
-			t[at] ^= 0x5a
-		case 1:
-			t = append(t[:at], append(Text(r, 1+r.IntN(20)), t[at:]...)...)
-		default:
-			t = append(t[:at], t[at+1+r.IntN(5):]...)
-		}
-	}
-	return t
-}
 
 // Pair is one named (base, target) case.
 type Pair struct {
@@ -71,11 +22,11 @@ type Pair struct {
 // Pairs is the deterministic table of cases every backend must round-trip.
 func Pairs() []Pair {
 	r := rand.New(rand.NewPCG(1, 2))
-	mb := Text(r, 1<<20)
-	half := Random(r, 64<<10)
-	other := Random(r, 64<<10)
-	appendMostly := Text(r, 200_000)
-	grown := append(bytes.Clone(appendMostly[:150_000]), Text(r, 1500)...)
+	mb := workload.Text(r, 1<<20)
+	half := workload.Random(r, 64<<10)
+	other := workload.Random(r, 64<<10)
+	appendMostly := workload.Text(r, 200_000)
+	grown := append(bytes.Clone(appendMostly[:150_000]), workload.Text(r, 1500)...)
 	grown = append(grown, appendMostly[150_000:]...)
 	grown[10] = '#'
 	return []Pair{
@@ -85,14 +36,14 @@ func Pairs() []Pair {
 		{"base-empty", []byte("hello"), []byte{}},
 		{"one-byte", []byte("a"), []byte("b")},
 		{"identical", mb[:10_000], mb[:10_000]},
-		{"unrelated", Random(r, 3000), Random(r, 5000)},
-		{"append-at-end", mb[:50_000], append(bytes.Clone(mb[:50_000]), Text(r, 2000)...)},
-		{"prepend", mb[:50_000], append(Text(r, 300), mb[:50_000]...)},
+		{"unrelated", workload.Random(r, 3000), workload.Random(r, 5000)},
+		{"append-at-end", mb[:50_000], append(bytes.Clone(mb[:50_000]), workload.Text(r, 2000)...)},
+		{"prepend", mb[:50_000], append(workload.Text(r, 300), mb[:50_000]...)},
 		{"truncate", mb[:50_000], mb[:20_000]},
 		{"append-mostly-state", appendMostly, grown},
 		{"swap-halves", append(bytes.Clone(half), other...), append(bytes.Clone(other), half...)},
 		{"zeros", make([]byte, 100_000), append(make([]byte, 70_000), append([]byte{1}, make([]byte, 40_000)...)...)},
-		{"1MB-10-scattered-edits", mb, ScatteredEdits(r, mb, 10)},
+		{"1MB-10-scattered-edits", mb, workload.ScatteredEdits(r, mb, 10)},
 	}
 }
 
@@ -121,7 +72,7 @@ func Run(t *testing.T, e bridge.Engine, peers []bridge.Engine) {
 			t.Error("Hash64(nil) differs from Hash64(empty)")
 		}
 		r := rand.New(rand.NewPCG(3, 4))
-		data := Random(r, 1<<20)
+		data := workload.Random(r, 1<<20)
 		for _, n := range []int{0, 1, 3, 4, 7, 8, 31, 32, 33, 63, 64, 65, 1000, 1 << 20} {
 			want := bridge.Fallback().Hash64(data[:n])
 			if got := e.Hash64(data[:n]); got != want {
@@ -143,11 +94,11 @@ func Run(t *testing.T, e bridge.Engine, peers []bridge.Engine) {
 				t.Fatalf("%s: header (%d, %d, %v), want (%d, %d)", p.Name, bl, tl, err, len(p.Base), len(p.Target))
 			}
 			for _, a := range append([]bridge.Engine{e}, peers...) {
-				got, err := a.ApplyDelta(p.Base, d, bridge.DefaultMaxTarget)
+				got, err := a.ApplyDelta(nil, p.Base, d, bridge.DefaultMaxTarget)
 				if err != nil {
 					t.Fatalf("%s: %s applying %s's delta: %v", p.Name, a.Backend(), e.Backend(), err)
 				}
-				if got == nil || !bytes.Equal(got, p.Target) {
+				if !bytes.Equal(got, p.Target) {
 					t.Fatalf("%s: %s applying %s's delta: wrong target (%d bytes, want %d)", p.Name, a.Backend(), e.Backend(), len(got), len(p.Target))
 				}
 			}
@@ -157,9 +108,43 @@ func Run(t *testing.T, e bridge.Engine, peers []bridge.Engine) {
 		}
 	})
 
+	t.Run("append-semantics", func(t *testing.T) {
+		enc := mustEncoder(t, e)
+		defer enc.Close()
+		base := []byte("the quick brown fox jumps over the lazy dog, twice over: the quick brown fox")
+		target := []byte("the quick brown cat jumps over the lazy dog, twice over: the quick brown cat!")
+		d, err := enc.Encode(base, target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Appends to a prefix.
+		got, err := e.ApplyDelta([]byte("prefix:"), base, d, bridge.DefaultMaxTarget)
+		if err != nil || string(got) != "prefix:"+string(target) {
+			t.Fatalf("append to prefix: %q, %v", got, err)
+		}
+		// Reuses spare capacity without allocating a new array.
+		buf := make([]byte, 0, 4*len(target))
+		got, err = e.ApplyDelta(buf, base, d, bridge.DefaultMaxTarget)
+		if err != nil || !bytes.Equal(got, target) || &got[0] != &buf[:1][0] {
+			t.Fatalf("spare capacity not reused (err %v)", err)
+		}
+		// A dst sharing memory with the base must not corrupt the base mid-apply.
+		backing := append(bytes.Clone(base), make([]byte, 2*len(target))...)
+		b2 := backing[:len(base)]
+		got, err = e.ApplyDelta(backing[:0], b2, d, bridge.DefaultMaxTarget)
+		if err != nil || !bytes.Equal(got, target) {
+			t.Fatalf("dst overlapping the base: %q, %v", got, err)
+		}
+		// On error dst comes back unchanged.
+		got, err = e.ApplyDelta([]byte("keep"), base, d[:len(d)-1], bridge.DefaultMaxTarget)
+		if err == nil || string(got) != "keep" {
+			t.Fatalf("error path changed dst: %q, %v", got, err)
+		}
+	})
+
 	t.Run("literal-deltas", func(t *testing.T) {
 		for _, p := range Pairs() {
-			got, err := e.ApplyDelta(p.Base, bridge.EncodeLiteral(len(p.Base), p.Target), bridge.DefaultMaxTarget)
+			got, err := e.ApplyDelta(nil, p.Base, bridge.EncodeLiteral(len(p.Base), p.Target), bridge.DefaultMaxTarget)
 			if err != nil || !bytes.Equal(got, p.Target) {
 				t.Fatalf("%s: literal delta: %v", p.Name, err)
 			}
@@ -172,8 +157,8 @@ func Run(t *testing.T, e bridge.Engine, peers []bridge.Engine) {
 			defer enc.Close()
 			r := rand.New(rand.NewPCG(5, 6))
 			for i := range 20 {
-				base := Text(r, 1<<20)
-				target := ScatteredEdits(r, base, 10)
+				base := workload.Text(r, 1<<20)
+				target := workload.ScatteredEdits(r, base, 10)
 				d, err := enc.Encode(base, target)
 				if err != nil {
 					t.Fatal(err)
@@ -194,7 +179,7 @@ func Run(t *testing.T, e bridge.Engine, peers []bridge.Engine) {
 			t.Fatal(err)
 		}
 		for _, c := range Forged(base, good) {
-			_, err := e.ApplyDelta(base, c.Delta, c.Max)
+			_, err := e.ApplyDelta(nil, base, c.Delta, c.Max)
 			if !errors.Is(err, c.Want) {
 				t.Errorf("%s: got %v, want %v", c.Name, err, c.Want)
 			}
@@ -204,7 +189,7 @@ func Run(t *testing.T, e bridge.Engine, peers []bridge.Engine) {
 			}
 		}
 		for n := range len(good) {
-			if _, err := e.ApplyDelta(base, good[:n], 1<<20); !errors.Is(err, bridge.StatusInvalidDelta) {
+			if _, err := e.ApplyDelta(nil, base, good[:n], 1<<20); !errors.Is(err, bridge.StatusInvalidDelta) {
 				t.Fatalf("truncated to %d bytes: got %v", n, err)
 			}
 		}
@@ -212,10 +197,10 @@ func Run(t *testing.T, e bridge.Engine, peers []bridge.Engine) {
 
 	t.Run("bit-flips-agree-with-peers", func(t *testing.T) {
 		r := rand.New(rand.NewPCG(7, 8))
-		base := Text(r, 4000)
+		base := workload.Text(r, 4000)
 		enc := mustEncoder(t, e)
 		defer enc.Close()
-		d, err := enc.Encode(base, ScatteredEdits(r, base, 5))
+		d, err := enc.Encode(base, workload.ScatteredEdits(r, base, 5))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,15 +240,15 @@ func Run(t *testing.T, e bridge.Engine, peers []bridge.Engine) {
 				defer own.Close()
 				r := rand.New(rand.NewPCG(uint64(g), 9))
 				for range 50 {
-					base := Text(r, 1+r.IntN(20_000))
-					target := ScatteredEdits(r, base, 3)
+					base := workload.Text(r, 1+r.IntN(20_000))
+					target := workload.ScatteredEdits(r, base, 3)
 					for _, x := range []bridge.Encoder{own, shared} {
 						d, err := x.Encode(base, target)
 						if err != nil {
 							t.Error(err)
 							return
 						}
-						got, err := e.ApplyDelta(base, d, bridge.DefaultMaxTarget)
+						got, err := e.ApplyDelta(nil, base, d, bridge.DefaultMaxTarget)
 						if err != nil || !bytes.Equal(got, target) {
 							t.Errorf("concurrent round trip failed: %v", err)
 							return
@@ -353,7 +338,7 @@ func Agree(t testing.TB, engines []bridge.Engine, base, delta []byte, max int) {
 	var firstOut []byte
 	var firstStatus bridge.Status
 	for i, e := range engines {
-		out, err := e.ApplyDelta(base, delta, max)
+		out, err := e.ApplyDelta(nil, base, delta, max)
 		st := bridge.StatusOK
 		if err != nil {
 			var ee *bridge.EngineError

@@ -133,21 +133,45 @@ EternalStatus eternal_delta_encode(eternal_encoder *encoder,
                                    uintptr_t *out_err_len);
 
 /*
- Applies a delta to `base`, validating every op.
+ Validates a delta in full, without producing its target, and returns the target's length.
+ Callers size the output buffer for [`eternal_delta_apply`] from it, so a forged length never
+ makes them allocate.
 
- Arguments: the base and delta bytes (borrowed for the call); `max_target_len`, the largest
- target the caller accepts; `out_target`/`out_target_len` receive a Rust-owned buffer;
- `out_err`/`out_err_len` (both may be null) receive a message on failure.
+ Arguments: `base_len`, the length of the base the delta will be applied to; the delta bytes
+ (borrowed for the call); `max_target_len`, the largest target the caller accepts;
+ `out_target_len` receives the target's length; `out_err`/`out_err_len` (both may be null)
+ receive a Rust-owned message on failure.
  Returns: `Ok`, `NullParameter`, `InvalidDelta`, `BaseMismatch`, `TooLarge`, or `Panic`.
- Safety: as for [`eternal_delta_encode`]. Threads: any; no shared state.
+ Safety: every non-null pointer must be valid for its length. Threads: any; no shared state.
+ */
+EternalStatus eternal_delta_check(uintptr_t base_len,
+                                  const uint8_t *delta,
+                                  uintptr_t delta_len,
+                                  uintptr_t max_target_len,
+                                  uintptr_t *out_target_len,
+                                  uint8_t **out_err,
+                                  uintptr_t *out_err_len);
+
+/*
+ Applies a delta to `base`, writing the target into the caller's buffer.
+
+ Arguments: the base and delta bytes (borrowed for the call); `out`/`out_cap`, a caller-owned
+ buffer of at least the target's length (from [`eternal_delta_check`]), which must not overlap
+ the base or the delta; `out_len` receives the target's length; `out_err`/`out_err_len` (both
+ may be null) receive a Rust-owned message on failure.
+ Returns: `Ok`, `NullParameter`, `InvalidDelta`, `BaseMismatch`, `TooLarge` (the buffer is too
+ small), or `Panic`. Every op is validated before it writes; on failure the buffer may hold a
+ partial target.
+ Safety: as for [`eternal_delta_encode`]; `out` writable for `out_cap` bytes for the call.
+ Threads: any; no shared state.
  */
 EternalStatus eternal_delta_apply(const uint8_t *base,
                                   uintptr_t base_len,
                                   const uint8_t *delta,
                                   uintptr_t delta_len,
-                                  uintptr_t max_target_len,
-                                  uint8_t **out_target,
-                                  uintptr_t *out_target_len,
+                                  uint8_t *out,
+                                  uintptr_t out_cap,
+                                  uintptr_t *out_len,
                                   uint8_t **out_err,
                                   uintptr_t *out_err_len);
 

@@ -194,37 +194,32 @@ pub fn header(delta: &[u8]) -> Result<(Header, usize), DeltaError> {
     ))
 }
 
-/// Rebuilds the target from `base` and `delta`, refusing any delta that is malformed, made for a
-/// base of another length, or whose target exceeds `max_target_len` bytes. Memory use is bounded
-/// by the bytes the ops really produce (never by a declared length alone).
-pub fn apply(base: &[u8], delta: &[u8], max_target_len: usize) -> Result<Vec<u8>, DeltaError> {
-    let (h, start) = header(delta)?;
-    if h.base_len != base.len() as u64 {
-        return Err(DeltaError::BaseMismatch {
-            expected: h.base_len,
-            actual: base.len(),
-        });
-    }
-    if h.target_len > max_target_len as u64 {
-        return Err(DeltaError::TooLarge {
-            target_len: h.target_len,
-            max: max_target_len,
-        });
-    }
-    let target_len = h.target_len as usize;
-    // Reserve no more than the inputs could plausibly carry; a forged length then costs nothing
-    // until ops really produce bytes, and the loop below stops at the first bad op.
-    let mut out: Vec<u8> = Vec::with_capacity(target_len.min(base.len() + delta.len()));
+/// One op of a delta, as [`walk`] yields it: already checked against the base and the target.
+enum Op<'a> {
+    Add(&'a [u8]),
+    Copy { off: usize, n: usize },
+}
+
+/// Walks the ops of a delta whose header said `target_len` bytes, checking every op against
+/// `base_len` and the target, and the end of the delta. `f` sees each op once it is known valid.
+fn walk<'a>(
+    delta: &'a [u8],
+    start: usize,
+    base_len: usize,
+    target_len: usize,
+    mut f: impl FnMut(usize, Op<'a>),
+) -> Result<(), DeltaError> {
     let mut r = Reader {
         buf: delta,
         pos: start,
     };
+    let mut produced = 0usize;
     let mut cursor: u64 = 0;
-    while out.len() < target_len {
+    while produced < target_len {
         let op_at = r.pos;
         let head = r.uvarint("op header")?;
         let n = head >> 1;
-        let remaining = (target_len - out.len()) as u64;
+        let remaining = (target_len - produced) as u64;
         if n == 0 {
             return Err(DeltaError::Invalid {
                 offset: op_at,
@@ -240,23 +235,23 @@ pub fn apply(base: &[u8], delta: &[u8], max_target_len: usize) -> Result<Vec<u8>
         let n = n as usize;
         if head & 1 == 0 {
             let lit = r.bytes(n, "ADD literal")?;
-            out.extend_from_slice(lit);
+            f(produced, Op::Add(lit));
         } else {
             let d = r.svarint("COPY offset")?;
             let off = (cursor as i128) + (d as i128);
-            if off < 0 || off + n as i128 > base.len() as i128 {
+            if off < 0 || off + n as i128 > base_len as i128 {
                 return Err(DeltaError::Invalid {
                     offset: op_at,
                     reason: format!(
-                        "COPY of {n} bytes at base offset {off} reads outside the base ({} bytes)",
-                        base.len()
+                        "COPY of {n} bytes at base offset {off} reads outside the base ({base_len} bytes)"
                     ),
                 });
             }
             let off = off as usize;
-            out.extend_from_slice(&base[off..off + n]);
+            f(produced, Op::Copy { off, n });
             cursor = (off + n) as u64;
         }
+        produced += n;
     }
     if r.pos != delta.len() {
         return Err(DeltaError::Invalid {
@@ -267,6 +262,62 @@ pub fn apply(base: &[u8], delta: &[u8], max_target_len: usize) -> Result<Vec<u8>
             ),
         });
     }
+    Ok(())
+}
+
+/// Validates a whole delta for a base of `base_len` bytes without producing the target, and
+/// returns the target's length. It refuses exactly what [`apply`] refuses, so a caller can size
+/// an output buffer from it without trusting a forged length.
+pub fn check(base_len: usize, delta: &[u8], max_target_len: usize) -> Result<usize, DeltaError> {
+    let (h, start) = header(delta)?;
+    if h.base_len != base_len as u64 {
+        return Err(DeltaError::BaseMismatch {
+            expected: h.base_len,
+            actual: base_len,
+        });
+    }
+    if h.target_len > max_target_len as u64 {
+        return Err(DeltaError::TooLarge {
+            target_len: h.target_len,
+            max: max_target_len,
+        });
+    }
+    let target_len = h.target_len as usize;
+    walk(delta, start, base_len, target_len, |_, _| {})?;
+    Ok(target_len)
+}
+
+/// Rebuilds the target into `out`, which must hold at least the target's length, and returns
+/// that length. Every op is checked before it writes; on error `out` may hold a partial target.
+pub fn apply_into(base: &[u8], delta: &[u8], out: &mut [u8]) -> Result<usize, DeltaError> {
+    let (h, start) = header(delta)?;
+    if h.base_len != base.len() as u64 {
+        return Err(DeltaError::BaseMismatch {
+            expected: h.base_len,
+            actual: base.len(),
+        });
+    }
+    if h.target_len > out.len() as u64 {
+        return Err(DeltaError::TooLarge {
+            target_len: h.target_len,
+            max: out.len(),
+        });
+    }
+    let target_len = h.target_len as usize;
+    walk(delta, start, base.len(), target_len, |at, op| match op {
+        Op::Add(lit) => out[at..at + lit.len()].copy_from_slice(lit),
+        Op::Copy { off, n } => out[at..at + n].copy_from_slice(&base[off..off + n]),
+    })?;
+    Ok(target_len)
+}
+
+/// Rebuilds the target from `base` and `delta`, refusing any delta that is malformed, made for a
+/// base of another length, or whose target exceeds `max_target_len` bytes. The delta is checked
+/// in full before the target is allocated, so a forged length costs no memory.
+pub fn apply(base: &[u8], delta: &[u8], max_target_len: usize) -> Result<Vec<u8>, DeltaError> {
+    let target_len = check(base.len(), delta, max_target_len)?;
+    let mut out = vec![0u8; target_len];
+    apply_into(base, delta, &mut out)?;
     Ok(out)
 }
 

@@ -219,44 +219,98 @@ pub unsafe extern "C" fn eternal_delta_encode(
     })
 }
 
-/// Applies a delta to `base`, validating every op.
+fn delta_status(e: &delta::DeltaError) -> EternalStatus {
+    match e {
+        delta::DeltaError::Invalid { .. } => EternalStatus::InvalidDelta,
+        delta::DeltaError::BaseMismatch { .. } => EternalStatus::BaseMismatch,
+        delta::DeltaError::TooLarge { .. } => EternalStatus::TooLarge,
+    }
+}
+
+/// Validates a delta in full, without producing its target, and returns the target's length.
+/// Callers size the output buffer for [`eternal_delta_apply`] from it, so a forged length never
+/// makes them allocate.
 ///
-/// Arguments: the base and delta bytes (borrowed for the call); `max_target_len`, the largest
-/// target the caller accepts; `out_target`/`out_target_len` receive a Rust-owned buffer;
-/// `out_err`/`out_err_len` (both may be null) receive a message on failure.
+/// Arguments: `base_len`, the length of the base the delta will be applied to; the delta bytes
+/// (borrowed for the call); `max_target_len`, the largest target the caller accepts;
+/// `out_target_len` receives the target's length; `out_err`/`out_err_len` (both may be null)
+/// receive a Rust-owned message on failure.
 /// Returns: `Ok`, `NullParameter`, `InvalidDelta`, `BaseMismatch`, `TooLarge`, or `Panic`.
-/// Safety: as for [`eternal_delta_encode`]. Threads: any; no shared state.
+/// Safety: every non-null pointer must be valid for its length. Threads: any; no shared state.
+#[no_mangle]
+pub unsafe extern "C" fn eternal_delta_check(
+    base_len: usize,
+    delta: *const u8,
+    delta_len: usize,
+    max_target_len: usize,
+    out_target_len: *mut usize,
+    out_err: *mut *mut u8,
+    out_err_len: *mut usize,
+) -> EternalStatus {
+    ffi_boundary!({
+        check_not_null!(out_target_len);
+        let delta = borrow_bytes!(delta, delta_len);
+        match delta::check(base_len, delta, max_target_len) {
+            Ok(n) => {
+                // SAFETY: checked non-null above.
+                unsafe { *out_target_len = n };
+                EternalStatus::Ok
+            }
+            Err(e) => {
+                // SAFETY: each pointer is null or writable, per the contract.
+                unsafe { give_error(e.to_string(), out_err, out_err_len) };
+                delta_status(&e)
+            }
+        }
+    })
+}
+
+/// Applies a delta to `base`, writing the target into the caller's buffer.
+///
+/// Arguments: the base and delta bytes (borrowed for the call); `out`/`out_cap`, a caller-owned
+/// buffer of at least the target's length (from [`eternal_delta_check`]), which must not overlap
+/// the base or the delta; `out_len` receives the target's length; `out_err`/`out_err_len` (both
+/// may be null) receive a Rust-owned message on failure.
+/// Returns: `Ok`, `NullParameter`, `InvalidDelta`, `BaseMismatch`, `TooLarge` (the buffer is too
+/// small), or `Panic`. Every op is validated before it writes; on failure the buffer may hold a
+/// partial target.
+/// Safety: as for [`eternal_delta_encode`]; `out` writable for `out_cap` bytes for the call.
+/// Threads: any; no shared state.
 #[no_mangle]
 pub unsafe extern "C" fn eternal_delta_apply(
     base: *const u8,
     base_len: usize,
     delta: *const u8,
     delta_len: usize,
-    max_target_len: usize,
-    out_target: *mut *mut u8,
-    out_target_len: *mut usize,
+    out: *mut u8,
+    out_cap: usize,
+    out_len: *mut usize,
     out_err: *mut *mut u8,
     out_err_len: *mut usize,
 ) -> EternalStatus {
     ffi_boundary!({
-        check_not_null!(out_target, out_target_len);
+        check_not_null!(out_len);
         let base = borrow_bytes!(base, base_len);
         let delta = borrow_bytes!(delta, delta_len);
-        match delta::apply(base, delta, max_target_len) {
-            Ok(target) => {
+        let out: &mut [u8] = if out_cap == 0 {
+            &mut []
+        } else if out.is_null() {
+            return EternalStatus::NullParameter;
+        } else {
+            // SAFETY: the caller promises `out` is writable for `out_cap` bytes and overlaps
+            // neither input.
+            unsafe { std::slice::from_raw_parts_mut(out, out_cap) }
+        };
+        match delta::apply_into(base, delta, out) {
+            Ok(n) => {
                 // SAFETY: checked non-null above.
-                unsafe { give(target, out_target, out_target_len) };
+                unsafe { *out_len = n };
                 EternalStatus::Ok
             }
             Err(e) => {
-                let status = match e {
-                    delta::DeltaError::Invalid { .. } => EternalStatus::InvalidDelta,
-                    delta::DeltaError::BaseMismatch { .. } => EternalStatus::BaseMismatch,
-                    delta::DeltaError::TooLarge { .. } => EternalStatus::TooLarge,
-                };
                 // SAFETY: each pointer is null or writable, per the contract.
                 unsafe { give_error(e.to_string(), out_err, out_err_len) };
-                status
+                delta_status(&e)
             }
         }
     })
@@ -315,15 +369,19 @@ mod tests {
             );
             assert_eq!(eternal_hash64(null(), 0, &mut h), EternalStatus::Ok);
             assert_eq!(h, hash::xxh64(b""));
-            let (mut p, mut n) = (null_mut(), 0usize);
+            let mut n = 0usize;
+            assert_eq!(
+                eternal_delta_check(0, null(), 5, 10, &mut n, null_mut(), null_mut()),
+                EternalStatus::NullParameter
+            );
             assert_eq!(
                 eternal_delta_apply(
                     null(),
                     0,
                     null(),
+                    0,
+                    null_mut(),
                     5,
-                    10,
-                    &mut p,
                     &mut n,
                     null_mut(),
                     null_mut()
@@ -355,41 +413,58 @@ mod tests {
                 null_mut(),
             );
             assert_eq!(st, EternalStatus::Ok);
-            let (mut t, mut tn) = (null_mut(), 0usize);
-            let st = eternal_delta_apply(
-                base.as_ptr(),
+            let mut tn = 0usize;
+            let st = eternal_delta_check(
                 base.len(),
                 d,
                 dn,
                 usize::MAX,
-                &mut t,
                 &mut tn,
                 null_mut(),
                 null_mut(),
             );
             assert_eq!(st, EternalStatus::Ok);
-            assert_eq!(std::slice::from_raw_parts(t, tn), &target[..]);
-            // A bad delta yields a message buffer.
-            let (mut e, mut en) = (null_mut(), 0usize);
-            let (mut t2, mut tn2) = (null_mut(), 0usize);
+            assert_eq!(tn, target.len());
+            let mut t = vec![0u8; tn];
+            let mut written = 0usize;
             let st = eternal_delta_apply(
                 base.as_ptr(),
                 base.len(),
                 d,
-                dn - 1,
-                usize::MAX,
-                &mut t2,
-                &mut tn2,
-                &mut e,
-                &mut en,
+                dn,
+                t.as_mut_ptr(),
+                t.len(),
+                &mut written,
+                null_mut(),
+                null_mut(),
             );
+            assert_eq!(st, EternalStatus::Ok);
+            assert_eq!(written, target.len());
+            assert_eq!(t, target);
+            // A buffer one byte short is refused.
+            let st = eternal_delta_apply(
+                base.as_ptr(),
+                base.len(),
+                d,
+                dn,
+                t.as_mut_ptr(),
+                t.len() - 1,
+                &mut written,
+                null_mut(),
+                null_mut(),
+            );
+            assert_eq!(st, EternalStatus::TooLarge);
+            // A bad delta yields a message buffer, and no length.
+            let (mut e, mut en) = (null_mut(), 0usize);
+            let mut tn2 = 12345usize;
+            let st =
+                eternal_delta_check(base.len(), d, dn - 1, usize::MAX, &mut tn2, &mut e, &mut en);
             assert_eq!(st, EternalStatus::InvalidDelta);
-            assert!(t2.is_null(), "outputs are written only on success");
+            assert_eq!(tn2, 12345, "outputs are written only on success");
             let msg = String::from_utf8_lossy(std::slice::from_raw_parts(e, en)).into_owned();
             assert!(msg.contains("invalid delta"), "{msg}");
-            assert_eq!(eternal_live_buffers(), before + 3);
+            assert_eq!(eternal_live_buffers(), before + 2);
             eternal_buffer_free(d, dn);
-            eternal_buffer_free(t, tn);
             eternal_buffer_free(e, en);
             eternal_encoder_free(enc);
         }

@@ -1,0 +1,124 @@
+// Package cli is harness-edge's command line: it parses, calls the library, prints. Output is
+// for people on a terminal and JSON with --json; exit codes are stable (SPEC section 10).
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at link time by the Makefile (-X ...cli.version=...).
+var version = "dev"
+
+// Exit codes (SPEC section 10).
+const (
+	ExitOK      = 0
+	ExitError   = 1
+	ExitUsage   = 2
+	ExitWaiting = 3
+)
+
+// EnvStore names the environment variable that sets the store directory.
+const EnvStore = "HARNESS_EDGE_STORE"
+
+// usageError marks a mistake in how the command was called (exit 2).
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+// exitError carries a specific exit code with an already-printed outcome.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+
+type globals struct {
+	store string
+	json  bool
+}
+
+// Main runs the command line with args and returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	g := &globals{}
+	root := newRoot(g, stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintf(stderr, "harness-edge: %v\n", err)
+	var ue usageError
+	var ee exitError
+	switch {
+	case errors.As(err, &ue), isCobraUsage(err):
+		fmt.Fprintln(stderr, "run 'harness-edge --help' for usage")
+		return ExitUsage
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		return ExitError
+	}
+}
+
+// isCobraUsage recognises the errors cobra itself returns for unknown commands and arguments.
+func isCobraUsage(err error) bool {
+	m := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "requires at most", "invalid argument"} {
+		if strings.HasPrefix(m, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func newRoot(g *globals, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "harness-edge",
+		Short:         "A durable runtime for long-running AI-agent tasks on workstations and edge devices",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE:          func(c *cobra.Command, _ []string) error { return c.Help() },
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentFlags().StringVar(&g.store, "store", "", "store directory (default $"+EnvStore+", else $XDG_DATA_HOME/harness-edge, else ~/.local/share/harness-edge)")
+	root.AddCommand(newVersionCmd(g, stdout), newDoctorCmd(g, stdout))
+	return root
+}
+
+// storeDir resolves the store directory: --store, then $HARNESS_EDGE_STORE, then
+// $XDG_DATA_HOME/harness-edge, then ~/.local/share/harness-edge (SPEC section 6).
+func (g *globals) storeDir() (string, error) {
+	if g.store != "" {
+		return filepath.Abs(g.store)
+	}
+	if d := os.Getenv(EnvStore); d != "" {
+		return filepath.Abs(d)
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "harness-edge"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("cannot find the store directory: no --store, $%s, $XDG_DATA_HOME or home directory: %w", EnvStore, err)
+	}
+	return filepath.Join(home, ".local", "share", "harness-edge"), nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
