@@ -28,10 +28,10 @@ ARM_A       := $(ARM_LIB)/libeternal.a
 STATIC_TAGS := netgo,osusergo,pebblegozstd$(if $(TAGS),$(comma)$(TAGS))
 comma := ,
 GO_LDFLAGS  := -X github.com/harness-edge/harness-edge/cmd/harness-edge/internal/cli.version=$(VERSION)
-STATIC_LDFLAGS := $(GO_LDFLAGS) -linkmode external -extldflags -static
+STATIC_LDFLAGS := $(GO_LDFLAGS) -s -w -linkmode external -extldflags -static
 
 HOST_PACKAGES  := cbindgen file
-CROSS_PACKAGES := rustc-web libstd-rust-web-dev:arm64 gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
+CROSS_PACKAGES := rustc-web libstd-rust-web-dev:arm64 libc6:arm64 gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
 DEBIAN_RUSTC   := /usr/bin/rustc
 
 GO_PKGS := ./...
@@ -108,7 +108,7 @@ cross: deps engine-arm64 ## Build bin/harness-edge-linux-arm64: static arm64 bin
 # Tests
 
 .PHONY: test
-test: deps header-check test-rust test-go fuzz-smoke ## Rust tests, Go tests on every backend, header check, fuzz smoke
+test: deps header-check test-rust test-go ## Rust tests, Go tests on every backend (fuzz seeds included), header check
 
 .PHONY: test-rust
 test-rust: ## cargo test (release) for the engine
@@ -126,12 +126,16 @@ test-go: engine ## Go tests: cgo (+purego in-process), purego-only (CGO_ENABLED=
 		CGO_ENABLED=0 $(GO) test -count=1 -tags invariants$(if $(TAGS),$(comma)$(TAGS)) $(GO_PKGS)
 	@echo "== go test: CGO_ENABLED=0 without any engine (fallback backend only)"
 	HARNESS_EDGE_ENGINE_LIB=/nonexistent/libeternal.so HARNESS_EDGE_EXPECT_BACKEND=fallback \
-		CGO_ENABLED=0 $(GO) test -count=1 -tags invariants$(if $(TAGS),$(comma)$(TAGS)) ./bridge/... ./fuzz/...
+		CGO_ENABLED=0 $(GO) test -count=1 -tags invariants$(if $(TAGS),$(comma)$(TAGS)) ./bridge/... ./fuzz/... ./cmd/...
 
 .PHONY: test-arm64
-test-arm64: deps engine-arm64 ## Go tests cross-compiled for arm64, run under qemu-aarch64
+test-arm64: deps engine-arm64 ## Rust and Go tests cross-compiled for arm64 (static), run under qemu-aarch64
+	cd eternal && RUSTC=$(DEBIAN_RUSTC) CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+		CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=$(ROOT)/cross/qemu-run \
+		$(CARGO) test --lib --release --quiet --target $(RUST_TARGET_arm64)
 	CGO_ENABLED=1 GOARCH=arm64 CC=aarch64-linux-gnu-gcc HARNESS_EDGE_EXPECT_BACKEND=cgo \
-		$(GO) test -count=1 -tags invariants$(if $(TAGS),$(comma)$(TAGS)) -exec $(ROOT)/cross/qemu-run $(GO_PKGS)
+		$(GO) test -count=1 -tags invariants,$(STATIC_TAGS) -ldflags '-linkmode external -extldflags -static' \
+		-exec $(ROOT)/cross/qemu-run $(GO_PKGS)
 
 .PHONY: test-safety
 test-safety: engine ## GOEXPERIMENT=cgocheck2 go test -race over the bridge (all backends)
@@ -139,10 +143,6 @@ test-safety: engine ## GOEXPERIMENT=cgocheck2 go test -race over the bridge (all
 		CGO_ENABLED=1 $(GO) test -count=1 -race -tags invariants,eternal_purego ./bridge/...
 
 FUZZ_TARGETS := FuzzDeltaApply FuzzDeltaRoundTrip
-
-.PHONY: fuzz-smoke
-fuzz-smoke: engine ## Run every fuzz target's seed corpus on every backend (part of make test)
-	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) CGO_ENABLED=1 $(GO) test -count=1 -tags eternal_purego -run 'Fuzz' ./fuzz/
 
 .PHONY: fuzz
 fuzz: engine ## Fuzz each target for FUZZTIME (default 10s) across all backends

@@ -1,0 +1,46 @@
+package fuzz
+
+import (
+	"bytes"
+	"math/rand/v2"
+
+	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/bridge/workload"
+)
+
+// Seed is one named corpus entry: the arguments of a fuzz target, in order.
+type Seed struct {
+	Name string
+	Args [][]byte
+}
+
+// DeltaSeeds returns the seeds of FuzzDeltaApply (base, delta) and FuzzDeltaRoundTrip
+// (base, target). Deltas are encoded with the fallback's literal encoder and hand-forged, so the
+// corpus does not depend on which engine generated it.
+func DeltaSeeds() (apply, roundTrip []Seed) {
+	r := rand.New(rand.NewPCG(11, 22))
+	base := workload.Text(r, 600)
+	target := workload.ScatteredEdits(r, base, 4)
+	lit := bridge.EncodeLiteral(len(base), target)
+	apply = []Seed{
+		{"seed-empty", [][]byte{nil, nil}},
+		{"seed-literal", [][]byte{base, lit}},
+		{"seed-literal-empty-base", [][]byte{nil, bridge.EncodeLiteral(0, []byte("hello"))}},
+		{"seed-truncated", [][]byte{base, lit[:len(lit)/2]}},
+		{"seed-trailing", [][]byte{base, append(bytes.Clone(lit), 0)}},
+		{"seed-copy", [][]byte{[]byte("0123456789abcdefghij"), []byte("ETD\x01\x14\x0a\x15\x00")}},
+		{"seed-copy-past-base", [][]byte{[]byte("0123456789"), []byte("ETD\x01\x0a\x0a\x15\x0a")}},
+		{"seed-huge-target", [][]byte{[]byte("abc"), []byte("ETD\x01\x03\xff\xff\xff\xff\x0f")}},
+		{"seed-overlong-varint", [][]byte{nil, []byte("ETD\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff")}},
+		{"seed-bad-version", [][]byte{nil, []byte("ETD\x09\x00\x00")}},
+	}
+	roundTrip = []Seed{
+		{"seed-empty", [][]byte{nil, nil}},
+		{"seed-edits", [][]byte{base, target}},
+		{"seed-grow", [][]byte{base[:100], base}},
+		{"seed-shrink", [][]byte{base, base[:100]}},
+		{"seed-unrelated", [][]byte{workload.Random(r, 300), workload.Random(r, 300)}},
+		{"seed-repetitive", [][]byte{bytes.Repeat([]byte("ab"), 500), bytes.Repeat([]byte("ab"), 510)}},
+	}
+	return apply, roundTrip
+}
