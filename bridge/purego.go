@@ -40,14 +40,15 @@ var (
 	puregoLoaded = map[string]*puregoEngine{}
 )
 
-// LibraryCandidates lists where OpenPurego looks for libeternal.so when given no path: the
-// HARNESS_EDGE_ENGINE_LIB variable, next to the executable, ../lib beside it, then the dynamic
-// loader's own search path.
+// LibraryCandidates lists where OpenPurego looks for libeternal.so when given no path. When
+// HARNESS_EDGE_ENGINE_LIB is set it is the only candidate: a library the user named is never
+// silently replaced by another one. Otherwise: next to the executable, ../lib beside it, then
+// the dynamic loader's own search path.
 func LibraryCandidates() []string {
-	var c []string
 	if p := os.Getenv(EnvEngineLib); p != "" {
-		c = append(c, p)
+		return []string{p}
 	}
+	var c []string
 	if exe, err := os.Executable(); err == nil {
 		dir := filepath.Dir(exe)
 		c = append(c, filepath.Join(dir, "libeternal.so"), filepath.Join(dir, "..", "lib", "libeternal.so"))
@@ -59,7 +60,11 @@ func LibraryCandidates() []string {
 // LibraryCandidates that loads), resolves every symbol and checks the ABI version.
 func OpenPurego(path string) (Engine, error) {
 	if path != "" {
-		return openPuregoAt(path)
+		e, err := openPuregoAt(path)
+		if err != nil {
+			return nil, fmt.Errorf("purego backend: %w", err)
+		}
+		return e, nil
 	}
 	var tried []string
 	for _, p := range LibraryCandidates() {
@@ -86,7 +91,7 @@ func openPuregoAt(path string) (Engine, error) {
 	}
 	lib, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
-		return nil, fmt.Errorf("purego backend: cannot load %s: %w", path, err)
+		return nil, fmt.Errorf("cannot load %s: %w", path, err)
 	}
 	e := &puregoEngine{path: path, fn: map[string]uintptr{}}
 	var missing []string
@@ -100,11 +105,11 @@ func openPuregoAt(path string) (Engine, error) {
 	}
 	if len(missing) > 0 {
 		_ = purego.Dlclose(lib)
-		return nil, fmt.Errorf("purego backend: %s lacks %d symbol(s): %s", path, len(missing), strings.Join(missing, ", "))
+		return nil, fmt.Errorf("%s lacks %d symbol(s): %s", path, len(missing), strings.Join(missing, ", "))
 	}
 	if v := e.ABIVersion(); v != ABIVersion {
 		_ = purego.Dlclose(lib)
-		return nil, fmt.Errorf("purego backend: %s has ABI version %d, this build needs %d", path, v, ABIVersion)
+		return nil, fmt.Errorf("%s has ABI version %d, this build needs %d", path, v, ABIVersion)
 	}
 	// The library stays loaded for the life of the process: encoders and cleanups may refer to it.
 	puregoLoaded[path] = e

@@ -70,3 +70,17 @@ func TestPuregoRefusesNonLibrary(t *testing.T) {
 		t.Fatalf("non-library accepted or unclear error: %v", err)
 	}
 }
+
+func TestPuregoNamedLibraryIsTheOnlyCandidate(t *testing.T) {
+	t.Setenv(bridge.EnvEngineLib, "/nonexistent/libeternal.so")
+	if c := bridge.LibraryCandidates(); len(c) != 1 || c[0] != "/nonexistent/libeternal.so" {
+		t.Fatalf("candidates %v: a named library must be the only one tried", c)
+	}
+	_, err := bridge.OpenPurego("")
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/libeternal.so: not found") {
+		t.Fatalf("missing named library: %v", err)
+	}
+	if strings.Count(err.Error(), "purego backend") != 1 {
+		t.Fatalf("error repeats its prefix: %v", err)
+	}
+}
