@@ -135,7 +135,7 @@ test-arm64: deps engine-arm64 ## Rust and Go tests cross-compiled for arm64 (sta
 		$(CARGO) test --lib --release --quiet --target $(RUST_TARGET_arm64)
 	CGO_ENABLED=1 GOARCH=arm64 CC=aarch64-linux-gnu-gcc HARNESS_EDGE_EXPECT_BACKEND=cgo \
 		$(GO) test -count=1 -tags invariants,$(STATIC_TAGS) -ldflags '-linkmode external -extldflags -static' \
-		-exec $(ROOT)/cross/qemu-run $(GO_PKGS)
+		-short -exec $(ROOT)/cross/qemu-run $(GO_PKGS)
 
 .PHONY: test-safety
 test-safety: engine ## GOEXPERIMENT=cgocheck2 go test -race over the bridge (all backends)

@@ -1,7 +1,16 @@
-// Package statefmt will hold HarnessState and every persisted format: JSON v1, the canonical
-// binary encoding that checkpoints carry, delta ops, the checkpoint record envelope, and
-// migrations (SPEC.md sections 3 and 4).
+// Package statefmt holds HarnessState and every format harness-edge persists:
 //
-// It is empty on purpose: the state formats are their own issue. Nothing here pretends to
-// encode a state yet.
+//   - JSON v1 (json.go): the interchange format of export/import, the API and `show --json`. It
+//     reads the seed design's JSON example as is, refuses unknown fields and unknown schema
+//     versions, and upgrades older versions through a migration registry (migrate.go).
+//   - the canonical binary encoding (binary.go) that checkpoints carry: deterministic, compact,
+//     and laid out so that a state whose tool-call history grew by one record re-encodes in time
+//     proportional to that record, keeping every earlier byte where it was.
+//   - the checkpoint record envelope (envelope.go): kind, sequence numbers, hashes, compression,
+//     format versions, and a checksum over the whole record.
+//
+// In memory, a state is normalised: times are UTC without monotonic readings, empty slices and
+// maps are nil, and free-form JSON values are canonical (compact, object keys sorted). Every
+// decoder returns states in this form, so a decoded state compares equal (reflect.DeepEqual) to
+// the normalised original. Format version numbers only ever grow; retired ones stay reserved.
 package statefmt

@@ -1,0 +1,731 @@
+package statefmt
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"time"
+	"unicode/utf8"
+)
+
+// BinaryFormatVersion is the canonical binary layout this build writes (schema version 1).
+// Versions only ever grow; a retired one stays reserved here.
+const BinaryFormatVersion = 1
+
+const (
+	binaryMagic   = "HES"
+	headerLen     = 4  // magic + version
+	trailerLen    = 16 // u64 LE history end offset, u64 LE history record count
+	maxBinaryInts = math.MaxInt64
+)
+
+// The canonical binary layout, version 1:
+//
+//	"HES" version:u8
+//	history: record*              each: uvarint(len) record-bytes   (ToolCallHistory, in order)
+//	rest:    every other field of HarnessState, in a fixed order (see writeRest)
+//	trailer: u64le(history end offset) u64le(history record count)
+//
+// The tool-call history comes first and only ever grows, so appending a record leaves every
+// earlier byte where it was: an encoder that remembers the previous encoding rewrites only the new
+// records and the (small) rest. Primitives: uvarint/svarint as in encoding/binary; strings are
+// uvarint(len) + UTF-8 bytes; times are svarint(unix seconds) + uvarint(nanoseconds), UTC;
+// optional values have a presence byte (0 absent, 1 present); enums are one byte, numbered from 1
+// in the order of Statuses, StepStatuses and GateStatuses.
+
+// ---------------------------------------------------------------------------------------------
+// writing
+
+type writer struct {
+	b   []byte
+	err error
+}
+
+func (w *writer) fail(format string, args ...any) {
+	if w.err == nil {
+		w.err = fmt.Errorf("cannot encode state: "+format, args...)
+	}
+}
+
+func (w *writer) uv(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
+func (w *writer) sv(v int64)  { w.b = binary.AppendVarint(w.b, v) }
+func (w *writer) u8(v byte)   { w.b = append(w.b, v) }
+
+// n writes a non-negative int.
+func (w *writer) n(field string, v int64) {
+	if v < 0 {
+		w.fail("%s is negative (%d)", field, v)
+		v = 0
+	}
+	w.uv(uint64(v))
+}
+
+func (w *writer) str(field, s string) {
+	if !utf8.ValidString(s) {
+		w.fail("%s is not valid UTF-8", field)
+	}
+	w.uv(uint64(len(s)))
+	w.b = append(w.b, s...)
+}
+
+func (w *writer) flag(b bool) {
+	if b {
+		w.u8(1)
+	} else {
+		w.u8(0)
+	}
+}
+
+func (w *writer) optStr(field string, s *string) {
+	w.flag(s != nil)
+	if s != nil {
+		w.str(field, *s)
+	}
+}
+
+func (w *writer) time(t time.Time) {
+	w.sv(t.Unix())
+	w.uv(uint64(t.Nanosecond()))
+}
+
+func (w *writer) optTime(t *time.Time) {
+	w.flag(t != nil)
+	if t != nil {
+		w.time(*t)
+	}
+}
+
+func (w *writer) json(field string, v JSONValue) {
+	w.flag(v != nil)
+	if v != nil {
+		w.uv(uint64(len(v)))
+		w.b = append(w.b, v...)
+	}
+}
+
+func enumCode[T comparable](w *writer, field string, v T, set []T) {
+	for i, x := range set {
+		if x == v {
+			w.u8(byte(i + 1))
+			return
+		}
+	}
+	w.fail("%s %v is not one of %v", field, v, set)
+	w.u8(0)
+}
+
+func (w *writer) record(r *ToolCallRecord) {
+	w.str("toolCallHistory.callName", r.CallName)
+	w.json("toolCallHistory.arguments", r.Arguments)
+	var flags byte
+	if r.Result.Success {
+		flags |= 1
+	}
+	if r.Result.Truncated {
+		flags |= 2
+	}
+	w.u8(flags)
+	w.str("toolCallHistory.result.output", r.Result.Output)
+	w.json("toolCallHistory.result.data", r.Result.Data)
+	w.str("toolCallHistory.result.error", r.Result.Error)
+	w.str("toolCallHistory.result.errorKind", r.Result.ErrorKind)
+	w.n("toolCallHistory.duration", int64(r.Duration))
+	w.n("toolCallHistory.retryCount", int64(r.RetryCount))
+	w.time(r.Timestamp)
+}
+
+// appendRecord appends one length-prefixed history record.
+func (w *writer) appendRecord(r *ToolCallRecord, scratch *writer) {
+	scratch.b = scratch.b[:0]
+	scratch.record(r)
+	if scratch.err != nil && w.err == nil {
+		w.err = scratch.err
+	}
+	w.uv(uint64(len(scratch.b)))
+	w.b = append(w.b, scratch.b...)
+}
+
+func (w *writer) rest(s *HarnessState) {
+	w.n("schemaVersion", int64(s.SchemaVersion))
+	w.str("harnessId", s.HarnessID)
+	w.str("agentName", s.AgentName)
+	w.str("taskId", s.TaskID)
+	enumCode(w, "status", s.Status, Statuses)
+	w.time(s.CreatedAt)
+	w.time(s.UpdatedAt)
+	w.flag(s.Plan != nil)
+	if p := s.Plan; p != nil {
+		w.str("plan.taskId", p.TaskID)
+		w.uv(uint64(len(p.Steps)))
+		for i := range p.Steps {
+			st := &p.Steps[i]
+			w.str("plan.steps.id", st.ID)
+			w.str("plan.steps.description", st.Description)
+			w.str("plan.steps.assignedAgent", st.AssignedAgent)
+			w.uv(uint64(len(st.Dependencies)))
+			for _, d := range st.Dependencies {
+				w.str("plan.steps.dependencies", d)
+			}
+			w.flag(st.Critical)
+			enumCode(w, "plan.steps.status", st.Status, StepStatuses)
+			w.optStr("plan.steps.output", st.Output)
+			w.optStr("plan.steps.error", st.Error)
+			w.str("plan.steps.phase", st.Phase)
+			w.n("plan.steps.attempts", int64(st.Attempts))
+			w.str("plan.steps.childHarnessId", st.ChildHarnessID)
+		}
+		w.time(p.CreatedAt)
+	}
+	w.n("currentStepIndex", int64(s.CurrentStepIndex))
+	w.n("totalToolCalls", int64(s.TotalToolCalls))
+	w.uv(uint64(len(s.SubAgentIDs)))
+	for _, id := range s.SubAgentIDs {
+		w.str("subAgentIds", id)
+	}
+	keys := make([]string, 0, len(s.SubAgentResults))
+	for k := range s.SubAgentResults {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	w.uv(uint64(len(keys)))
+	for _, k := range keys {
+		r := s.SubAgentResults[k]
+		w.str("subAgentResults.key", k)
+		w.str("subAgentResults.harnessId", r.HarnessID)
+		w.str("subAgentResults.agentName", r.AgentName)
+		w.str("subAgentResults.stepId", r.StepID)
+		enumCode(w, "subAgentResults.status", r.Status, Statuses)
+		w.optStr("subAgentResults.output", r.Output)
+		w.optStr("subAgentResults.error", r.Error)
+		w.n("subAgentResults.attempts", int64(r.Attempts))
+		w.optTime(r.CompletedAt)
+	}
+	w.flag(s.AgentLoopSnapshot != nil)
+	if a := s.AgentLoopSnapshot; a != nil {
+		w.n("agentLoopSnapshot.iteration", int64(a.Iteration))
+		w.str("agentLoopSnapshot.scratchpad", a.Scratchpad)
+		w.uv(uint64(len(a.Messages)))
+		for i := range a.Messages {
+			m := &a.Messages[i]
+			w.str("agentLoopSnapshot.messages.role", m.Role)
+			w.str("agentLoopSnapshot.messages.content", m.Content)
+			w.str("agentLoopSnapshot.messages.name", m.Name)
+			w.str("agentLoopSnapshot.messages.toolCallId", m.ToolCallID)
+			w.uv(uint64(len(m.ToolCalls)))
+			for _, tc := range m.ToolCalls {
+				w.str("agentLoopSnapshot.messages.toolCalls.id", tc.ID)
+				w.str("agentLoopSnapshot.messages.toolCalls.name", tc.Name)
+				w.str("agentLoopSnapshot.messages.toolCalls.arguments", tc.Arguments)
+			}
+		}
+		w.json("agentLoopSnapshot.handoff", a.Handoff)
+		w.json("agentLoopSnapshot.data", a.Data)
+	}
+	w.optTime(s.LastCheckpointAt)
+	w.n("checkpointCount", int64(s.CheckpointCount))
+	w.str("parentHarnessId", s.ParentHarnessID)
+	w.n("depth", int64(s.Depth))
+	w.n("autonomyLevel", int64(s.AutonomyLevel))
+	w.str("statusReason", s.StatusReason)
+	w.str("phase", s.Phase)
+	w.n("iterations", int64(s.Iterations))
+	w.flag(s.Budget != nil)
+	if b := s.Budget; b != nil {
+		w.n("budget.toolCalls", int64(b.ToolCalls))
+		w.n("budget.tokens", b.Tokens)
+		w.n("budget.wallClock", int64(b.WallClock))
+		w.n("budget.tokensUsed", b.TokensUsed)
+		w.n("budget.wallClockUsed", int64(b.WallClockUsed))
+	}
+	w.uv(uint64(len(s.Gates)))
+	for i := range s.Gates {
+		g := &s.Gates[i]
+		w.str("gates.id", g.ID)
+		w.str("gates.stepId", g.StepID)
+		enumCode(w, "gates.status", g.Status, GateStatuses)
+		w.str("gates.kind", g.Kind)
+		w.str("gates.reason", g.Reason)
+		w.time(g.CreatedAt)
+		w.optTime(g.ResolvedAt)
+	}
+}
+
+// ---------------------------------------------------------------------------------------------
+// encoding
+
+// Incremental is one encoding from a BinaryEncoder and how it relates to the previous one.
+type Incremental struct {
+	// Bytes is the full canonical encoding of the state.
+	Bytes []byte
+	// Prefix is how many leading bytes are identical to the previous encoding's. It is 0, with
+	// PrevTail nil, when there is no previous encoding to relate to (the first one, or after
+	// the encoder started over): the caller then stores the state whole.
+	Prefix int
+	// PrevTail is the previous encoding from Prefix to its end.
+	PrevTail []byte
+}
+
+// BinaryEncoder encodes the successive states of one harness. It remembers the previous
+// encoding: the tool-call history is append-only, so a state whose history grew by k records
+// costs the encoding of those k records plus the rest of the state, whatever the history's size.
+//
+// The history must only grow: a record, once encoded, is never changed in place. The encoder
+// re-checks the last record it encoded each time (cheap) and starts over when the history shrank
+// or that record changed; the property tests check that incremental and full encodings agree.
+// The slices in an Incremental stay valid until the next call to Encode. Not safe for
+// concurrent use.
+type BinaryEncoder struct {
+	w         writer
+	scratch   writer // one record at a time, for appendRecord
+	check     writer // the re-encoded last record, for lastRecordUnchanged
+	histEnd   int
+	histCount int
+	lastRec   []byte
+	prevTail  []byte
+}
+
+// Reset makes the next Encode start from nothing.
+func (e *BinaryEncoder) Reset() {
+	e.w.b = e.w.b[:0]
+	e.histEnd, e.histCount = 0, 0
+	e.lastRec = e.lastRec[:0]
+}
+
+// Encode encodes s, reusing what it can of the previous encoding.
+func (e *BinaryEncoder) Encode(s *HarnessState) (Incremental, error) {
+	hist := s.ToolCallHistory
+	var prefix int
+	if e.histEnd == 0 || len(hist) < e.histCount || !e.lastRecordUnchanged(hist) {
+		// Nothing to build on: the first encoding, or the history did not just grow.
+		e.Reset()
+		e.w.b = append(e.w.b, binaryMagic...)
+		e.w.b = append(e.w.b, BinaryFormatVersion)
+		e.histEnd = headerLen
+		e.prevTail = nil
+	} else {
+		prefix = e.histEnd
+		e.prevTail = append(e.prevTail[:0], e.w.b[prefix:]...)
+	}
+	e.w.err, e.scratch.err = nil, nil
+	e.w.b = e.w.b[:e.histEnd]
+	for i := e.histCount; i < len(hist); i++ {
+		start := len(e.w.b)
+		e.w.appendRecord(&hist[i], &e.scratch)
+		if i == len(hist)-1 {
+			e.lastRec = append(e.lastRec[:0], e.w.b[start:]...)
+		}
+	}
+	if e.w.err != nil {
+		err := e.w.err
+		e.Reset()
+		return Incremental{}, err
+	}
+	e.histEnd, e.histCount = len(e.w.b), len(hist)
+	e.w.rest(s)
+	e.w.b = binary.LittleEndian.AppendUint64(e.w.b, uint64(e.histEnd))
+	e.w.b = binary.LittleEndian.AppendUint64(e.w.b, uint64(e.histCount))
+	if e.w.err != nil {
+		err := e.w.err
+		e.Reset()
+		return Incremental{}, err
+	}
+	return Incremental{Bytes: e.w.b, Prefix: prefix, PrevTail: e.prevTail}, nil
+}
+
+// lastRecordUnchanged re-encodes the last record the encoder has seen and compares.
+func (e *BinaryEncoder) lastRecordUnchanged(hist []ToolCallRecord) bool {
+	if e.histCount == 0 {
+		return true
+	}
+	e.check.b, e.check.err = e.check.b[:0], nil
+	e.check.appendRecord(&hist[e.histCount-1], &e.scratch)
+	return e.check.err == nil && bytes.Equal(e.check.b, e.lastRec)
+}
+
+// EncodeBinary returns the canonical binary encoding of s (a fresh copy).
+func EncodeBinary(s *HarnessState) ([]byte, error) {
+	var e BinaryEncoder
+	inc, err := e.Encode(s)
+	if err != nil {
+		return nil, err
+	}
+	return inc.Bytes, nil
+}
+
+// ---------------------------------------------------------------------------------------------
+// decoding
+
+// reader decodes with bounds checks everywhere; the first error sticks and says where.
+type reader struct {
+	b   []byte
+	pos int
+	err error
+}
+
+// DecodeError is a binary decoding failure: the offset and what was wrong.
+type DecodeError struct {
+	Offset int
+	Reason string
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("invalid binary state at byte %d: %s", e.Offset, e.Reason)
+}
+
+func (r *reader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = &DecodeError{Offset: r.pos, Reason: fmt.Sprintf(format, args...)}
+	}
+}
+
+func (r *reader) uv(field string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b[r.pos:])
+	if n <= 0 {
+		r.fail("%s: truncated or overlong varint", field)
+		return 0
+	}
+	r.pos += n
+	return v
+}
+
+func (r *reader) sv(field string) int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b[r.pos:])
+	if n <= 0 {
+		r.fail("%s: truncated or overlong varint", field)
+		return 0
+	}
+	r.pos += n
+	return v
+}
+
+func (r *reader) u8(field string) byte {
+	if r.err != nil {
+		return 0
+	}
+	if r.pos >= len(r.b) {
+		r.fail("%s: truncated", field)
+		return 0
+	}
+	r.pos++
+	return r.b[r.pos-1]
+}
+
+// n reads a non-negative int.
+func (r *reader) n(field string) int {
+	v := r.uv(field)
+	if v > maxBinaryInts {
+		r.fail("%s: %d does not fit", field, v)
+		return 0
+	}
+	return int(v)
+}
+
+// count reads a collection length, refusing one that the remaining bytes cannot hold (each
+// element takes at least min bytes), so a forged count allocates nothing.
+func (r *reader) count(field string, min int) int {
+	v := r.uv(field)
+	if r.err == nil && v > uint64((len(r.b)-r.pos)/min) {
+		r.fail("%s: %d elements cannot fit in the %d bytes left", field, v, len(r.b)-r.pos)
+		return 0
+	}
+	return int(v)
+}
+
+func (r *reader) raw(field string) []byte {
+	n := r.uv(field)
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)-r.pos) {
+		r.fail("%s: length %d runs past the end (%d bytes left)", field, n, len(r.b)-r.pos)
+		return nil
+	}
+	s := r.b[r.pos : r.pos+int(n)]
+	r.pos += int(n)
+	return s
+}
+
+func (r *reader) str(field string) string {
+	b := r.raw(field)
+	if r.err == nil && !utf8.Valid(b) {
+		r.fail("%s is not valid UTF-8", field)
+	}
+	return string(b)
+}
+
+func (r *reader) flag(field string) bool {
+	switch r.u8(field) {
+	case 0:
+		return false
+	case 1:
+		return true
+	default:
+		r.pos--
+		r.fail("%s: presence byte is %d, want 0 or 1", field, r.b[r.pos])
+		return false
+	}
+}
+
+func (r *reader) optStr(field string) *string {
+	if !r.flag(field) {
+		return nil
+	}
+	s := r.str(field)
+	return &s
+}
+
+func (r *reader) time(field string) time.Time {
+	sec := r.sv(field)
+	ns := r.uv(field)
+	if ns >= 1e9 {
+		r.fail("%s: %d nanoseconds", field, ns)
+		return time.Time{}
+	}
+	return time.Unix(sec, int64(ns)).UTC()
+}
+
+func (r *reader) optTime(field string) *time.Time {
+	if !r.flag(field) {
+		return nil
+	}
+	t := r.time(field)
+	return &t
+}
+
+func (r *reader) json(field string) JSONValue {
+	if !r.flag(field) {
+		return nil
+	}
+	b := r.raw(field)
+	if r.err == nil && !json.Valid(b) {
+		r.fail("%s is not valid JSON", field)
+	}
+	if string(b) == "null" {
+		return nil
+	}
+	return JSONValue(slices.Clone(b))
+}
+
+func enumOf[T any](r *reader, field string, set []T) T {
+	var zero T
+	c := r.u8(field)
+	if r.err != nil {
+		return zero
+	}
+	if c == 0 || int(c) > len(set) {
+		r.pos--
+		r.fail("%s: code %d is not one of 1..%d", field, c, len(set))
+		return zero
+	}
+	return set[c-1]
+}
+
+func (r *reader) record() ToolCallRecord {
+	var t ToolCallRecord
+	t.CallName = r.str("callName")
+	t.Arguments = r.json("arguments")
+	flags := r.u8("result flags")
+	if flags > 3 {
+		r.fail("result flags %#x has unknown bits", flags)
+	}
+	t.Result.Success, t.Result.Truncated = flags&1 != 0, flags&2 != 0
+	t.Result.Output = r.str("result.output")
+	t.Result.Data = r.json("result.data")
+	t.Result.Error = r.str("result.error")
+	t.Result.ErrorKind = r.str("result.errorKind")
+	t.Duration = time.Duration(r.n("duration"))
+	t.RetryCount = r.n("retryCount")
+	t.Timestamp = r.time("timestamp")
+	return t
+}
+
+func (r *reader) rest(s *HarnessState) {
+	s.SchemaVersion = r.n("schemaVersion")
+	s.HarnessID = r.str("harnessId")
+	s.AgentName = r.str("agentName")
+	s.TaskID = r.str("taskId")
+	s.Status = enumOf(r, "status", Statuses)
+	s.CreatedAt = r.time("createdAt")
+	s.UpdatedAt = r.time("updatedAt")
+	if r.flag("plan") {
+		p := &ExecutionPlan{TaskID: r.str("plan.taskId")}
+		n := r.count("plan.steps", 9)
+		if n > 0 {
+			p.Steps = make([]ExecutionStep, n)
+		}
+		for i := 0; i < n && r.err == nil; i++ {
+			st := &p.Steps[i]
+			st.ID = r.str("plan.steps.id")
+			st.Description = r.str("plan.steps.description")
+			st.AssignedAgent = r.str("plan.steps.assignedAgent")
+			if nd := r.count("plan.steps.dependencies", 1); nd > 0 {
+				st.Dependencies = make([]string, nd)
+				for j := range st.Dependencies {
+					st.Dependencies[j] = r.str("plan.steps.dependencies")
+				}
+			}
+			st.Critical = r.flag("plan.steps.critical")
+			st.Status = enumOf(r, "plan.steps.status", StepStatuses)
+			st.Output = r.optStr("plan.steps.output")
+			st.Error = r.optStr("plan.steps.error")
+			st.Phase = r.str("plan.steps.phase")
+			st.Attempts = r.n("plan.steps.attempts")
+			st.ChildHarnessID = r.str("plan.steps.childHarnessId")
+		}
+		p.CreatedAt = r.time("plan.createdAt")
+		s.Plan = p
+	}
+	s.CurrentStepIndex = r.n("currentStepIndex")
+	s.TotalToolCalls = r.n("totalToolCalls")
+	if n := r.count("subAgentIds", 1); n > 0 {
+		s.SubAgentIDs = make([]string, n)
+		for i := range s.SubAgentIDs {
+			s.SubAgentIDs[i] = r.str("subAgentIds")
+		}
+	}
+	if n := r.count("subAgentResults", 9); n > 0 {
+		s.SubAgentResults = make(map[string]SubAgentResult, n)
+		prev := ""
+		for i := 0; i < n && r.err == nil; i++ {
+			k := r.str("subAgentResults.key")
+			if i > 0 && k <= prev {
+				r.fail("subAgentResults keys are not in strictly ascending order (%q after %q)", k, prev)
+			}
+			prev = k
+			var v SubAgentResult
+			v.HarnessID = r.str("subAgentResults.harnessId")
+			v.AgentName = r.str("subAgentResults.agentName")
+			v.StepID = r.str("subAgentResults.stepId")
+			v.Status = enumOf(r, "subAgentResults.status", Statuses)
+			v.Output = r.optStr("subAgentResults.output")
+			v.Error = r.optStr("subAgentResults.error")
+			v.Attempts = r.n("subAgentResults.attempts")
+			v.CompletedAt = r.optTime("subAgentResults.completedAt")
+			s.SubAgentResults[k] = v
+		}
+	}
+	if r.flag("agentLoopSnapshot") {
+		a := &AgentLoopSnapshot{Iteration: r.n("agentLoopSnapshot.iteration"), Scratchpad: r.str("agentLoopSnapshot.scratchpad")}
+		if n := r.count("agentLoopSnapshot.messages", 5); n > 0 {
+			a.Messages = make([]Message, n)
+			for i := 0; i < n && r.err == nil; i++ {
+				m := &a.Messages[i]
+				m.Role = r.str("messages.role")
+				m.Content = r.str("messages.content")
+				m.Name = r.str("messages.name")
+				m.ToolCallID = r.str("messages.toolCallId")
+				if nt := r.count("messages.toolCalls", 3); nt > 0 {
+					m.ToolCalls = make([]MessageToolCall, nt)
+					for j := range m.ToolCalls {
+						m.ToolCalls[j] = MessageToolCall{r.str("toolCalls.id"), r.str("toolCalls.name"), r.str("toolCalls.arguments")}
+					}
+				}
+			}
+		}
+		a.Handoff = r.json("agentLoopSnapshot.handoff")
+		a.Data = r.json("agentLoopSnapshot.data")
+		s.AgentLoopSnapshot = a
+	}
+	s.LastCheckpointAt = r.optTime("lastCheckpointAt")
+	s.CheckpointCount = r.n("checkpointCount")
+	s.ParentHarnessID = r.str("parentHarnessId")
+	s.Depth = r.n("depth")
+	s.AutonomyLevel = r.n("autonomyLevel")
+	s.StatusReason = r.str("statusReason")
+	s.Phase = r.str("phase")
+	s.Iterations = r.n("iterations")
+	if r.flag("budget") {
+		s.Budget = &Budget{
+			ToolCalls: r.n("budget.toolCalls"), Tokens: int64(r.n("budget.tokens")),
+			WallClock: time.Duration(r.n("budget.wallClock")), TokensUsed: int64(r.n("budget.tokensUsed")),
+			WallClockUsed: time.Duration(r.n("budget.wallClockUsed")),
+		}
+	}
+	if n := r.count("gates", 7); n > 0 {
+		s.Gates = make([]Gate, n)
+		for i := 0; i < n && r.err == nil; i++ {
+			g := &s.Gates[i]
+			g.ID = r.str("gates.id")
+			g.StepID = r.str("gates.stepId")
+			g.Status = enumOf(r, "gates.status", GateStatuses)
+			g.Kind = r.str("gates.kind")
+			g.Reason = r.str("gates.reason")
+			g.CreatedAt = r.time("gates.createdAt")
+			g.ResolvedAt = r.optTime("gates.resolvedAt")
+		}
+	}
+}
+
+// DecodeBinary decodes a canonical binary state, refusing anything malformed: bad magic or
+// version, lengths past the end, counts the bytes cannot hold, unknown enum codes, invalid UTF-8
+// or JSON, trailing bytes, and states that fail Validate. It never panics, and allocates at most
+// a small multiple of its input.
+func DecodeBinary(b []byte) (*HarnessState, error) {
+	if len(b) < headerLen+trailerLen {
+		return nil, &DecodeError{0, fmt.Sprintf("%d bytes is too short for a binary state", len(b))}
+	}
+	if string(b[:3]) != binaryMagic {
+		return nil, &DecodeError{0, "bad magic (not a harness-edge binary state)"}
+	}
+	if b[3] != BinaryFormatVersion {
+		return nil, &DecodeError{3, fmt.Sprintf("binary format version %d is not supported (supported: %d)", b[3], BinaryFormatVersion)}
+	}
+	end := len(b) - trailerLen
+	histEnd := binary.LittleEndian.Uint64(b[end:])
+	histCount := binary.LittleEndian.Uint64(b[end+8:])
+	if histEnd < headerLen || histEnd > uint64(end) {
+		return nil, &DecodeError{end, fmt.Sprintf("history end offset %d is outside the state (%d..%d)", histEnd, headerLen, end)}
+	}
+	// Each record takes at least 12 bytes (length prefix included); a forged count cannot make
+	// us allocate.
+	if histCount > (histEnd-headerLen)/12 {
+		return nil, &DecodeError{end + 8, fmt.Sprintf("%d history records cannot fit in %d bytes", histCount, histEnd-headerLen)}
+	}
+	s := &HarnessState{}
+	r := &reader{b: b[:histEnd], pos: headerLen}
+	if histCount > 0 {
+		s.ToolCallHistory = make([]ToolCallRecord, histCount)
+	}
+	for i := range s.ToolCallHistory {
+		rb := r.raw("toolCallHistory record")
+		if r.err != nil {
+			return nil, r.err
+		}
+		rr := &reader{b: rb}
+		s.ToolCallHistory[i] = rr.record()
+		if rr.err == nil && rr.pos != len(rb) {
+			rr.fail("%d unread bytes at the end of the record", len(rb)-rr.pos)
+		}
+		if rr.err != nil {
+			de := rr.err.(*DecodeError)
+			de.Offset += r.pos - len(rb)
+			de.Reason = fmt.Sprintf("toolCallHistory[%d]: %s", i, de.Reason)
+			return nil, de
+		}
+	}
+	if r.pos != int(histEnd) {
+		return nil, &DecodeError{r.pos, fmt.Sprintf("history section has %d bytes after its %d records", int(histEnd)-r.pos, histCount)}
+	}
+	r.b = b[:end]
+	r.rest(s)
+	if r.err == nil && r.pos != end {
+		r.fail("%d trailing bytes before the trailer", end-r.pos)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}

@@ -1,0 +1,175 @@
+package statefmt_test
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+func readSeed(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/seed-example.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestSeedExampleReadsAsIs(t *testing.T) {
+	s, err := statefmt.DecodeJSON(readSeed(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.HarnessID != "harness-abc123" || s.AgentName != "MARS" || s.Status != statefmt.StatusRunning ||
+		s.Plan == nil || len(s.Plan.Steps) != 2 || s.CurrentStepIndex != 1 || s.CheckpointCount != 2 ||
+		len(s.SubAgentIDs) != 1 || s.AgentLoopSnapshot != nil || s.LastCheckpointAt == nil {
+		t.Fatalf("seed example decoded wrong: %+v", s)
+	}
+	st1, st2 := s.Plan.Steps[0], s.Plan.Steps[1]
+	if st1.Output == nil || *st1.Output != "Schema created" || st2.Output != nil || !st2.Critical ||
+		!reflect.DeepEqual(st2.Dependencies, []string{"step-1"}) || st1.Dependencies != nil {
+		t.Fatalf("steps decoded wrong: %+v %+v", st1, st2)
+	}
+	if want := time.Date(2026, 2, 20, 10, 5, 0, 0, time.UTC); !s.UpdatedAt.Equal(want) {
+		t.Fatalf("updatedAt %v", s.UpdatedAt)
+	}
+	// Writing it back keeps the seed's shape: [] and {} for the empty collections, null for null.
+	out, err := statefmt.EncodeJSON(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"toolCallHistory": []`, `"subAgentResults": {}`, `"agentLoopSnapshot": null`,
+		`"dependencies": []`, `"schemaVersion": 1`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("re-encoded seed lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), `"output": null`) {
+		t.Errorf("absent step output written as null:\n%s", out)
+	}
+}
+
+func TestDecodeJSONRefuses(t *testing.T) {
+	seed := string(readSeed(t))
+	edit := func(old, new string) string {
+		if !strings.Contains(seed, old) {
+			t.Fatalf("seed lacks %q", old)
+		}
+		return strings.Replace(seed, old, new, 1)
+	}
+	for _, c := range []struct {
+		name, doc string
+		want      []string
+	}{
+		{"schema 99", edit(`"schemaVersion": 1`, `"schemaVersion": 99`), []string{"schemaVersion 99", "supported versions: 0 (migrated), 1"}},
+		{"schema missing", edit(`"schemaVersion": 1,`, ``), []string{"schemaVersion is missing", "supported versions"}},
+		{"schema not a number", edit(`"schemaVersion": 1`, `"schemaVersion": "one"`), []string{`schemaVersion "one" is not a version number`}},
+		{"schema fractional", edit(`"schemaVersion": 1`, `"schemaVersion": 1.5`), []string{"1.5 is not a version number"}},
+		{"unknown top-level field", edit(`"checkpointCount": 2`, `"checkpointCount": 2, "extra": true`), []string{`unknown field "extra"`}},
+		{"unknown step field", edit(`"critical": true,`, `"critical": true, "priority": 3,`), []string{`unknown field "priority"`}},
+		{"unknown tool-call field", edit(`"toolCallHistory": []`, `"toolCallHistory": [{"callName":"x","arguments":{},"result":{"success":true},"duration":1,"retryCount":0,"timestamp":"2026-02-20T10:00:00Z","bogus":1}]`), []string{`unknown field "bogus"`}},
+		{"unknown result field", edit(`"toolCallHistory": []`, `"toolCallHistory": [{"callName":"x","arguments":{},"result":{"success":true,"bogus":1},"duration":1,"retryCount":0,"timestamp":"2026-02-20T10:00:00Z"}]`), []string{`unknown field "bogus"`}},
+		{"negative duration", edit(`"toolCallHistory": []`, `"toolCallHistory": [{"callName":"x","arguments":{},"result":{"success":true},"duration":-1,"retryCount":0,"timestamp":"2026-02-20T10:00:00Z"}]`), []string{"duration"}},
+		{"bad status", edit(`"status": "running",`, `"status": "sleeping",`), []string{"status", `"sleeping"`}},
+		{"bad step status", edit(`"status": "completed"`, `"status": "done"`), []string{"plan.steps[0].status"}},
+		{"duplicate step id", edit(`"id": "step-2"`, `"id": "step-1"`), []string{"plan.steps[1].id", "used by an earlier step"}},
+		{"unknown dependency", edit(`"dependencies": ["step-1"]`, `"dependencies": ["step-9"]`), []string{`"step-9" is not a step`}},
+		{"empty harness id", edit(`"harnessId": "harness-abc123"`, `"harnessId": ""`), []string{"harnessId", "empty"}},
+		{"bad timestamp", edit(`"createdAt": "2026-02-20T10:00:00Z",
+  "updatedAt"`, `"createdAt": "yesterday",
+  "updatedAt"`), []string{"line 7"}},
+		{"syntax error", edit(`"taskId": "p2-t1",`, `"taskId": "p2-t1",,`), []string{"line 5"}},
+		{"trailing data", seed + `{}`, []string{"line 41", "after top-level value"}},
+		{"not an object", `[1,2]`, []string{"invalid HarnessState JSON"}},
+	} {
+		_, err := statefmt.DecodeJSON([]byte(c.doc))
+		if err == nil {
+			t.Errorf("%s: accepted", c.name)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q does not say %q", c.name, err, w)
+			}
+		}
+	}
+}
+
+func TestMigrationFromV0(t *testing.T) {
+	b, err := os.ReadFile("testdata/v0-draft.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := statefmt.DecodeJSON(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.SchemaVersion != 1 || s.HarnessID != "harness-old1" || s.AgentName != "MARS" || s.Status != statefmt.StatusPaused ||
+		s.CheckpointCount != 4 || s.TotalToolCalls != 2 || len(s.ToolCallHistory) != 2 || s.Plan != nil {
+		t.Fatalf("migrated state wrong: %+v", s)
+	}
+	r0, r1 := s.ToolCallHistory[0], s.ToolCallHistory[1]
+	if r0.CallName != "read_file" || string(r0.Arguments) != `{"limit":40,"path":"notes.md"}` || r0.Duration != 1500*time.Microsecond ||
+		r1.RetryCount != 1 || r1.Result.ErrorKind != "permanent" || r1.Duration != 2300*time.Millisecond {
+		t.Fatalf("migrated records wrong: %+v %+v", r0, r1)
+	}
+	// The +01:00 offset is normalised to UTC, with its sub-second part.
+	if want := time.Date(2026, 1, 5, 21, 0, 0, 125e6, time.UTC); s.CreatedAt != want {
+		t.Fatalf("createdAt %v, want %v", s.CreatedAt, want)
+	}
+	// A migrated state re-encodes as version 1 and reads back equal.
+	out, _ := statefmt.EncodeJSON(s)
+	back, err := statefmt.DecodeJSON(out)
+	if err != nil || !reflect.DeepEqual(back, s) {
+		t.Fatalf("round trip after migration: %v", err)
+	}
+}
+
+func TestSubSecondPrecisionAndEmptyOutput(t *testing.T) {
+	s, _ := statefmt.DecodeJSON(readSeed(t))
+	ts := time.Date(2026, 2, 20, 10, 0, 0, 123456789, time.UTC)
+	empty := ""
+	s.CreatedAt = ts
+	s.Plan.Steps[1].Output = &empty
+	b, _ := statefmt.EncodeJSON(s)
+	if !strings.Contains(string(b), "10:00:00.123456789Z") || !strings.Contains(string(b), `"output": ""`) {
+		t.Fatalf("precision or empty output lost:\n%s", b)
+	}
+	back, err := statefmt.DecodeJSON(b)
+	if err != nil || back.CreatedAt != ts || back.Plan.Steps[1].Output == nil || *back.Plan.Steps[1].Output != "" {
+		t.Fatalf("round trip lost precision or the empty output: %v", err)
+	}
+}
+
+func TestValidationErrorNamesTheField(t *testing.T) {
+	s, _ := statefmt.DecodeJSON(readSeed(t))
+	s.TotalToolCalls = -1
+	var ve *statefmt.ValidationError
+	if err := s.Validate(); !errors.As(err, &ve) || ve.Field != "totalToolCalls" {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestCanonicalJSON(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"b": 1, "a": [true, null, "x<y&z"]}`: `{"a":[true,null,"x<y&z"],"b":1}`,
+		` 1.50 `:                               `1.50`,
+		`"é\u00e9"`:                            `"éé"`,
+		`{"big": 123456789012345678901234567890}`: `{"big":123456789012345678901234567890}`,
+	} {
+		got, err := statefmt.CanonicalJSON([]byte(in))
+		if err != nil || string(got) != want {
+			t.Errorf("CanonicalJSON(%s) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{``, `{`, `{} {}`, `nul`} {
+		if _, err := statefmt.CanonicalJSON([]byte(bad)); err == nil {
+			t.Errorf("CanonicalJSON(%q) accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,213 @@
+package statefmt_test
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/leanovate/gopter"
+	"github.com/leanovate/gopter/gen"
+	"github.com/leanovate/gopter/prop"
+
+	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/statefmt/stategen"
+)
+
+// genState draws a state from a seed: mostly small, some medium, a few large (thousands of
+// records, huge strings, hundreds of map keys).
+func genState() gopter.Gen {
+	return gopter.CombineGens(gen.UInt64(), gen.IntRange(0, 99)).Map(func(v []any) *statefmt.HarnessState {
+		r := rand.New(rand.NewPCG(v[0].(uint64), 7))
+		size := stategen.Small
+		switch p := v[1].(int); {
+		case p == 99:
+			size = stategen.Large
+		case p >= 80:
+			size = stategen.Medium
+		}
+		return stategen.State(r, size)
+	})
+}
+
+// props runs minTests cases (≥1,000 for codecs). Under -short, which `make test-arm64` passes
+// because qemu runs 10-20x slower, a quarter of them. The tests run in parallel.
+func props(t *testing.T, minTests int) *gopter.Properties {
+	t.Parallel()
+	p := gopter.DefaultTestParametersWithSeed(20261121)
+	p.MinSuccessfulTests = minTests
+	if testing.Short() {
+		p.MinSuccessfulTests = max(minTests/4, 100)
+	}
+	return gopter.NewProperties(p)
+}
+
+func TestPropertyJSONRoundTrip(t *testing.T) {
+	ps := props(t, 1000)
+	ps.Property("DecodeJSON(EncodeJSON(s)) == s", prop.ForAll(func(s *statefmt.HarnessState) bool {
+		b, err := statefmt.EncodeJSON(s)
+		if err != nil {
+			t.Log(err)
+			return false
+		}
+		got, err := statefmt.DecodeJSON(b)
+		if err != nil {
+			t.Log(err)
+			return false
+		}
+		return reflect.DeepEqual(got, s)
+	}, genState()))
+	ps.TestingRun(t)
+}
+
+func TestPropertyBinaryRoundTrip(t *testing.T) {
+	ps := props(t, 1000)
+	ps.Property("DecodeBinary(EncodeBinary(s)) == s", prop.ForAll(func(s *statefmt.HarnessState) bool {
+		b, err := statefmt.EncodeBinary(s)
+		if err != nil {
+			t.Log(err)
+			return false
+		}
+		got, err := statefmt.DecodeBinary(b)
+		if err != nil {
+			t.Log(err)
+			return false
+		}
+		return reflect.DeepEqual(got, s)
+	}, genState()))
+	ps.TestingRun(t)
+}
+
+func TestPropertyJSONBinaryEquivalence(t *testing.T) {
+	ps := props(t, 1000)
+	ps.Property("JSON and binary carry the same state", prop.ForAll(func(s *statefmt.HarnessState) bool {
+		bin, _ := statefmt.EncodeBinary(s)
+		js, _ := statefmt.EncodeJSON(s)
+		fromJSON, err := statefmt.DecodeJSON(js)
+		if err != nil {
+			return false
+		}
+		bin2, _ := statefmt.EncodeBinary(fromJSON)
+		fromBin, err := statefmt.DecodeBinary(bin)
+		if err != nil {
+			return false
+		}
+		js2, _ := statefmt.EncodeJSON(fromBin)
+		return bytes.Equal(bin, bin2) && bytes.Equal(js, js2)
+	}, genState()))
+	ps.TestingRun(t)
+}
+
+func TestPropertyDeterminism(t *testing.T) {
+	ps := props(t, 1000)
+	ps.Property("equal states encode to equal bytes", prop.ForAll(func(s *statefmt.HarnessState) bool {
+		// A copy built independently (fresh maps, so a different iteration order).
+		js, _ := statefmt.EncodeJSON(s)
+		c, err := statefmt.DecodeJSON(js)
+		if err != nil {
+			return false
+		}
+		b1, _ := statefmt.EncodeBinary(s)
+		b2, _ := statefmt.EncodeBinary(c)
+		j2, _ := statefmt.EncodeJSON(c)
+		return bytes.Equal(b1, b2) && bytes.Equal(js, j2)
+	}, genState()))
+	ps.TestingRun(t)
+}
+
+// TestPropertyIncrementalEqualsFull drives one BinaryEncoder through a random history of a
+// harness (records appended, the rest mutated, sometimes a shrink or an in-place edit that must
+// force a restart) and checks every encoding against a fresh full one, and the Prefix/PrevTail
+// contract against the previous encoding.
+func TestPropertyIncrementalEqualsFull(t *testing.T) {
+	ps := props(t, 1000)
+	ps.Property("incremental encoding == full encoding", prop.ForAll(func(seed uint64) bool {
+		r := rand.New(rand.NewPCG(seed, 3))
+		s := stategen.State(r, stategen.Small)
+		var enc statefmt.BinaryEncoder
+		var prev []byte
+		for step := range 12 {
+			switch k := r.IntN(10); {
+			case k < 6:
+				for range 1 + r.IntN(3) {
+					s.ToolCallHistory = append(s.ToolCallHistory, stategen.Record(r, stategen.Small))
+				}
+				s.TotalToolCalls = len(s.ToolCallHistory)
+			case k == 6 && len(s.ToolCallHistory) > 0:
+				s.ToolCallHistory = s.ToolCallHistory[:r.IntN(len(s.ToolCallHistory))]
+			case k == 7 && len(s.ToolCallHistory) > 0:
+				s.ToolCallHistory[len(s.ToolCallHistory)-1].Result.Output += "!"
+			}
+			s.CheckpointCount++
+			s.UpdatedAt = stategen.Time(r)
+			s.StatusReason = stategen.String(r, stategen.Small)
+			statefmt.Normalize(s)
+			inc, err := enc.Encode(s)
+			if err != nil {
+				t.Log(err)
+				return false
+			}
+			full, _ := statefmt.EncodeBinary(s)
+			if !bytes.Equal(inc.Bytes, full) {
+				t.Logf("step %d: incremental differs from full", step)
+				return false
+			}
+			if inc.Prefix > 0 {
+				if prev == nil || !bytes.Equal(inc.Bytes[:inc.Prefix], prev[:inc.Prefix]) || !bytes.Equal(inc.PrevTail, prev[inc.Prefix:]) {
+					t.Logf("step %d: Prefix/PrevTail do not describe the previous encoding", step)
+					return false
+				}
+			} else if inc.PrevTail != nil {
+				return false
+			}
+			prev = bytes.Clone(inc.Bytes)
+		}
+		return true
+	}, gen.UInt64()))
+	ps.TestingRun(t)
+}
+
+func genRecord() gopter.Gen {
+	return gopter.CombineGens(gen.UInt64(), gen.UInt64Range(1, 1<<40), gen.IntRange(0, 5000), gen.Bool()).Map(func(v []any) *statefmt.Record {
+		r := rand.New(rand.NewPCG(v[0].(uint64), 5))
+		seq := v[1].(uint64)
+		payload := make([]byte, v[2].(int))
+		for i := range payload {
+			payload[i] = byte(r.Uint32())
+		}
+		rec := &statefmt.Record{Kind: statefmt.KindKeyframe, Seq: seq, BaseSeq: seq, StateHash: r.Uint64(), ChainHash: r.Uint64(),
+			Compression: statefmt.CompressionNone, RawLen: uint64(len(payload)), StateFormat: statefmt.BinaryFormatVersion, Payload: payload}
+		if v[3].(bool) && seq > 1 {
+			rec.Kind, rec.BaseSeq, rec.Prefix, rec.DeltaFormat = statefmt.KindDelta, seq-1, r.Uint64N(1<<30), 1
+			rec.Compression, rec.RawLen = statefmt.CompressionZstd, r.Uint64N(statefmt.MaxRawLen)
+		}
+		return rec
+	})
+}
+
+func TestPropertyEnvelopeRoundTrip(t *testing.T) {
+	ps := props(t, 1000)
+	ps.Property("DecodeRecord(EncodeRecord(r)) == r", prop.ForAll(func(rec *statefmt.Record) bool {
+		got, err := statefmt.DecodeRecord(statefmt.EncodeRecord(nil, rec))
+		if err != nil {
+			t.Log(err)
+			return false
+		}
+		if len(rec.Payload) == 0 {
+			got.Payload, rec.Payload = nil, nil
+		}
+		return reflect.DeepEqual(got, rec)
+	}, genRecord()))
+	ps.TestingRun(t)
+}
+
+func TestPropertyEnvelopeCorruptionDetected(t *testing.T) {
+	ps := props(t, 1000)
+	ps.Property("any flipped bit is detected", prop.ForAll(func(rec *statefmt.Record, pos uint64, bit uint8) bool {
+		b := statefmt.EncodeRecord(nil, rec)
+		b[pos%uint64(len(b))] ^= 1 << (bit % 8)
+		_, err := statefmt.DecodeRecord(b)
+		return err != nil
+	}, genRecord(), gen.UInt64(), gen.UInt8()))
+	ps.TestingRun(t)
+}

@@ -1,0 +1,294 @@
+package statefmt
+
+import (
+	"fmt"
+	"time"
+)
+
+// SchemaVersion is the HarnessState schema this build writes. Older versions are read through
+// the migration registry; newer ones are refused.
+const SchemaVersion = 1
+
+// Status is a harness's lifecycle status.
+type Status string
+
+const (
+	StatusCreated   Status = "created"
+	StatusRunning   Status = "running"
+	StatusPaused    Status = "paused"
+	StatusCompleted Status = "completed"
+	StatusFailed    Status = "failed"
+)
+
+// Statuses lists every harness status in the order the binary format numbers them (from 1).
+var Statuses = []Status{StatusCreated, StatusRunning, StatusPaused, StatusCompleted, StatusFailed}
+
+// StepStatus is a plan step's status.
+type StepStatus string
+
+const (
+	StepPending   StepStatus = "pending"
+	StepReady     StepStatus = "ready"
+	StepRunning   StepStatus = "running"
+	StepCompleted StepStatus = "completed"
+	StepFailed    StepStatus = "failed"
+	StepBlocked   StepStatus = "blocked"
+)
+
+// StepStatuses lists every step status in binary-format order (from 1).
+var StepStatuses = []StepStatus{StepPending, StepReady, StepRunning, StepCompleted, StepFailed, StepBlocked}
+
+// GateStatus is a human gate's status.
+type GateStatus string
+
+const (
+	GatePending  GateStatus = "pending"
+	GateApproved GateStatus = "approved"
+	GateRejected GateStatus = "rejected"
+)
+
+// GateStatuses lists every gate status in binary-format order (from 1).
+var GateStatuses = []GateStatus{GatePending, GateApproved, GateRejected}
+
+// HarnessState is the whole persisted state of one harness: the seed design's fields, in its
+// order, then harness-edge's additions (optional in JSON: absent means zero).
+type HarnessState struct {
+	SchemaVersion     int                       `json:"schemaVersion"`
+	HarnessID         string                    `json:"harnessId"`
+	AgentName         string                    `json:"agentName"`
+	TaskID            string                    `json:"taskId"`
+	Status            Status                    `json:"status"`
+	CreatedAt         time.Time                 `json:"createdAt"`
+	UpdatedAt         time.Time                 `json:"updatedAt"`
+	Plan              *ExecutionPlan            `json:"plan"`
+	CurrentStepIndex  int                       `json:"currentStepIndex"`
+	ToolCallHistory   []ToolCallRecord          `json:"toolCallHistory"`
+	TotalToolCalls    int                       `json:"totalToolCalls"`
+	SubAgentIDs       []string                  `json:"subAgentIds"`
+	SubAgentResults   map[string]SubAgentResult `json:"subAgentResults"`
+	AgentLoopSnapshot *AgentLoopSnapshot        `json:"agentLoopSnapshot"`
+	LastCheckpointAt  *time.Time                `json:"lastCheckpointAt"`
+	CheckpointCount   int                       `json:"checkpointCount"`
+
+	// ParentHarnessID is the parent of a sub-agent harness ("" for a top-level one).
+	ParentHarnessID string `json:"parentHarnessId,omitempty"`
+	// Depth is the sub-agent depth (0 for a top-level harness).
+	Depth int `json:"depth,omitempty"`
+	// AutonomyLevel is 1..5 (0: not set).
+	AutonomyLevel int `json:"autonomyLevel,omitempty"`
+	// StatusReason says why the harness is paused or failed.
+	StatusReason string `json:"statusReason,omitempty"`
+	// Phase is the overnight-evolution phase the harness is in.
+	Phase string `json:"phase,omitempty"`
+	// Iterations counts agent iterations across all steps.
+	Iterations int `json:"iterations,omitempty"`
+	// Budget holds the limits and what has been used of them.
+	Budget *Budget `json:"budget,omitempty"`
+	// Gates holds pending gates and the history of resolved ones, oldest first.
+	Gates []Gate `json:"gates,omitempty"`
+}
+
+// ExecutionPlan is the decomposition of a task into steps.
+type ExecutionPlan struct {
+	TaskID    string          `json:"taskId"`
+	Steps     []ExecutionStep `json:"steps"`
+	CreatedAt time.Time       `json:"createdAt"`
+}
+
+// ExecutionStep is one step of a plan. Output and Error are nil until set: an empty output is
+// not the same as none.
+type ExecutionStep struct {
+	ID            string     `json:"id"`
+	Description   string     `json:"description"`
+	AssignedAgent string     `json:"assignedAgent"`
+	Dependencies  []string   `json:"dependencies"`
+	Critical      bool       `json:"critical"`
+	Status        StepStatus `json:"status"`
+	Output        *string    `json:"output,omitempty"`
+	Error         *string    `json:"error,omitempty"`
+
+	// Phase groups steps for overnight evolution.
+	Phase string `json:"phase,omitempty"`
+	// Attempts counts how often the step was started.
+	Attempts int `json:"attempts,omitempty"`
+	// ChildHarnessID is the sub-agent harness running this step, if any.
+	ChildHarnessID string `json:"childHarnessId,omitempty"`
+}
+
+// ToolCallRecord is one completed tool call. Records are immutable once appended to the history.
+type ToolCallRecord struct {
+	CallName   string        `json:"callName"`
+	Arguments  JSONValue     `json:"arguments"`
+	Result     ToolResult    `json:"result"`
+	Duration   time.Duration `json:"-"` // JSON: "duration", milliseconds (fractional), see json.go
+	RetryCount int           `json:"retryCount"`
+	Timestamp  time.Time     `json:"timestamp"`
+}
+
+// ToolResult is what a tool call returned.
+type ToolResult struct {
+	Success bool `json:"success"`
+	// Output is the tool's text output (capped; Truncated says so).
+	Output string `json:"output,omitempty"`
+	// Data is structured output, for tools that return JSON.
+	Data JSONValue `json:"data,omitempty"`
+	// Error is the failure message.
+	Error string `json:"error,omitempty"`
+	// ErrorKind classifies a failure: transient, permanent, timeout, permission, budget.
+	ErrorKind string `json:"errorKind,omitempty"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+// SubAgentResult is the outcome of a child harness, keyed by child harness id.
+type SubAgentResult struct {
+	HarnessID   string     `json:"harnessId"`
+	AgentName   string     `json:"agentName"`
+	StepID      string     `json:"stepId"`
+	Status      Status     `json:"status"`
+	Output      *string    `json:"output,omitempty"`
+	Error       *string    `json:"error,omitempty"`
+	Attempts    int        `json:"attempts,omitempty"`
+	CompletedAt *time.Time `json:"completedAt,omitempty"`
+}
+
+// AgentLoopSnapshot is the agent's own loop state: iteration, scratchpad, conversation, handoff.
+type AgentLoopSnapshot struct {
+	Iteration  int       `json:"iteration"`
+	Scratchpad string    `json:"scratchpad,omitempty"`
+	Messages   []Message `json:"messages,omitempty"`
+	// Handoff is the agent's handoff state (handoff.json of the Ralph loop).
+	Handoff JSONValue `json:"handoff,omitempty"`
+	// Data is driver-specific state.
+	Data JSONValue `json:"data,omitempty"`
+}
+
+// Message is one turn of an agent's conversation.
+type Message struct {
+	Role       string            `json:"role"`
+	Content    string            `json:"content"`
+	Name       string            `json:"name,omitempty"`
+	ToolCallID string            `json:"toolCallId,omitempty"`
+	ToolCalls  []MessageToolCall `json:"toolCalls,omitempty"`
+}
+
+// MessageToolCall is a tool call the model asked for; Arguments is the model's raw text.
+type MessageToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Budget holds a harness's limits (0: unlimited) and what it has used. Tool calls used are
+// TotalToolCalls.
+type Budget struct {
+	ToolCalls     int           `json:"toolCalls,omitempty"`
+	Tokens        int64         `json:"tokens,omitempty"`
+	WallClock     time.Duration `json:"-"` // JSON: "wallClockMs"
+	TokensUsed    int64         `json:"tokensUsed,omitempty"`
+	WallClockUsed time.Duration `json:"-"` // JSON: "wallClockUsedMs"
+}
+
+// Gate is a human approval gate.
+type Gate struct {
+	ID         string     `json:"id"`
+	StepID     string     `json:"stepId"`
+	Status     GateStatus `json:"status"`
+	Kind       string     `json:"kind,omitempty"`
+	Reason     string     `json:"reason,omitempty"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	ResolvedAt *time.Time `json:"resolvedAt,omitempty"`
+}
+
+// ValidationError says which field of a state is wrong and why.
+type ValidationError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("invalid state: %s: %s", e.Field, e.Reason)
+}
+
+func oneOf[T comparable](v T, set []T) bool {
+	for _, x := range set {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate checks what every persisted state must satisfy: identity fields present, enums known,
+// counters non-negative, plan step ids unique and dependencies known. It does not judge
+// lifecycle transitions (the runtime does).
+func (s *HarnessState) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	if s.SchemaVersion != SchemaVersion {
+		return bad("schemaVersion", "is %d, this build writes %d", s.SchemaVersion, SchemaVersion)
+	}
+	if s.HarnessID == "" {
+		return bad("harnessId", "is empty")
+	}
+	if s.AgentName == "" {
+		return bad("agentName", "is empty")
+	}
+	if !oneOf(s.Status, Statuses) {
+		return bad("status", "%q is not one of %v", s.Status, Statuses)
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"currentStepIndex", s.CurrentStepIndex}, {"totalToolCalls", s.TotalToolCalls},
+		{"checkpointCount", s.CheckpointCount}, {"depth", s.Depth}, {"iterations", s.Iterations}} {
+		if c.v < 0 {
+			return bad(c.name, "is negative (%d)", c.v)
+		}
+	}
+	if s.AutonomyLevel < 0 || s.AutonomyLevel > 5 {
+		return bad("autonomyLevel", "is %d, want 1..5 (or 0: unset)", s.AutonomyLevel)
+	}
+	if p := s.Plan; p != nil {
+		ids := make(map[string]bool, len(p.Steps))
+		for i, st := range p.Steps {
+			f := fmt.Sprintf("plan.steps[%d]", i)
+			if st.ID == "" {
+				return bad(f+".id", "is empty")
+			}
+			if ids[st.ID] {
+				return bad(f+".id", "%q is used by an earlier step", st.ID)
+			}
+			ids[st.ID] = true
+			if !oneOf(st.Status, StepStatuses) {
+				return bad(f+".status", "%q is not one of %v", st.Status, StepStatuses)
+			}
+		}
+		for i, st := range p.Steps {
+			for _, d := range st.Dependencies {
+				if !ids[d] {
+					return bad(fmt.Sprintf("plan.steps[%d].dependencies", i), "%q is not a step of the plan", d)
+				}
+			}
+		}
+	}
+	for i, r := range s.ToolCallHistory {
+		if r.CallName == "" {
+			return bad(fmt.Sprintf("toolCallHistory[%d].callName", i), "is empty")
+		}
+		if r.Duration < 0 || r.RetryCount < 0 {
+			return bad(fmt.Sprintf("toolCallHistory[%d]", i), "negative duration or retry count")
+		}
+	}
+	for id, r := range s.SubAgentResults {
+		if !oneOf(r.Status, Statuses) {
+			return bad("subAgentResults["+id+"].status", "%q is not one of %v", r.Status, Statuses)
+		}
+	}
+	for i, g := range s.Gates {
+		if !oneOf(g.Status, GateStatuses) {
+			return bad(fmt.Sprintf("gates[%d].status", i), "%q is not one of %v", g.Status, GateStatuses)
+		}
+	}
+	return nil
+}
