@@ -142,7 +142,7 @@ test-safety: engine ## GOEXPERIMENT=cgocheck2 go test -race over the bridge (all
 	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) HARNESS_EDGE_EXPECT_BACKEND=cgo GOEXPERIMENT=cgocheck2 \
 		CGO_ENABLED=1 $(GO) test -count=1 -race -tags invariants,eternal_purego ./bridge/...
 
-FUZZ_TARGETS := FuzzDeltaApply FuzzDeltaRoundTrip
+FUZZ_TARGETS := FuzzDeltaApply FuzzDeltaRoundTrip FuzzStateJSON FuzzStateBinary FuzzRecord
 
 .PHONY: fuzz
 fuzz: engine ## Fuzz each target for FUZZTIME (default 10s) across all backends

@@ -65,7 +65,17 @@ func corpusFile(s Seed) []byte {
 // TestSeedCorpus fails when the committed corpus differs from seeds.go; -rewrite updates it.
 func TestSeedCorpus(t *testing.T) {
 	apply, roundTrip := DeltaSeeds()
-	for target, seeds := range map[string][]Seed{"FuzzDeltaApply": apply, "FuzzDeltaRoundTrip": roundTrip} {
+	seedJSON, err := os.ReadFile("../statefmt/testdata/seed-example.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v0JSON, err := os.ReadFile("../statefmt/testdata/v0-draft.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, bin, rec := StateSeeds(seedJSON, v0JSON)
+	for target, seeds := range map[string][]Seed{"FuzzDeltaApply": apply, "FuzzDeltaRoundTrip": roundTrip,
+		"FuzzStateJSON": js, "FuzzStateBinary": bin, "FuzzRecord": rec} {
 		dir := filepath.Join("testdata", "fuzz", target)
 		for _, s := range seeds {
 			path := filepath.Join(dir, s.Name)

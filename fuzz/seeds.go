@@ -6,6 +6,8 @@ import (
 
 	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/bridge/workload"
+	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/statefmt/stategen"
 )
 
 // Seed is one named corpus entry: the arguments of a fuzz target, in order.
@@ -43,4 +45,49 @@ func DeltaSeeds() (apply, roundTrip []Seed) {
 		{"seed-repetitive", [][]byte{bytes.Repeat([]byte("ab"), 500), bytes.Repeat([]byte("ab"), 510)}},
 	}
 	return apply, roundTrip
+}
+
+// StateSeeds returns the seeds of FuzzStateJSON, FuzzStateBinary and FuzzRecord. seedJSON and
+// v0JSON are statefmt/testdata's seed-design example and schema-0 fixture.
+func StateSeeds(seedJSON, v0JSON []byte) (jsonSeeds, binarySeeds, recordSeeds []Seed) {
+	r := rand.New(rand.NewPCG(5, 6))
+	small := stategen.State(r, stategen.Small)
+	smallJSON, err := statefmt.EncodeJSON(small)
+	must(err)
+	seedState, err := statefmt.DecodeJSON(seedJSON)
+	must(err)
+	seedBin, err := statefmt.EncodeBinary(seedState)
+	must(err)
+	smallBin, err := statefmt.EncodeBinary(small)
+	must(err)
+	jsonSeeds = []Seed{
+		{"seed-design-example", [][]byte{seedJSON}},
+		{"seed-schema-v0", [][]byte{v0JSON}},
+		{"seed-generated", [][]byte{smallJSON}},
+		{"seed-schema-99", [][]byte{bytes.Replace(seedJSON, []byte(`"schemaVersion": 1`), []byte(`"schemaVersion": 99`), 1)}},
+		{"seed-truncated", [][]byte{seedJSON[:len(seedJSON)/2]}},
+		{"seed-empty-object", [][]byte{[]byte(`{}`)}},
+	}
+	binarySeeds = []Seed{
+		{"seed-design-example", [][]byte{seedBin}},
+		{"seed-generated", [][]byte{smallBin}},
+		{"seed-truncated", [][]byte{smallBin[:len(smallBin)/2]}},
+		{"seed-header-only", [][]byte{[]byte("HES\x01")}},
+	}
+	rec := statefmt.Record{Kind: statefmt.KindDelta, Seq: 2, BaseSeq: 1, Prefix: 4, StateHash: 7, ChainHash: 9,
+		Compression: statefmt.CompressionZstd, RawLen: 12, StateFormat: 1, DeltaFormat: 1, Payload: []byte("zstd-bytes")}
+	key := statefmt.Record{Kind: statefmt.KindKeyframe, Seq: 1, BaseSeq: 1, StateHash: 3, ChainHash: 4,
+		RawLen: uint64(len(seedBin)), StateFormat: 1, Payload: seedBin}
+	recordSeeds = []Seed{
+		{"seed-delta", [][]byte{statefmt.EncodeRecord(nil, &rec)}},
+		{"seed-keyframe", [][]byte{statefmt.EncodeRecord(nil, &key)}},
+		{"seed-garbage", [][]byte{[]byte("HER\x01garbage-bytes-here-0123456789")}},
+	}
+	return jsonSeeds, binarySeeds, recordSeeds
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
 }

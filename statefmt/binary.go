@@ -312,6 +312,11 @@ func (e *BinaryEncoder) Encode(s *HarnessState) (Incremental, error) {
 	}
 	e.w.err, e.scratch.err = nil, nil
 	e.w.b = e.w.b[:e.histEnd]
+	// Keep room to grow: append alone grows a large buffer by ~1.25x, copying the whole state
+	// every few steps; doubling makes that copy rare (amortised O(1) per step).
+	if need := e.histEnd + 2*len(e.prevTail) + 64<<10; cap(e.w.b) < need {
+		e.w.b = append(make([]byte, 0, max(2*cap(e.w.b), need)), e.w.b...)
+	}
 	for i := e.histCount; i < len(hist); i++ {
 		start := len(e.w.b)
 		e.w.appendRecord(&hist[i], &e.scratch)

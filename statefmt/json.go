@@ -30,21 +30,12 @@ func EncodeJSON(s *HarnessState) ([]byte, error) {
 // invalid states. Errors say where (line and column
 // where the decoder knows them) and why.
 func DecodeJSON(data []byte) (*HarnessState, error) {
-	var probe struct {
-		SchemaVersion json.RawMessage `json:"schemaVersion"`
-	}
-	if err := json.Unmarshal(data, &probe); err != nil {
-		return nil, jsonError(data, err)
-	}
-	if probe.SchemaVersion == nil {
-		return nil, fmt.Errorf("schemaVersion is missing (supported versions: %s)", supportedVersions())
-	}
-	v, err := strconv.ParseInt(string(probe.SchemaVersion), 10, 32)
-	if err != nil || v < 0 {
-		return nil, fmt.Errorf("schemaVersion %s is not a version number (supported versions: %s)", probe.SchemaVersion, supportedVersions())
+	v, err := PeekSchemaVersion(data)
+	if err != nil {
+		return nil, err
 	}
 	if v != SchemaVersion {
-		if data, err = migrateJSON(data, int(v)); err != nil {
+		if data, err = migrateJSON(data, v); err != nil {
 			return nil, err
 		}
 	}
@@ -59,6 +50,26 @@ func DecodeJSON(data []byte) (*HarnessState, error) {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// PeekSchemaVersion returns the schemaVersion a HarnessState JSON document declares, without
+// decoding the rest. It fails when the document is not one JSON object or the version is missing
+// or not a number.
+func PeekSchemaVersion(data []byte) (int, error) {
+	var probe struct {
+		SchemaVersion json.RawMessage `json:"schemaVersion"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return 0, jsonError(data, err)
+	}
+	if probe.SchemaVersion == nil {
+		return 0, fmt.Errorf("schemaVersion is missing (supported versions: %s)", supportedVersions())
+	}
+	v, err := strconv.ParseInt(string(probe.SchemaVersion), 10, 32)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("schemaVersion %s is not a version number (supported versions: %s)", probe.SchemaVersion, supportedVersions())
+	}
+	return int(v), nil
 }
 
 // jsonError adds the line and column to the decoder's error where it gives an offset.

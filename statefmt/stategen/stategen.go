@@ -254,3 +254,40 @@ func State(r *rand.Rand, sz Size) *statefmt.HarnessState {
 	statefmt.Normalize(s)
 	return s
 }
+
+// ReferenceRecord is one step of the reference workload: a tool call whose result is 300-2000
+// bytes of realistic text (file contents, command output).
+func ReferenceRecord(r *rand.Rand, at time.Time) statefmt.ToolCallRecord {
+	args, _ := statefmt.JSONOf(map[string]any{"path": fmt.Sprintf("src/module_%d.go", r.IntN(500)), "limit": 200})
+	return statefmt.ToolCallRecord{
+		CallName:  []string{"read_file", "grep", "bash"}[r.IntN(3)],
+		Arguments: args,
+		Result:    statefmt.ToolResult{Success: true, Output: string(workload.Text(r, 300+r.IntN(1701)))},
+		Duration:  time.Duration(1+r.IntN(5000)) * time.Millisecond,
+		Timestamp: at,
+	}
+}
+
+// Reference returns a running state with a small plan and an agent snapshot, whose history of
+// reference records makes its binary encoding about targetBytes long.
+func Reference(r *rand.Rand, targetBytes int) *statefmt.HarnessState {
+	t0 := time.Date(2026, 11, 21, 22, 0, 0, 0, time.UTC)
+	s := &statefmt.HarnessState{
+		SchemaVersion: statefmt.SchemaVersion, HarnessID: "harness-ref", AgentName: "MARS", TaskID: "nightly-refactor",
+		Status: statefmt.StatusRunning, CreatedAt: t0, UpdatedAt: t0, AutonomyLevel: 3,
+		Plan: &statefmt.ExecutionPlan{TaskID: "nightly-refactor", CreatedAt: t0, Steps: []statefmt.ExecutionStep{
+			{ID: "s1", Description: "Read the notes", AssignedAgent: "MARS", Status: statefmt.StepCompleted},
+			{ID: "s2", Description: "Refactor the parser", AssignedAgent: "MARS", Dependencies: []string{"s1"}, Critical: true, Status: statefmt.StepRunning},
+			{ID: "s3", Description: "Run the tests", AssignedAgent: "MARS", Dependencies: []string{"s2"}, Status: statefmt.StepPending},
+		}},
+		AgentLoopSnapshot: &statefmt.AgentLoopSnapshot{Iteration: 1, Scratchpad: string(workload.Text(r, 2000))},
+	}
+	size := 2500
+	for size < targetBytes {
+		rec := ReferenceRecord(r, t0.Add(time.Duration(len(s.ToolCallHistory))*time.Second))
+		size += len(rec.Result.Output) + 80
+		s.ToolCallHistory = append(s.ToolCallHistory, rec)
+	}
+	s.TotalToolCalls = len(s.ToolCallHistory)
+	return s
+}

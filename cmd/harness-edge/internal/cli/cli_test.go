@@ -98,3 +98,52 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		}
 	}
 }
+
+func TestStateCheck(t *testing.T) {
+	seed := filepath.Join("..", "..", "..", "..", "statefmt", "testdata", "seed-example.json")
+	code, out, errOut := run(t, "state", "check", seed, "--json")
+	if code != ExitOK {
+		t.Fatalf("seed example refused (exit %d): %s", code, errOut)
+	}
+	var res StateCheck
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.SchemaVersion != 1 || res.HarnessID != "harness-abc123" || res.Status != "running" || res.Steps != 2 || res.ToolCalls != 0 {
+		t.Fatalf("wrong summary: %+v", res)
+	}
+	data, err := os.ReadFile(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, content string
+		want          []string
+	}{
+		{"v99.json", strings.Replace(string(data), `"schemaVersion": 1`, `"schemaVersion": 99`, 1), []string{"schemaVersion 99", "supported versions: 0 (migrated), 1"}},
+		{"broken.json", strings.Replace(string(data), `"taskId": "p2-t1",`, `"taskId": "p2-t1",,`, 1), []string{"broken.json", "line 5"}},
+		{"unknown.json", strings.Replace(string(data), `"checkpointCount": 2`, `"checkpointCount": 2, "x": 1`, 1), []string{`unknown field "x"`}},
+	} {
+		p := filepath.Join(dir, c.name)
+		if err := os.WriteFile(p, []byte(c.content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errOut := run(t, "state", "check", p)
+		if code != ExitError {
+			t.Errorf("%s: exit %d, want 1", c.name, code)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("%s: stderr %q does not say %q", c.name, errOut, w)
+			}
+		}
+	}
+	if code, _, _ := run(t, "state", "check", filepath.Join(dir, "missing.json")); code != ExitError {
+		t.Errorf("missing file: exit %d, want 1", code)
+	}
+	var out2, errb bytes.Buffer
+	if code := MainWithInput([]string{"state", "check", "-"}, bytes.NewReader(data), &out2, &errb); code != ExitOK || !strings.Contains(out2.String(), "harness-abc123") {
+		t.Errorf("stdin: exit %d, %s%s", code, out2.String(), errb.String())
+	}
+}

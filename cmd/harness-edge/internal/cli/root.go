@@ -49,8 +49,13 @@ type globals struct {
 
 // Main runs the command line with args and returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
+	return MainWithInput(args, os.Stdin, stdout, stderr)
+}
+
+// MainWithInput is Main with an explicit standard input (for `state check -` in tests).
+func MainWithInput(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	g := &globals{}
-	root := newRoot(g, stdout, stderr)
+	root := newRoot(g, stdin, stdout, stderr)
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {
@@ -81,7 +86,7 @@ func isCobraUsage(err error) bool {
 	return false
 }
 
-func newRoot(g *globals, stdout, stderr io.Writer) *cobra.Command {
+func newRoot(g *globals, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "harness-edge",
 		Short:         "A durable runtime for long-running AI-agent tasks on workstations and edge devices",
@@ -94,7 +99,7 @@ func newRoot(g *globals, stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&g.store, "store", "", "store directory (default $"+EnvStore+", else $XDG_DATA_HOME/harness-edge, else ~/.local/share/harness-edge)")
-	root.AddCommand(newVersionCmd(g, stdout), newDoctorCmd(g, stdout))
+	root.AddCommand(newVersionCmd(g, stdout), newDoctorCmd(g, stdout), newStateCmd(stdin, stdout))
 	return root
 }
 

@@ -1,0 +1,105 @@
+package statefmt_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/statefmt/stategen"
+)
+
+func TestEncodeBinaryRefusesInvalidStates(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 1))
+	for _, c := range []struct {
+		name string
+		mod  func(s *statefmt.HarnessState)
+		want string
+	}{
+		{"invalid UTF-8", func(s *statefmt.HarnessState) { s.TaskID = "ok\xffno" }, "taskId is not valid UTF-8"},
+		{"invalid UTF-8 in a record", func(s *statefmt.HarnessState) {
+			s.ToolCallHistory = append(s.ToolCallHistory, stategen.Record(r, stategen.Small))
+			s.ToolCallHistory[len(s.ToolCallHistory)-1].Result.Output = "\xc3"
+		}, "toolCallHistory.result.output is not valid UTF-8"},
+		{"negative counter", func(s *statefmt.HarnessState) { s.CheckpointCount = -3 }, "checkpointCount is negative"},
+		{"unknown status", func(s *statefmt.HarnessState) { s.Status = "sleeping" }, "status sleeping is not one of"},
+	} {
+		s := stategen.State(r, stategen.Small)
+		c.mod(s)
+		_, err := statefmt.EncodeBinary(s)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestDecodeBinaryRefusesDamage(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 2))
+	s := stategen.State(r, stategen.Medium)
+	for len(s.ToolCallHistory) < 3 {
+		s.ToolCallHistory = append(s.ToolCallHistory, stategen.Record(r, stategen.Small))
+	}
+	good, err := statefmt.EncodeBinary(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; n < len(good); n += 1 + n/64 {
+		if _, err := statefmt.DecodeBinary(good[:n]); err == nil {
+			t.Fatalf("truncated to %d of %d bytes: accepted", n, len(good))
+		}
+	}
+	forge := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
+	end := len(good) - 16
+	for _, c := range []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"bad magic", forge(func(b []byte) []byte { b[0] = 'X'; return b }), "bad magic"},
+		{"bad version", forge(func(b []byte) []byte { b[3] = 7; return b }), "binary format version 7 is not supported (supported: 1)"},
+		{"history end past the state", forge(func(b []byte) []byte {
+			binary.LittleEndian.PutUint64(b[end:], uint64(len(b)))
+			return b
+		}), "history end offset"},
+		{"forged record count", forge(func(b []byte) []byte {
+			binary.LittleEndian.PutUint64(b[end+8:], 1<<60)
+			return b
+		}), "cannot fit"},
+		{"bytes inserted before the trailer", append(append(bytes.Clone(good[:end]), 0), good[end:]...), "trailing bytes"},
+	} {
+		_, err := statefmt.DecodeBinary(c.b)
+		var de *statefmt.DecodeError
+		if err == nil || !errors.As(err, &de) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want a DecodeError saying %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestIncrementalEncodingKeepsTheHistory checks the layout's promise on a long history: one
+// appended record leaves everything before the old end of the history in place, and the
+// previous tail is small (the rest of the state, not the history).
+func TestIncrementalEncodingKeepsTheHistory(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	s := stategen.State(r, stategen.Small)
+	for range 2000 {
+		s.ToolCallHistory = append(s.ToolCallHistory, stategen.Record(r, stategen.Small))
+	}
+	var enc statefmt.BinaryEncoder
+	first, err := enc.Encode(s)
+	if err != nil || first.Prefix != 0 || first.PrevTail != nil {
+		t.Fatalf("first encoding: prefix %d, tail %d, %v", first.Prefix, len(first.PrevTail), err)
+	}
+	before := len(first.Bytes)
+	s.ToolCallHistory = append(s.ToolCallHistory, stategen.Record(r, stategen.Small))
+	s.CheckpointCount++
+	inc, err := enc.Encode(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inc.Prefix < before-len(inc.PrevTail) || len(inc.PrevTail) > 4096 || inc.Prefix < before*9/10 {
+		t.Fatalf("prefix %d of %d bytes, previous tail %d bytes: the history was not kept in place", inc.Prefix, before, len(inc.PrevTail))
+	}
+}

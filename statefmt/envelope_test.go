@@ -1,0 +1,51 @@
+package statefmt_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+func TestEnvelopeRefuses(t *testing.T) {
+	base := statefmt.Record{Kind: statefmt.KindDelta, Seq: 5, BaseSeq: 4, Prefix: 100, StateHash: 1, ChainHash: 2,
+		Compression: statefmt.CompressionZstd, RawLen: 10, StateFormat: 1, DeltaFormat: 1, Payload: []byte("payload")}
+	good := statefmt.EncodeRecord(nil, &base)
+	if _, err := statefmt.DecodeRecord(good); err != nil {
+		t.Fatal(err)
+	}
+	for n := range len(good) {
+		if _, err := statefmt.DecodeRecord(good[:n]); err == nil {
+			t.Fatalf("truncated to %d bytes: accepted", n)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		mod  func(r *statefmt.Record)
+		want string
+	}{
+		{"seq 0", func(r *statefmt.Record) { r.Seq, r.BaseSeq = 0, 0 }, "sequence number 0"},
+		{"delta base after it", func(r *statefmt.Record) { r.BaseSeq = 9 }, "bases come before"},
+		{"keyframe with prefix", func(r *statefmt.Record) { r.Kind, r.BaseSeq, r.DeltaFormat = statefmt.KindKeyframe, 5, 0 }, "keyframe with"},
+		{"unknown kind", func(r *statefmt.Record) { r.Kind = 9 }, "record kind 9"},
+		{"unknown compression", func(r *statefmt.Record) { r.Compression = 4 }, "compression 4"},
+		{"huge raw length", func(r *statefmt.Record) { r.RawLen = statefmt.MaxRawLen + 1 }, "exceeds"},
+		{"uncompressed length mismatch", func(r *statefmt.Record) { r.Compression = statefmt.CompressionNone }, "declares"},
+	} {
+		r := base
+		c.mod(&r)
+		_, err := statefmt.DecodeRecord(statefmt.EncodeRecord(nil, &r))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
+	}
+	bad := bytes.Clone(good)
+	bad[len(bad)-6] ^= 0x10
+	if _, err := statefmt.DecodeRecord(bad); err == nil || !strings.Contains(err.Error(), "checksum mismatch") {
+		t.Fatalf("flipped payload bit: %v", err)
+	}
+	if statefmt.KindKeyframe.String() != "keyframe" || statefmt.KindDelta.String() != "delta" || statefmt.CompressionZstd.String() != "zstd" {
+		t.Fatal("String() changed: inspect output depends on it")
+	}
+}
