@@ -35,6 +35,9 @@ CROSS_PACKAGES := rustc-web libstd-rust-web-dev:arm64 libc6:arm64 gcc-aarch64-li
 DEBIAN_RUSTC   := /usr/bin/rustc
 
 GO_PKGS := ./...
+# Packages that reach the engine: the purego and fallback passes run these (the rest does not
+# depend on which backend is loaded and runs once, in the cgo pass).
+ENGINE_PKGS := ./bridge/... ./fuzz/... ./cmd/...
 
 .PHONY: help
 help: ## List the targets
@@ -123,10 +126,10 @@ test-go: engine ## Go tests: cgo (+purego in-process), purego-only (CGO_ENABLED=
 		CGO_ENABLED=1 $(GO) test -count=1 -tags invariants,eternal_purego$(if $(TAGS),$(comma)$(TAGS)) $(GO_PKGS)
 	@echo "== go test: CGO_ENABLED=0 with libeternal.so (purego and fallback backends)"
 	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) HARNESS_EDGE_EXPECT_BACKEND=purego \
-		CGO_ENABLED=0 $(GO) test -count=1 -tags invariants$(if $(TAGS),$(comma)$(TAGS)) $(GO_PKGS)
+		CGO_ENABLED=0 $(GO) test -count=1 -tags invariants$(if $(TAGS),$(comma)$(TAGS)) $(ENGINE_PKGS)
 	@echo "== go test: CGO_ENABLED=0 without any engine (fallback backend only)"
 	HARNESS_EDGE_ENGINE_LIB=/nonexistent/libeternal.so HARNESS_EDGE_EXPECT_BACKEND=fallback \
-		CGO_ENABLED=0 $(GO) test -count=1 -tags invariants$(if $(TAGS),$(comma)$(TAGS)) ./bridge/... ./fuzz/... ./cmd/...
+		CGO_ENABLED=0 $(GO) test -count=1 -tags invariants$(if $(TAGS),$(comma)$(TAGS)) $(ENGINE_PKGS)
 
 .PHONY: test-arm64
 test-arm64: deps engine-arm64 ## Rust and Go tests cross-compiled for arm64 (static), run under qemu-aarch64
