@@ -42,40 +42,34 @@ func props(t *testing.T, minTests int) *gopter.Properties {
 	return gopter.NewProperties(p)
 }
 
-func TestPropertyJSONRoundTrip(t *testing.T) {
-	ps := props(t, 1000)
-	ps.Property("DecodeJSON(EncodeJSON(s)) == s", prop.ForAll(func(s *statefmt.HarnessState) bool {
-		b, err := statefmt.EncodeJSON(s)
-		if err != nil {
-			t.Log(err)
-			return false
-		}
-		got, err := statefmt.DecodeJSON(b)
-		if err != nil {
-			t.Log(err)
-			return false
-		}
-		return reflect.DeepEqual(got, s)
-	}, genState()))
-	ps.TestingRun(t)
-}
-
-func TestPropertyBinaryRoundTrip(t *testing.T) {
-	ps := props(t, 1000)
-	ps.Property("DecodeBinary(EncodeBinary(s)) == s", prop.ForAll(func(s *statefmt.HarnessState) bool {
-		b, err := statefmt.EncodeBinary(s)
-		if err != nil {
-			t.Log(err)
-			return false
-		}
-		got, err := statefmt.DecodeBinary(b)
-		if err != nil {
-			t.Log(err)
-			return false
-		}
-		return reflect.DeepEqual(got, s)
-	}, genState()))
-	ps.TestingRun(t)
+// TestPropertyRoundTrip: decode(encode(s)) == s for both codecs.
+func TestPropertyRoundTrip(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		encode func(*statefmt.HarnessState) ([]byte, error)
+		decode func([]byte) (*statefmt.HarnessState, error)
+	}{
+		{"json", statefmt.EncodeJSON, statefmt.DecodeJSON},
+		{"binary", statefmt.EncodeBinary, statefmt.DecodeBinary},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ps := props(t, 1000)
+			ps.Property("decode(encode(s)) == s", prop.ForAll(func(s *statefmt.HarnessState) bool {
+				b, err := c.encode(s)
+				if err != nil {
+					t.Log(err)
+					return false
+				}
+				got, err := c.decode(b)
+				if err != nil {
+					t.Log(err)
+					return false
+				}
+				return reflect.DeepEqual(got, s)
+			}, genState()))
+			ps.TestingRun(t)
+		})
+	}
 }
 
 func TestPropertyJSONBinaryEquivalence(t *testing.T) {
