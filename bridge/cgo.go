@@ -129,3 +129,93 @@ func (e *cgoEncoder) Close() error {
 	}
 	return nil
 }
+
+type cgoChain struct {
+	mu      sync.Mutex
+	c       *C.eternal_chain
+	cleanup runtime.Cleanup
+}
+
+func (cgoEngine) NewChain(p ChainPolicy) (Chain, error) {
+	var h *C.eternal_chain
+	if st := C.eternal_chain_new(C.uint32_t(p.MaxReplay), C.uint32_t(p.MaxDeltaPct), &h); st != C.ETERNAL_STATUS_OK {
+		return nil, &EngineError{Status: Status(st), Backend: BackendCgo, Message: "eternal_chain_new failed"}
+	}
+	c := &cgoChain{c: h}
+	c.cleanup = runtime.AddCleanup(c, func(h *C.eternal_chain) { C.eternal_chain_free(h) }, h)
+	return c, nil
+}
+
+func (c *cgoChain) Append(state []byte, prefixHint int) (RecordInfo, []byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.c == nil {
+		return RecordInfo{}, nil, ErrClosed
+	}
+	sp, sn := bytesArg(state)
+	var info RecordInfo
+	var out, msg *C.uint8_t
+	var outN, msgN C.size_t
+	st := C.eternal_chain_append(c.c, sp, sn, C.size_t(max(prefixHint, 0)), (*C.eternal_record_info)(unsafe.Pointer(&info)), &out, &outN, &msg, &msgN)
+	runtime.KeepAlive(state)
+	if st != C.ETERNAL_STATUS_OK {
+		return RecordInfo{}, nil, cgoError(st, msg, msgN)
+	}
+	return info, copyAndFree(unsafe.Pointer(out), int(outN), cgoFree), nil
+}
+
+func (c *cgoChain) Push(info RecordInfo, payload []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.c == nil {
+		return ErrClosed
+	}
+	pp, pn := bytesArg(payload)
+	var msg *C.uint8_t
+	var msgN C.size_t
+	st := C.eternal_chain_push(c.c, (*C.eternal_record_info)(unsafe.Pointer(&info)), pp, pn, &msg, &msgN)
+	runtime.KeepAlive(payload)
+	if st != C.ETERNAL_STATUS_OK {
+		return cgoError(st, msg, msgN)
+	}
+	return nil
+}
+
+func (c *cgoChain) Head() RecordInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var info RecordInfo
+	if c.c != nil {
+		C.eternal_chain_head(c.c, (*C.eternal_record_info)(unsafe.Pointer(&info)))
+	}
+	return info
+}
+
+func (c *cgoChain) State(dst []byte) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.c == nil {
+		return dst
+	}
+	var info RecordInfo
+	C.eternal_chain_head(c.c, (*C.eternal_record_info)(unsafe.Pointer(&info)))
+	whole, tail := extend(dst, int(info.StateLen))
+	tp, tn := bytesArg(tail)
+	var n C.size_t
+	if st := C.eternal_chain_state(c.c, tp, tn, &n); st != C.ETERNAL_STATUS_OK {
+		panic(fmt.Sprintf("eternal (cgo): chain_state returned %s for a buffer of the head's size (engine bug)", Status(st)))
+	}
+	runtime.KeepAlive(tail)
+	return whole
+}
+
+func (c *cgoChain) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.c != nil {
+		c.cleanup.Stop()
+		C.eternal_chain_free(c.c)
+		c.c = nil
+	}
+	return nil
+}

@@ -56,6 +56,8 @@ type Engine interface {
 	ApplyDelta(dst, base, delta []byte, maxTarget int) ([]byte, error)
 	// Hash64 is XXH64 (seed 0) of data, identical in every backend.
 	Hash64(data []byte) uint64
+	// NewChain returns an empty checkpoint chain. Close it when done.
+	NewChain(policy ChainPolicy) (Chain, error)
 	// LiveBuffers counts engine-owned buffers not yet freed (always 0 for the fallback). Tests
 	// compare it before and after a workload.
 	LiveBuffers() uint64
@@ -84,6 +86,7 @@ const (
 	StatusBaseMismatch  Status = 3
 	StatusTooLarge      Status = 4
 	StatusPanic         Status = 5
+	StatusInvalidRecord Status = 6
 )
 
 var statusNames = map[Status]string{
@@ -93,6 +96,7 @@ var statusNames = map[Status]string{
 	StatusBaseMismatch:  "base mismatch",
 	StatusTooLarge:      "too large",
 	StatusPanic:         "engine panic",
+	StatusInvalidRecord: "invalid record",
 }
 
 // String is stable: logs and tests match on it.

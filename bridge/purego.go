@@ -28,6 +28,12 @@ var puregoSymbols = []string{
 	"eternal_delta_check",
 	"eternal_delta_apply",
 	"eternal_hash64",
+	"eternal_chain_new",
+	"eternal_chain_free",
+	"eternal_chain_append",
+	"eternal_chain_push",
+	"eternal_chain_head",
+	"eternal_chain_state",
 }
 
 type puregoEngine struct {
@@ -261,6 +267,114 @@ func (x *puregoEncoder) Close() error {
 		x.cleanup.Stop()
 		x.e.call("eternal_encoder_free", x.enc)
 		x.enc = 0
+	}
+	return nil
+}
+
+type puregoChain struct {
+	mu      sync.Mutex
+	e       *puregoEngine
+	c       uintptr
+	cleanup runtime.Cleanup
+}
+
+func (e *puregoEngine) NewChain(p ChainPolicy) (Chain, error) {
+	var pn pinned
+	defer pn.p.Unpin()
+	o := pn.out()
+	st := Status(uint32(e.call("eternal_chain_new", uintptr(p.MaxReplay), uintptr(p.MaxDeltaPct), uintptr(unsafe.Pointer(&o.buf)))))
+	if st != StatusOK || o.buf == nil {
+		return nil, &EngineError{Status: st, Backend: BackendPurego, Message: "eternal_chain_new failed"}
+	}
+	h := uintptr(o.buf)
+	c := &puregoChain{e: e, c: h}
+	c.cleanup = runtime.AddCleanup(c, func(h uintptr) { e.call("eternal_chain_free", h) }, h)
+	return c, nil
+}
+
+func (c *puregoChain) Append(state []byte, prefixHint int) (RecordInfo, []byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.c == 0 {
+		return RecordInfo{}, nil, ErrClosed
+	}
+	var pn pinned
+	defer pn.p.Unpin()
+	sp, sn := pn.bytes(state)
+	info := new(RecordInfo)
+	pn.p.Pin(info)
+	o := pn.out()
+	ob, obn := o.bufArgs()
+	om, omn := o.msgArgs()
+	st := Status(uint32(c.e.call("eternal_chain_append", c.c, sp, sn, uintptr(max(prefixHint, 0)), uintptr(unsafe.Pointer(info)), ob, obn, om, omn)))
+	if st != StatusOK {
+		return RecordInfo{}, nil, c.e.err(st, o.msg, o.msgLen)
+	}
+	return *info, copyAndFree(o.buf, int(o.bufLen), c.e.free), nil
+}
+
+func (c *puregoChain) Push(info RecordInfo, payload []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.c == 0 {
+		return ErrClosed
+	}
+	var pn pinned
+	defer pn.p.Unpin()
+	pp, pl := pn.bytes(payload)
+	ip := new(RecordInfo)
+	*ip = info
+	pn.p.Pin(ip)
+	o := pn.out()
+	om, omn := o.msgArgs()
+	st := Status(uint32(c.e.call("eternal_chain_push", c.c, uintptr(unsafe.Pointer(ip)), pp, pl, om, omn)))
+	if st != StatusOK {
+		return c.e.err(st, o.msg, o.msgLen)
+	}
+	return nil
+}
+
+func (c *puregoChain) head() RecordInfo {
+	var pn pinned
+	defer pn.p.Unpin()
+	info := new(RecordInfo)
+	pn.p.Pin(info)
+	if c.c != 0 {
+		c.e.call("eternal_chain_head", c.c, uintptr(unsafe.Pointer(info)))
+	}
+	return *info
+}
+
+func (c *puregoChain) Head() RecordInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.head()
+}
+
+func (c *puregoChain) State(dst []byte) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.c == 0 {
+		return dst
+	}
+	whole, tail := extend(dst, int(c.head().StateLen))
+	var pn pinned
+	defer pn.p.Unpin()
+	tp, tn := pn.bytes(tail)
+	o := pn.out()
+	if st := Status(uint32(c.e.call("eternal_chain_state", c.c, tp, tn, uintptr(unsafe.Pointer(&o.bufLen))))); st != StatusOK {
+		panic(fmt.Sprintf("eternal (purego): chain_state returned %s for a buffer of the head's size (engine bug)", st))
+	}
+	return whole
+}
+
+func (c *puregoChain) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.c != 0 {
+		c.cleanup.Stop()
+		c.e.call("eternal_chain_free", c.c)
+		c.c = 0
 	}
 	return nil
 }

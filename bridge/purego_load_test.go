@@ -39,7 +39,7 @@ uint32_t eternal_hash64(const uint8_t *p, unsigned long n, uint64_t *out) { *out
 		t.Fatal("a library lacking symbols was accepted")
 	}
 	msg := err.Error()
-	for _, want := range []string{so, "lacks 7 symbol(s)", "eternal_live_buffers", "eternal_buffer_free",
+	for _, want := range []string{so, "lacks 13 symbol(s)", "eternal_chain_append", "eternal_live_buffers", "eternal_buffer_free",
 		"eternal_encoder_new", "eternal_encoder_free", "eternal_delta_encode", "eternal_delta_check", "eternal_delta_apply"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error does not name %q: %s", want, msg)
@@ -49,7 +49,8 @@ uint32_t eternal_hash64(const uint8_t *p, unsigned long n, uint64_t *out) { *out
 
 func TestPuregoRefusesWrongABIVersion(t *testing.T) {
 	names := []string{"eternal_live_buffers", "eternal_buffer_free", "eternal_encoder_new",
-		"eternal_encoder_free", "eternal_delta_encode", "eternal_delta_check", "eternal_delta_apply", "eternal_hash64"}
+		"eternal_encoder_free", "eternal_delta_encode", "eternal_delta_check", "eternal_delta_apply", "eternal_hash64",
+		"eternal_chain_new", "eternal_chain_free", "eternal_chain_append", "eternal_chain_push", "eternal_chain_head", "eternal_chain_state"}
 	src := "#include <stdint.h>\nuint32_t eternal_abi_version(void) { return 99; }\n"
 	for _, n := range names {
 		src += "int " + n + "(void) { return 0; }\n"

@@ -5,7 +5,9 @@ package bridgetest
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -260,6 +262,8 @@ func Run(t *testing.T, e bridge.Engine, peers []bridge.Engine) {
 		wg.Wait()
 	})
 
+	t.Run("chain", func(t *testing.T) { runChain(t, e, peers) })
+
 	// Last: every engine-owned buffer handed out above (outputs and error messages) was freed.
 	t.Run("every-buffer-freed-once", func(t *testing.T) {
 		if after := e.LiveBuffers(); after != liveBefore {
@@ -370,4 +374,143 @@ func mustEncoder(t *testing.T, e bridge.Engine) bridge.Encoder {
 		t.Fatalf("%s: NewEncoder: %v", e.Backend(), err)
 	}
 	return enc
+}
+
+// chainStates is an append-mostly sequence: a history that grows first, then a small rest that
+// changes every step, as statefmt lays states out. hints[i] is the unchanged prefix of states[i].
+func chainStates(n int) (states [][]byte, hints []int) {
+	r := rand.New(rand.NewPCG(21, 22))
+	var hist []byte
+	prevHist := 0
+	for i := range n {
+		hist = append(hist, workload.Text(r, 300+r.IntN(1700))...)
+		s := append(bytes.Clone(hist), fmt.Sprintf("|rest step=%d status=running|", i)...)
+		states, hints = append(states, s), append(hints, prevHist)
+		prevHist = len(hist)
+	}
+	return states, hints
+}
+
+func runChain(t *testing.T, e bridge.Engine, peers []bridge.Engine) {
+	states, hints := chainStates(60)
+	w, err := e.NewChain(bridge.ChainPolicy{MaxReplay: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	type rec struct {
+		info    bridge.RecordInfo
+		payload []byte
+	}
+	var recs []rec
+	appended := 0
+	for i, s := range states {
+		info, p, err := w.Append(s, hints[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Seq != uint64(i+1) || info.StateLen != uint64(len(s)) || info.StateHash != bridge.Fallback().Hash64(s) {
+			t.Fatalf("record %d header wrong: %+v", i+1, info)
+		}
+		if e.Backend() == bridge.BackendFallback && info.Kind != bridge.KindKeyframe {
+			t.Fatalf("fallback wrote a %d record, want keyframes only", info.Kind)
+		}
+		if !bytes.Equal(w.State(nil), s) {
+			t.Fatalf("chain state after record %d differs", i+1)
+		}
+		if i > 0 {
+			appended += len(s) - len(states[i-1])
+		}
+		recs = append(recs, rec{info, p})
+	}
+	if e.Backend() != bridge.BackendFallback {
+		delta := 0
+		for _, r := range recs {
+			if r.info.Kind == bridge.KindDelta {
+				delta += len(r.payload)
+			}
+		}
+		if keys := countKeyframes(recs, func(r rec) uint32 { return r.info.Kind }); keys < 60/17 || keys > 60/17+2 {
+			t.Fatalf("%d keyframes in 60 records with MaxReplay 16", keys)
+		}
+		if delta > appended*11/10 {
+			t.Fatalf("deltas carry %d bytes for %d appended: the prefix hint was not used", delta, appended)
+		}
+	}
+	last := states[len(states)-1]
+	for _, a := range append([]bridge.Engine{e}, peers...) {
+		// Replay from the last keyframe, as a restore does, and from the first.
+		for _, from := range []int{lastKeyframe(recs, func(r rec) uint32 { return r.info.Kind }), 0} {
+			r, err := a.NewChain(bridge.ChainPolicy{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range recs[from:] {
+				if err := r.Push(x.info, x.payload); err != nil {
+					t.Fatalf("%s replaying %s's chain from record %d: %v", a.Backend(), e.Backend(), from+1, err)
+				}
+			}
+			if !bytes.Equal(r.State(nil), last) || r.Head() != w.Head() {
+				t.Fatalf("%s replayed %s's chain to a different state or head", a.Backend(), e.Backend())
+			}
+			// A resumed chain appends where the writer would have.
+			next := append(bytes.Clone(last), "+one more"...)
+			i1, p1, err1 := r.Append(next, len(last)-len("|rest step=59 status=running|"))
+			if err1 != nil || i1.Seq != 61 || i1.StateHash != bridge.Fallback().Hash64(next) {
+				t.Fatalf("%s: append after replay: %+v %v", a.Backend(), i1, err1)
+			}
+			if err := r.Push(i1, p1); err == nil {
+				t.Fatalf("%s: a record pushed twice was accepted", a.Backend())
+			}
+			r.Close()
+		}
+		// Damage in any record is reported with its sequence number, and the records before it
+		// still rebuild their state.
+		for _, victim := range []int{0, 1, 17, 40, 59} {
+			r, _ := a.NewChain(bridge.ChainPolicy{})
+			for i, x := range recs {
+				info, p := x.info, bytes.Clone(x.payload)
+				if i == victim {
+					if len(p) > 4 {
+						p[len(p)/2] ^= 0x40
+					} else {
+						info.StateHash ^= 1
+					}
+				}
+				err := r.Push(info, p)
+				if i < victim && err != nil {
+					t.Fatalf("%s: record %d refused before the damage: %v", a.Backend(), i+1, err)
+				}
+				if i == victim {
+					if !errors.Is(err, bridge.StatusInvalidRecord) || !strings.Contains(err.Error(), fmt.Sprintf("record %d:", victim+1)) {
+						t.Fatalf("%s: damaged record %d: %v", a.Backend(), victim+1, err)
+					}
+					if r.Head().Seq != 0 {
+						t.Fatalf("%s: chain not reset after a refused record", a.Backend())
+					}
+					break
+				}
+			}
+			r.Close()
+		}
+	}
+}
+
+func countKeyframes[T any](recs []T, kind func(T) uint32) int {
+	n := 0
+	for _, r := range recs {
+		if kind(r) == bridge.KindKeyframe {
+			n++
+		}
+	}
+	return n
+}
+
+func lastKeyframe[T any](recs []T, kind func(T) uint32) int {
+	for i := len(recs) - 1; i >= 0; i-- {
+		if kind(recs[i]) == bridge.KindKeyframe {
+			return i
+		}
+	}
+	return 0
 }

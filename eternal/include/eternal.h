@@ -16,10 +16,27 @@
 #define ETERNAL_ABI_VERSION 1
 
 /*
+ Record kinds; the values are those of the record envelope (statefmt.RecordKind).
+ */
+#define KIND_KEYFRAME 1
+
+#define KIND_DELTA 2
+
+/*
  The delta format version written after the magic. Versions only ever grow; a retired one stays
  reserved here.
  */
 #define ETERNAL_DELTA_FORMAT_VERSION 1
+
+/*
+ The largest target the engine rebuilds when the caller gives no tighter limit (16 GiB).
+ */
+#define MAX_TARGET (1 << 34)
+
+/*
+ Bytes between two saved accumulator snapshots in [`Snapshots`].
+ */
+#define SNAPSHOT_EVERY (64 * 1024)
 
 /*
  The status every fallible export returns. Values are permanent: a retired one stays reserved
@@ -54,16 +71,68 @@ enum EternalStatus
    The engine panicked; the call had no effect on any handle's observable state.
    */
   ETERNAL_STATUS_PANIC = 5,
+  /*
+   A checkpoint record failed verification (out of sequence, bad delta, hash mismatch).
+   */
+  ETERNAL_STATUS_INVALID_RECORD = 6,
 };
 #ifndef __cplusplus
 typedef uint32_t EternalStatus;
 #endif // __cplusplus
 
 /*
+ Opaque checkpoint chain of one harness: its current state, its head record, and scratch.
+ Not thread-safe: one thread at a time per handle.
+ */
+typedef struct eternal_chain eternal_chain;
+
+/*
  Opaque delta encoder: reusable scratch (anchor tables) so that steady-state encoding
  allocates only its output. Not thread-safe: one thread at a time per handle.
  */
 typedef struct eternal_encoder eternal_encoder;
+
+/*
+ What a record says about itself, apart from its payload. Shared with the C ABI.
+ */
+typedef struct {
+  /*
+   [`KIND_KEYFRAME`] or [`KIND_DELTA`].
+   */
+  uint32_t kind;
+  /*
+   Always 0; keeps the layout free of implicit padding.
+   */
+  uint32_t reserved;
+  /*
+   This record's sequence number (from 1).
+   */
+  uint64_t seq;
+  /*
+   The record a delta applies to (seq - 1); seq itself for a keyframe.
+   */
+  uint64_t base_seq;
+  /*
+   Bytes of the base state a delta keeps as they are (0 for a keyframe).
+   */
+  uint64_t prefix;
+  /*
+   XXH64 of the state this record rebuilds.
+   */
+  uint64_t state_hash;
+  /*
+   [`link`] of the previous record's chain hash and this record.
+   */
+  uint64_t chain_hash;
+  /*
+   Length of the payload.
+   */
+  uint64_t raw_len;
+  /*
+   Length of the state this record rebuilds.
+   */
+  uint64_t state_len;
+} eternal_record_info;
 
 #ifdef __cplusplus
 extern "C" {
@@ -174,6 +243,85 @@ EternalStatus eternal_delta_apply(const uint8_t *base,
                                   uintptr_t *out_len,
                                   uint8_t **out_err,
                                   uintptr_t *out_err_len);
+
+/*
+ Creates an empty checkpoint chain.
+
+ Arguments: `max_replay`, the most deltas that may follow a keyframe (0: the default, 1000);
+ `max_delta_pct`, the delta bytes since the last keyframe allowed as a percentage of the
+ state's size before a keyframe is forced (0: the default, 100); `out_chain` receives the handle.
+ Returns: `Ok`, `NullParameter`, or `Panic`.
+ Safety: `out_chain` writable. Free the handle with [`eternal_chain_free`].
+ Threads: the handle may move between threads but must not be used by two at once.
+ */
+EternalStatus eternal_chain_new(uint32_t max_replay,
+                                uint32_t max_delta_pct,
+                                eternal_chain **out_chain);
+
+/*
+ Frees a chain. A null handle is ignored.
+
+ Safety: `chain` must come from [`eternal_chain_new`], be freed once, and not be in use.
+ */
+void eternal_chain_free(eternal_chain *chain);
+
+/*
+ Makes the next record of the chain for a new state.
+
+ Arguments: `chain`; the new state's canonical bytes (borrowed for the call); `prefix_hint`,
+ how many leading bytes the caller knows are unchanged since the previous state (0 when it
+ knows nothing; a wrong hint corrupts the chain); `out_info` receives the record's header;
+ `out_payload`/`out_payload_len` receive the payload (Rust-owned: free it with
+ [`eternal_buffer_free`]); `out_err`/`out_err_len` (may be null) receive a message on failure.
+ Returns: `Ok`, `NullParameter`, or `Panic`.
+ Safety: every non-null pointer valid for its length. Threads: one call at a time per chain.
+ */
+EternalStatus eternal_chain_append(eternal_chain *chain,
+                                   const uint8_t *state,
+                                   uintptr_t state_len,
+                                   uintptr_t prefix_hint,
+                                   eternal_record_info *out_info,
+                                   uint8_t **out_payload,
+                                   uintptr_t *out_payload_len,
+                                   uint8_t **out_err,
+                                   uintptr_t *out_err_len);
+
+/*
+ Replays one record onto the chain, verifying sequence, delta, state hash and chain hash. A
+ keyframe may start an empty chain; every other record must follow the head.
+
+ Arguments: `chain`; `info`, the record's header; the payload (borrowed for the call);
+ `out_err`/`out_err_len` (may be null) receive a message on failure.
+ Returns: `Ok`, `NullParameter`, `InvalidRecord` (the chain is then reset to empty), or `Panic`.
+ Safety: every non-null pointer valid for its length. Threads: one call at a time per chain.
+ */
+EternalStatus eternal_chain_push(eternal_chain *chain,
+                                 const eternal_record_info *info,
+                                 const uint8_t *payload,
+                                 uintptr_t payload_len,
+                                 uint8_t **out_err,
+                                 uintptr_t *out_err_len);
+
+/*
+ Writes the head record's header (all zero for an empty chain); its `state_len` sizes the
+ buffer for [`eternal_chain_state`].
+
+ Returns: `Ok`, `NullParameter`, or `Panic`. Threads: one call at a time per chain.
+ Safety: `chain` live; `out_info` writable.
+ */
+EternalStatus eternal_chain_head(const eternal_chain *chain, eternal_record_info *out_info);
+
+/*
+ Copies the chain's current state into the caller's buffer.
+
+ Arguments: `chain`; `out`/`out_cap`, a caller-owned buffer; `out_len` receives the state's
+ length. Returns: `Ok`, `NullParameter`, `TooLarge` (the buffer is too small), or `Panic`.
+ Safety: `out` writable for `out_cap` bytes. Threads: one call at a time per chain.
+ */
+EternalStatus eternal_chain_state(const eternal_chain *chain,
+                                  uint8_t *out,
+                                  uintptr_t out_cap,
+                                  uintptr_t *out_len);
 
 /*
  Computes the XXH64 (seed 0) content hash of `data`.

@@ -14,8 +14,11 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod chain;
 pub mod delta;
 pub mod hash;
+
+pub use chain::eternal_record_info;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,6 +44,8 @@ pub enum EternalStatus {
     TooLarge = 4,
     /// The engine panicked; the call had no effect on any handle's observable state.
     Panic = 5,
+    /// A checkpoint record failed verification (out of sequence, bad delta, hash mismatch).
+    InvalidRecord = 6,
 }
 
 /// Opaque delta encoder: reusable scratch (anchor tables) so that steady-state encoding
@@ -48,6 +53,13 @@ pub enum EternalStatus {
 #[allow(non_camel_case_types)]
 pub struct eternal_encoder {
     inner: delta::Encoder,
+}
+
+/// Opaque checkpoint chain of one harness: its current state, its head record, and scratch.
+/// Not thread-safe: one thread at a time per handle.
+#[allow(non_camel_case_types)]
+pub struct eternal_chain {
+    inner: chain::Chain,
 }
 
 /// Number of Rust-owned buffers handed out and not yet freed.
@@ -313,6 +325,175 @@ pub unsafe extern "C" fn eternal_delta_apply(
                 delta_status(&e)
             }
         }
+    })
+}
+
+/// Creates an empty checkpoint chain.
+///
+/// Arguments: `max_replay`, the most deltas that may follow a keyframe (0: the default, 1000);
+/// `max_delta_pct`, the delta bytes since the last keyframe allowed as a percentage of the
+/// state's size before a keyframe is forced (0: the default, 100); `out_chain` receives the handle.
+/// Returns: `Ok`, `NullParameter`, or `Panic`.
+/// Safety: `out_chain` writable. Free the handle with [`eternal_chain_free`].
+/// Threads: the handle may move between threads but must not be used by two at once.
+#[no_mangle]
+pub unsafe extern "C" fn eternal_chain_new(
+    max_replay: u32,
+    max_delta_pct: u32,
+    out_chain: *mut *mut eternal_chain,
+) -> EternalStatus {
+    ffi_boundary!({
+        check_not_null!(out_chain);
+        let d = chain::Policy::default();
+        let policy = chain::Policy {
+            max_replay: if max_replay == 0 {
+                d.max_replay
+            } else {
+                max_replay
+            },
+            max_delta_pct: if max_delta_pct == 0 {
+                d.max_delta_pct
+            } else {
+                max_delta_pct
+            },
+        };
+        let h = Box::new(eternal_chain {
+            inner: chain::Chain::new(policy),
+        });
+        // SAFETY: checked non-null above.
+        unsafe { *out_chain = Box::into_raw(h) };
+        EternalStatus::Ok
+    })
+}
+
+/// Frees a chain. A null handle is ignored.
+///
+/// Safety: `chain` must come from [`eternal_chain_new`], be freed once, and not be in use.
+#[no_mangle]
+pub unsafe extern "C" fn eternal_chain_free(chain: *mut eternal_chain) {
+    if chain.is_null() {
+        return;
+    }
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the handle came from `Box::into_raw` in `eternal_chain_new`.
+        drop(unsafe { Box::from_raw(chain) });
+    }));
+}
+
+/// Makes the next record of the chain for a new state.
+///
+/// Arguments: `chain`; the new state's canonical bytes (borrowed for the call); `prefix_hint`,
+/// how many leading bytes the caller knows are unchanged since the previous state (0 when it
+/// knows nothing; a wrong hint corrupts the chain); `out_info` receives the record's header;
+/// `out_payload`/`out_payload_len` receive the payload (Rust-owned: free it with
+/// [`eternal_buffer_free`]); `out_err`/`out_err_len` (may be null) receive a message on failure.
+/// Returns: `Ok`, `NullParameter`, or `Panic`.
+/// Safety: every non-null pointer valid for its length. Threads: one call at a time per chain.
+#[no_mangle]
+pub unsafe extern "C" fn eternal_chain_append(
+    chain: *mut eternal_chain,
+    state: *const u8,
+    state_len: usize,
+    prefix_hint: usize,
+    out_info: *mut eternal_record_info,
+    out_payload: *mut *mut u8,
+    out_payload_len: *mut usize,
+    out_err: *mut *mut u8,
+    out_err_len: *mut usize,
+) -> EternalStatus {
+    ffi_boundary!({
+        check_not_null!(chain, out_info, out_payload, out_payload_len);
+        let state = borrow_bytes!(state, state_len);
+        // SAFETY: a live handle, used by one thread at a time.
+        let c = unsafe { &mut *chain };
+        let (info, payload) = c.inner.append(state, prefix_hint);
+        let _ = (out_err, out_err_len); // appending cannot fail on valid pointers
+                                        // SAFETY: checked non-null above.
+        unsafe {
+            *out_info = info;
+            give(payload, out_payload, out_payload_len);
+        }
+        EternalStatus::Ok
+    })
+}
+
+/// Replays one record onto the chain, verifying sequence, delta, state hash and chain hash. A
+/// keyframe may start an empty chain; every other record must follow the head.
+///
+/// Arguments: `chain`; `info`, the record's header; the payload (borrowed for the call);
+/// `out_err`/`out_err_len` (may be null) receive a message on failure.
+/// Returns: `Ok`, `NullParameter`, `InvalidRecord` (the chain is then reset to empty), or `Panic`.
+/// Safety: every non-null pointer valid for its length. Threads: one call at a time per chain.
+#[no_mangle]
+pub unsafe extern "C" fn eternal_chain_push(
+    chain: *mut eternal_chain,
+    info: *const eternal_record_info,
+    payload: *const u8,
+    payload_len: usize,
+    out_err: *mut *mut u8,
+    out_err_len: *mut usize,
+) -> EternalStatus {
+    ffi_boundary!({
+        check_not_null!(chain, info);
+        let payload = borrow_bytes!(payload, payload_len);
+        // SAFETY: a live handle used by one thread at a time; `info` readable for the call.
+        let (c, info) = unsafe { (&mut *chain, &*info) };
+        match c.inner.push(info, payload) {
+            Ok(()) => EternalStatus::Ok,
+            Err(e) => {
+                // SAFETY: each pointer is null or writable, per the contract.
+                unsafe { give_error(e.to_string(), out_err, out_err_len) };
+                EternalStatus::InvalidRecord
+            }
+        }
+    })
+}
+
+/// Writes the head record's header (all zero for an empty chain); its `state_len` sizes the
+/// buffer for [`eternal_chain_state`].
+///
+/// Returns: `Ok`, `NullParameter`, or `Panic`. Threads: one call at a time per chain.
+/// Safety: `chain` live; `out_info` writable.
+#[no_mangle]
+pub unsafe extern "C" fn eternal_chain_head(
+    chain: *const eternal_chain,
+    out_info: *mut eternal_record_info,
+) -> EternalStatus {
+    ffi_boundary!({
+        check_not_null!(chain, out_info);
+        // SAFETY: live handle; checked non-null.
+        unsafe { *out_info = (*chain).inner.head() };
+        EternalStatus::Ok
+    })
+}
+
+/// Copies the chain's current state into the caller's buffer.
+///
+/// Arguments: `chain`; `out`/`out_cap`, a caller-owned buffer; `out_len` receives the state's
+/// length. Returns: `Ok`, `NullParameter`, `TooLarge` (the buffer is too small), or `Panic`.
+/// Safety: `out` writable for `out_cap` bytes. Threads: one call at a time per chain.
+#[no_mangle]
+pub unsafe extern "C" fn eternal_chain_state(
+    chain: *const eternal_chain,
+    out: *mut u8,
+    out_cap: usize,
+    out_len: *mut usize,
+) -> EternalStatus {
+    ffi_boundary!({
+        check_not_null!(chain, out_len);
+        // SAFETY: live handle.
+        let state = unsafe { (*chain).inner.state() };
+        if state.len() > out_cap {
+            return EternalStatus::TooLarge;
+        }
+        if !state.is_empty() {
+            check_not_null!(out);
+            // SAFETY: `out` writable for `out_cap` >= `state.len()` bytes and not overlapping.
+            unsafe { std::ptr::copy_nonoverlapping(state.as_ptr(), out, state.len()) };
+        }
+        // SAFETY: checked non-null above.
+        unsafe { *out_len = state.len() };
+        EternalStatus::Ok
     })
 }
 
