@@ -326,7 +326,11 @@ mod tests {
         assert!(recs.iter().filter(|r| r.0.kind == KIND_KEYFRAME).count() >= 50 / 9);
         // Late in the chain a delta carries the new record and the changed rest, not the state.
         let (info, p) = &recs[45];
-        assert!(info.kind == KIND_DELTA && p.len() < 100, "{info:?}, {} bytes", p.len());
+        assert!(
+            info.kind == KIND_DELTA && p.len() < 100,
+            "{info:?}, {} bytes",
+            p.len()
+        );
         // Replay from every keyframe to the end.
         for start in 0..recs.len() {
             if recs[start].0.kind != KIND_KEYFRAME {
