@@ -1,0 +1,619 @@
+package bridge
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// The store's keys. Harness ids are restricted (ValidID) so that "/" separates fields safely.
+//
+//	i/<id>               index entry (JSON): listing, head and keyframe sequence numbers
+//	c/<id>/<seq u64be>   checkpoint record (statefmt envelope, payload zstd-compressed)
+//	e/<id>/<n u64be>     durable event log entry (JSON), append-only
+const (
+	prefixIndex  = "i/"
+	prefixChain  = "c/"
+	prefixEvents = "e/"
+)
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// ValidID reports whether id can name a harness in the store: 1-128 characters of letters,
+// digits, '.', '_' and '-', starting with a letter or digit.
+func ValidID(id string) error {
+	if !idPattern.MatchString(id) {
+		return fmt.Errorf("harness id %q is not valid: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit", id)
+	}
+	return nil
+}
+
+func chainKey(id string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte(prefixChain+id+"/"), seq)
+}
+
+func eventKey(id string, n uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte(prefixEvents+id+"/"), n)
+}
+
+// IndexEntry is what the store keeps for listing a harness without replaying it. It is written
+// in the same synced batch as each checkpoint, so it always names the durable head.
+type IndexEntry struct {
+	ID               string          `json:"id"`
+	AgentName        string          `json:"agentName"`
+	TaskID           string          `json:"taskId"`
+	Status           statefmt.Status `json:"status"`
+	ParentHarnessID  string          `json:"parentHarnessId,omitempty"`
+	CreatedAt        time.Time       `json:"createdAt"`
+	UpdatedAt        time.Time       `json:"updatedAt"`
+	HeadSeq          uint64          `json:"headSeq"`
+	KeyframeSeq      uint64          `json:"keyframeSeq"`
+	LastCheckpointAt time.Time       `json:"lastCheckpointAt"`
+	Events           uint64          `json:"events"`
+}
+
+// Checkpoint describes one persisted record.
+type Checkpoint struct {
+	Seq         uint64
+	Kind        statefmt.RecordKind
+	StateBytes  int // the state's canonical encoding
+	RawBytes    int // the record's payload before compression
+	StoredBytes int // the record as stored (envelope, compressed payload)
+}
+
+// StoreOptions configures OpenStore. Zero values take the defaults.
+type StoreOptions struct {
+	// Engine makes and replays chains (default: Load()).
+	Engine Engine
+	// Policy is the keyframe policy of new chains.
+	Policy ChainPolicy
+	// FS replaces the real file system (tests use Pebble's crashable in-memory FS); no
+	// process lock is taken then.
+	FS vfs.FS
+	// ErrorLog receives Pebble's error messages (default: standard error).
+	ErrorLog io.Writer
+}
+
+// Store is the Pebble checkpoint store: one database per directory, one process at a time.
+type Store struct {
+	dir    string
+	db     *pebble.DB
+	engine Engine
+	policy ChainPolicy
+	lock   *os.File
+	zenc   *zstd.Encoder
+	zdec   *zstd.Decoder
+
+	mu        sync.Mutex
+	harnesses map[string]*harness
+}
+
+// harness is the in-memory side of one harness's chain: the state encoder and the chain
+// positioned at the durable head.
+type harness struct {
+	mu      sync.Mutex
+	enc     statefmt.BinaryEncoder
+	chain   Chain
+	index   IndexEntry
+	payload []byte // scratch for decompression
+}
+
+// quietLogger keeps Pebble quiet at info level ("Found 0 WALs") and reports errors.
+type quietLogger struct{ w io.Writer }
+
+func (quietLogger) Infof(string, ...any) {}
+func (l quietLogger) Errorf(format string, args ...any) {
+	fmt.Fprintf(l.w, "pebble: "+format+"\n", args...)
+}
+func (quietLogger) Fatalf(format string, args ...any) { panic(fmt.Sprintf("pebble: "+format, args...)) }
+
+// ErrStoreInUse is returned (wrapped, with the owner's pid) when another process has the store.
+var ErrStoreInUse = errors.New("store in use")
+
+// ErrNotFound is returned for a harness the store does not hold.
+var ErrNotFound = errors.New("harness not found")
+
+// lockDir takes the process lock on dir/store.lock and writes our pid into it.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "store.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		owner, _ := io.ReadAll(f)
+		f.Close()
+		pid := strings.TrimSpace(string(owner))
+		if pid == "" {
+			pid = "unknown"
+		}
+		return nil, fmt.Errorf("%w: %s is in use by pid %s (stop that process, or talk to it through its control socket)", ErrStoreInUse, dir, pid)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
+
+// OpenStore opens (creating if needed, mode 0700) the store in dir.
+func OpenStore(dir string, o StoreOptions) (*Store, error) {
+	s := &Store{dir: dir, engine: o.Engine, policy: o.Policy, harnesses: map[string]*harness{}}
+	if s.engine == nil {
+		s.engine, _ = Load()
+	}
+	fs := o.FS
+	if fs == nil {
+		fs = vfs.Default
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("cannot create the store directory: %w", err)
+		}
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return nil, err
+		}
+		lock, err := lockDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		s.lock = lock
+	}
+	errLog := o.ErrorLog
+	if errLog == nil {
+		errLog = os.Stderr
+	}
+	db, err := pebble.Open(filepath.Join(dir, "db"), &pebble.Options{
+		FS:                 fs,
+		Logger:             quietLogger{errLog},
+		FormatMajorVersion: pebble.FormatNewest,
+	})
+	if err != nil {
+		s.unlock()
+		return nil, fmt.Errorf("cannot open the store in %s: %w", dir, err)
+	}
+	s.db = db
+	s.zenc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+	s.zdec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(statefmt.MaxRawLen))
+	return s, nil
+}
+
+func (s *Store) unlock() {
+	if s.lock != nil {
+		s.lock.Close()
+		s.lock = nil
+	}
+}
+
+// Close closes the database and releases the process lock.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	for _, h := range s.harnesses {
+		h.chain.Close()
+	}
+	s.harnesses = nil
+	s.mu.Unlock()
+	s.zenc.Close()
+	s.zdec.Close()
+	err := s.db.Close()
+	s.unlock()
+	return err
+}
+
+// Dir is the store directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Engine is the engine the store's chains use.
+func (s *Store) Engine() Engine { return s.engine }
+
+// IsAvailable reports whether a native engine (not the Go fallback) writes this store's chains.
+func (s *Store) IsAvailable() bool { return s.engine.Backend() != BackendFallback }
+
+func (s *Store) readIndex(id string) (IndexEntry, error) {
+	var e IndexEntry
+	v, closer, err := s.db.Get([]byte(prefixIndex + id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return e, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return e, err
+	}
+	defer closer.Close()
+	if err := json.Unmarshal(v, &e); err != nil {
+		return e, fmt.Errorf("harness %s: index entry is corrupt: %w", id, err)
+	}
+	return e, nil
+}
+
+// CorruptError says which record of which harness failed, and the last sequence number that
+// can still be restored (0 when none can).
+type CorruptError struct {
+	ID       string
+	Seq      uint64
+	LastGood uint64
+	Reason   string
+}
+
+func (e *CorruptError) Error() string {
+	if e.LastGood > 0 {
+		return fmt.Sprintf("harness %s: record %d is corrupt: %s (the last good state is record %d: restore it with its sequence number)", e.ID, e.Seq, e.Reason, e.LastGood)
+	}
+	return fmt.Sprintf("harness %s: record %d is corrupt: %s (no earlier state is restorable)", e.ID, e.Seq, e.Reason)
+}
+
+// StoredRecord is one record as `inspect` shows it.
+type StoredRecord struct {
+	statefmt.Record
+	StoredBytes int
+}
+
+// records calls f for each record of id from seq `from` to `to` (inclusive) in order, decoded and
+// decompressed. It stops at the first error or when f returns false.
+func (s *Store) records(id string, from, to uint64, scratch *[]byte, f func(r *statefmt.Record, raw []byte, stored int) (bool, error)) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: chainKey(id, from), UpperBound: chainKey(id, to+1)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		seq := binary.BigEndian.Uint64(k[len(k)-8:])
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return &CorruptError{ID: id, Seq: seq, Reason: err.Error()}
+		}
+		rec, err := statefmt.DecodeRecord(v)
+		if err != nil {
+			return &CorruptError{ID: id, Seq: seq, Reason: err.Error()}
+		}
+		if rec.Seq != seq {
+			return &CorruptError{ID: id, Seq: seq, Reason: fmt.Sprintf("stored under sequence %d but says %d", seq, rec.Seq)}
+		}
+		raw := rec.Payload
+		if rec.Compression == statefmt.CompressionZstd {
+			if *scratch, err = s.zdec.DecodeAll(rec.Payload, (*scratch)[:0]); err != nil {
+				return &CorruptError{ID: id, Seq: seq, Reason: "payload does not decompress: " + err.Error()}
+			}
+			raw = *scratch
+		}
+		if uint64(len(raw)) != rec.RawLen {
+			return &CorruptError{ID: id, Seq: seq, Reason: fmt.Sprintf("payload is %d bytes, the record says %d", len(raw), rec.RawLen)}
+		}
+		more, err := f(rec, raw, len(v))
+		if err != nil || !more {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+func infoOf(r *statefmt.Record, stateLen uint64) RecordInfo {
+	return RecordInfo{Kind: uint32(r.Kind), Seq: r.Seq, BaseSeq: r.BaseSeq, Prefix: r.Prefix,
+		StateHash: r.StateHash, ChainHash: r.ChainHash, RawLen: r.RawLen, StateLen: stateLen}
+}
+
+// replay builds a chain positioned at record `to` (the head when to is 0) from the latest
+// keyframe at or before it. On damage it returns a *CorruptError naming the last good record.
+func (s *Store) replay(id string, idx IndexEntry, to uint64, scratch *[]byte) (Chain, error) {
+	if to == 0 {
+		to = idx.HeadSeq
+	}
+	if to > idx.HeadSeq {
+		return nil, fmt.Errorf("harness %s has no record %d (head is %d)", id, to, idx.HeadSeq)
+	}
+	// Find the latest keyframe at or before `to` (retention keeps records from the newest
+	// keyframe on, so this is usually idx.KeyframeSeq).
+	from := idx.KeyframeSeq
+	if to < from {
+		from = 0
+		err := s.records(id, 1, to, scratch, func(r *statefmt.Record, _ []byte, _ int) (bool, error) {
+			if r.Kind == statefmt.KindKeyframe {
+				from = r.Seq
+			}
+			return true, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if from == 0 {
+			return nil, fmt.Errorf("harness %s: record %d is no longer stored (records before keyframe %d were released)", id, to, idx.KeyframeSeq)
+		}
+	}
+	c, err := s.engine.NewChain(s.policy)
+	if err != nil {
+		return nil, err
+	}
+	var lastGood uint64
+	next := from
+	err = s.records(id, from, to, scratch, func(r *statefmt.Record, raw []byte, _ int) (bool, error) {
+		if r.Seq != next {
+			return false, &CorruptError{ID: id, Seq: next, Reason: "record is missing"}
+		}
+		stateLen, err := stateLenOf(r, raw)
+		if err != nil {
+			return false, &CorruptError{ID: id, Seq: r.Seq, Reason: err.Error()}
+		}
+		if err := c.Push(infoOf(r, stateLen), raw); err != nil {
+			return false, &CorruptError{ID: id, Seq: r.Seq, Reason: err.Error()}
+		}
+		lastGood, next = r.Seq, r.Seq+1
+		return true, nil
+	})
+	if err == nil && lastGood != to {
+		err = &CorruptError{ID: id, Seq: next, Reason: "record is missing"}
+	}
+	if err != nil {
+		c.Close()
+		var ce *CorruptError
+		if errors.As(err, &ce) {
+			ce.LastGood = lastGood
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// stateLenOf recovers the rebuilt state's length, which the envelope does not repeat: a
+// keyframe's payload is the state; a delta's header says its target length.
+func stateLenOf(r *statefmt.Record, raw []byte) (uint64, error) {
+	if r.Kind == statefmt.KindKeyframe {
+		return uint64(len(raw)), nil
+	}
+	_, target, err := DeltaHeader(raw)
+	if err != nil {
+		return 0, err
+	}
+	return r.Prefix + target, nil
+}
+
+// open returns the in-memory harness for id, replaying its chain from the store the first time.
+// create says whether a harness the store does not hold may be started.
+func (s *Store) open(id string, create bool) (*harness, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.harnesses == nil {
+		return nil, errors.New("store is closed")
+	}
+	if h, ok := s.harnesses[id]; ok {
+		return h, nil
+	}
+	h := &harness{}
+	idx, err := s.readIndex(id)
+	switch {
+	case errors.Is(err, ErrNotFound) && create:
+		if h.chain, err = s.engine.NewChain(s.policy); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, err
+	default:
+		if h.chain, err = s.replay(id, idx, 0, &h.payload); err != nil {
+			return nil, err
+		}
+		h.index = idx
+	}
+	s.harnesses[id] = h
+	return h, nil
+}
+
+func (s *Store) forget(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h, ok := s.harnesses[id]; ok {
+		h.chain.Close()
+		delete(s.harnesses, id)
+	}
+}
+
+// Persist makes state the harness's newest checkpoint: it encodes the state (incrementally),
+// asks the chain for the next record, compresses it, and commits the record and the index entry
+// in one batch with pebble.Sync. When the record is a keyframe, the same batch releases the
+// records before it with one range deletion. When Persist returns nil the checkpoint is durable.
+func (s *Store) Persist(state *statefmt.HarnessState) (Checkpoint, error) {
+	id := state.HarnessID
+	if err := ValidID(id); err != nil {
+		return Checkpoint{}, err
+	}
+	h, err := s.open(id, true)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	inc, err := h.enc.Encode(state)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	info, payload, err := h.chain.Append(inc.Bytes, inc.Prefix)
+	if err != nil {
+		s.forget(id)
+		return Checkpoint{}, err
+	}
+	rec := statefmt.Record{Kind: statefmt.RecordKind(info.Kind), Seq: info.Seq, BaseSeq: info.BaseSeq, Prefix: info.Prefix,
+		StateHash: info.StateHash, ChainHash: info.ChainHash, RawLen: info.RawLen, StateFormat: statefmt.BinaryFormatVersion,
+		Compression: statefmt.CompressionNone, Payload: payload}
+	if info.Kind == KindDelta {
+		rec.DeltaFormat = DeltaFormatVersion
+	}
+	if z := s.zenc.EncodeAll(payload, nil); len(z) < len(payload) {
+		rec.Compression, rec.Payload = statefmt.CompressionZstd, z
+	}
+	envelope := statefmt.EncodeRecord(nil, &rec)
+
+	idx := h.index
+	idx.ID, idx.AgentName, idx.TaskID, idx.Status = id, state.AgentName, state.TaskID, state.Status
+	idx.ParentHarnessID, idx.CreatedAt, idx.UpdatedAt = state.ParentHarnessID, state.CreatedAt, state.UpdatedAt
+	idx.HeadSeq, idx.LastCheckpointAt = info.Seq, time.Now().UTC().Round(0)
+	if info.Kind == KindKeyframe {
+		idx.KeyframeSeq = info.Seq
+	}
+	idxJSON, err := json.Marshal(idx)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	_ = b.Set(chainKey(id, info.Seq), envelope, nil)
+	_ = b.Set([]byte(prefixIndex+id), idxJSON, nil)
+	if info.Kind == KindKeyframe && info.Seq > 1 {
+		_ = b.DeleteRange(chainKey(id, 0), chainKey(id, info.Seq), nil)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		// The chain moved on in memory but not on disk: replay from the store next time.
+		s.forget(id)
+		return Checkpoint{}, fmt.Errorf("harness %s: checkpoint %d not committed: %w", id, info.Seq, err)
+	}
+	h.index = idx
+	return Checkpoint{Seq: info.Seq, Kind: rec.Kind, StateBytes: len(inc.Bytes), RawBytes: len(payload), StoredBytes: len(envelope)}, nil
+}
+
+// Restore returns the harness's newest durable state, or an error wrapping ErrNotFound.
+func (s *Store) Restore(id string) (*statefmt.HarnessState, error) {
+	h, err := s.open(id, false)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return statefmt.DecodeBinary(h.chain.State(nil))
+}
+
+// RestoreAt returns the harness's state as of record seq (which must still be stored: records
+// before the newest keyframe are released). It leaves the harness's live chain alone.
+func (s *Store) RestoreAt(id string, seq uint64) (*statefmt.HarnessState, error) {
+	idx, err := s.readIndex(id)
+	if err != nil {
+		return nil, err
+	}
+	var scratch []byte
+	c, err := s.replay(id, idx, seq, &scratch)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return statefmt.DecodeBinary(c.State(nil))
+}
+
+// Delete removes a harness: its records, index entry and events, in one synced batch.
+func (s *Store) Delete(id string) error {
+	if _, err := s.readIndex(id); err != nil {
+		return err
+	}
+	s.forget(id)
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, p := range []string{prefixChain, prefixEvents} {
+		start := []byte(p + id + "/")
+		_ = b.DeleteRange(start, append(bytes.Clone(start[:len(start)-1]), '/'+1), nil)
+	}
+	_ = b.Delete([]byte(prefixIndex+id), nil)
+	return b.Commit(pebble.Sync)
+}
+
+// List returns every harness's index entry, ordered by id.
+func (s *Store) List() ([]IndexEntry, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(prefixIndex), UpperBound: []byte("i0")})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []IndexEntry
+	for ok := it.First(); ok; ok = it.Next() {
+		var e IndexEntry
+		if err := json.Unmarshal(it.Value(), &e); err != nil {
+			return nil, fmt.Errorf("index entry %q is corrupt: %w", it.Key(), err)
+		}
+		out = append(out, e)
+	}
+	return out, it.Error()
+}
+
+// Inspect returns the stored records of a harness, oldest first.
+func (s *Store) Inspect(id string) ([]StoredRecord, error) {
+	idx, err := s.readIndex(id)
+	if err != nil {
+		return nil, err
+	}
+	var out []StoredRecord
+	var scratch []byte
+	err = s.records(id, 0, idx.HeadSeq, &scratch, func(r *statefmt.Record, _ []byte, stored int) (bool, error) {
+		rr := *r
+		rr.Payload = nil
+		out = append(out, StoredRecord{Record: rr, StoredBytes: stored})
+		return true, nil
+	})
+	return out, err
+}
+
+// Problem is one thing Verify found wrong.
+type Problem struct {
+	ID     string `json:"id"`
+	Seq    uint64 `json:"seq,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// Verify replays every stored record of the harness (or of every harness when id is ""),
+// checking envelopes, checksums, the delta chain and every hash, and the index against the
+// records. It returns what it found wrong; an empty list means all is well.
+func (s *Store) Verify(id string) ([]Problem, error) {
+	var ids []string
+	if id != "" {
+		if _, err := s.readIndex(id); err != nil {
+			return nil, err
+		}
+		ids = []string{id}
+	} else {
+		all, err := s.List()
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range all {
+			ids = append(ids, e.ID)
+		}
+	}
+	var problems []Problem
+	for _, id := range ids {
+		idx, err := s.readIndex(id)
+		if err != nil {
+			problems = append(problems, Problem{ID: id, Reason: err.Error()})
+			continue
+		}
+		var scratch []byte
+		first := uint64(0)
+		_ = s.records(id, 0, idx.HeadSeq, &scratch, func(r *statefmt.Record, _ []byte, _ int) (bool, error) {
+			first = r.Seq
+			return false, nil
+		})
+		if first != idx.KeyframeSeq {
+			problems = append(problems, Problem{ID: id, Seq: first, Reason: fmt.Sprintf("first stored record is %d, the index says the chain starts at keyframe %d", first, idx.KeyframeSeq)})
+		}
+		c, err := s.replay(id, idx, 0, &scratch)
+		if err != nil {
+			var ce *CorruptError
+			if errors.As(err, &ce) {
+				problems = append(problems, Problem{ID: id, Seq: ce.Seq, Reason: ce.Error()})
+			} else {
+				problems = append(problems, Problem{ID: id, Reason: err.Error()})
+			}
+			continue
+		}
+		if _, err := statefmt.DecodeBinary(c.State(nil)); err != nil {
+			problems = append(problems, Problem{ID: id, Seq: idx.HeadSeq, Reason: "head state does not decode: " + err.Error()})
+		}
+		c.Close()
+	}
+	return problems, nil
+}

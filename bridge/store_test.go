@@ -1,0 +1,230 @@
+package bridge_test
+
+import (
+	"errors"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leanovate/gopter"
+	"github.com/leanovate/gopter/gen"
+	"github.com/leanovate/gopter/prop"
+
+	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/statefmt/stategen"
+)
+
+func openStore(t *testing.T, dir string, e bridge.Engine, p bridge.ChainPolicy) *bridge.Store {
+	t.Helper()
+	s, err := bridge.OpenStore(dir, bridge.StoreOptions{Engine: e, Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// step advances a reference state by one step: one tool call appended, counters bumped.
+func step(r *rand.Rand, s *statefmt.HarnessState) {
+	s.ToolCallHistory = append(s.ToolCallHistory, stategen.ReferenceRecord(r, s.UpdatedAt))
+	s.TotalToolCalls = len(s.ToolCallHistory)
+	s.CheckpointCount++
+	s.UpdatedAt = s.UpdatedAt.Add(time.Second)
+	statefmt.Normalize(s)
+}
+
+func clone(t *testing.T, s *statefmt.HarnessState) *statefmt.HarnessState {
+	t.Helper()
+	b, err := statefmt.EncodeBinary(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := statefmt.DecodeBinary(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestPropertyPersistRestore is the seed's Property 5 on every loadable engine: persisting any
+// state and restoring it gives the same state, also after the store is reopened.
+func TestPropertyPersistRestore(t *testing.T) {
+	engines, _ := bridge.Available()
+	for _, e := range engines {
+		t.Run(string(e.Backend()), func(t *testing.T) {
+			dir := t.TempDir()
+			s := openStore(t, dir, e, bridge.ChainPolicy{})
+			defer func() { s.Close() }()
+			p := gopter.DefaultTestParametersWithSeed(5)
+			p.MinSuccessfulTests = 100
+			ps := gopter.NewProperties(p)
+			ps.Property("Restore(Persist(s)) == s", prop.ForAll(func(seed uint64) bool {
+				r := rand.New(rand.NewPCG(seed, 2))
+				st := stategen.State(r, stategen.Small)
+				for i := range 3 {
+					if i > 0 {
+						step(r, st)
+					}
+					if _, err := s.Persist(st); err != nil {
+						t.Log(err)
+						return false
+					}
+					got, err := s.Restore(st.HarnessID)
+					if err != nil || !reflect.DeepEqual(got, st) {
+						t.Logf("restore: %v", err)
+						return false
+					}
+				}
+				return true
+			}, gen.UInt64()))
+			ps.TestingRun(t)
+			// Everything survives a reopen.
+			list, err := s.List()
+			if err != nil || len(list) < 100 {
+				t.Fatalf("List: %d entries, %v", len(list), err)
+			}
+			s.Close()
+			s = openStore(t, dir, e, bridge.ChainPolicy{})
+			for _, entry := range list[:10] {
+				st, err := s.Restore(entry.ID)
+				if err != nil || st.HarnessID != entry.ID || entry.HeadSeq != 3 {
+					t.Fatalf("after reopen: %v (%+v)", err, entry)
+				}
+			}
+			if probs, err := s.Verify(""); err != nil || len(probs) != 0 {
+				t.Fatalf("Verify: %v %v", probs, err)
+			}
+		})
+	}
+}
+
+func TestStoreChainContinuesAcrossReopenAndReleasesOldRecords(t *testing.T) {
+	e, _ := bridge.Load()
+	dir := t.TempDir()
+	policy := bridge.ChainPolicy{MaxReplay: 10}
+	s := openStore(t, dir, e, policy)
+	r := rand.New(rand.NewPCG(1, 1))
+	st := stategen.Reference(r, 20_000)
+	var kinds []statefmt.RecordKind
+	for i := range 25 {
+		if i == 12 { // reopen mid-chain: the next record must continue the chain
+			s.Close()
+			s = openStore(t, dir, e, policy)
+		}
+		step(r, st)
+		cp, err := s.Persist(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cp.Seq != uint64(i+1) {
+			t.Fatalf("checkpoint %d has seq %d", i+1, cp.Seq)
+		}
+		kinds = append(kinds, cp.Kind)
+	}
+	defer s.Close()
+	got, err := s.Restore(st.HarnessID)
+	if err != nil || !reflect.DeepEqual(got, clone(t, st)) {
+		t.Fatalf("restore: %v", err)
+	}
+	recs, err := s.Inspect(st.HarnessID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Backend() != bridge.BackendFallback {
+		if kinds[0] != statefmt.KindKeyframe || kinds[11] != statefmt.KindKeyframe || kinds[22] != statefmt.KindKeyframe || kinds[5] != statefmt.KindDelta {
+			t.Fatalf("kinds %v: want keyframes at 1, 12 (after reopen the encoder restarts) and 23", kinds)
+		}
+		if recs[0].Seq != 23 || len(recs) != 3 {
+			t.Fatalf("retained records start at %d (%d records), want 23..25", recs[0].Seq, len(recs))
+		}
+	} else if len(recs) != 1 || recs[0].Seq != 25 {
+		t.Fatalf("fallback: retained %d records from %d, want only the head keyframe", len(recs), recs[0].Seq)
+	}
+	if _, err := s.RestoreAt(st.HarnessID, 5); err == nil || !strings.Contains(err.Error(), "no longer stored") {
+		t.Fatalf("RestoreAt a released record: %v", err)
+	}
+}
+
+func TestStoreIsOneProcessAtATime(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir, bridge.Fallback(), bridge.ChainPolicy{})
+	_, err := bridge.OpenStore(dir, bridge.StoreOptions{Engine: bridge.Fallback()})
+	if !errors.Is(err, bridge.ErrStoreInUse) || !strings.Contains(err.Error(), "in use by pid") {
+		t.Fatalf("second open: %v", err)
+	}
+	s.Close()
+	s = openStore(t, dir, bridge.Fallback(), bridge.ChainPolicy{})
+	s.Close()
+}
+
+func TestStoreNotFoundAndBadIDs(t *testing.T) {
+	s := openStore(t, t.TempDir(), bridge.Fallback(), bridge.ChainPolicy{})
+	defer s.Close()
+	if _, err := s.Restore("nope"); !errors.Is(err, bridge.ErrNotFound) {
+		t.Fatalf("Restore of an unknown harness: %v", err)
+	}
+	st := stategen.State(rand.New(rand.NewPCG(1, 2)), stategen.Small)
+	st.HarnessID = "../escape"
+	if _, err := s.Persist(st); err == nil || !strings.Contains(err.Error(), "not valid") {
+		t.Fatalf("bad id accepted: %v", err)
+	}
+}
+
+func TestStoreDeleteAndList(t *testing.T) {
+	s := openStore(t, t.TempDir(), bridge.Fallback(), bridge.ChainPolicy{})
+	defer s.Close()
+	r := rand.New(rand.NewPCG(3, 4))
+	a, b := stategen.State(r, stategen.Small), stategen.State(r, stategen.Small)
+	for _, st := range []*statefmt.HarnessState{a, b} {
+		if _, err := s.Persist(st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Delete(a.HarnessID); err != nil {
+		t.Fatal(err)
+	}
+	list, _ := s.List()
+	if len(list) != 1 || list[0].ID != b.HarnessID {
+		t.Fatalf("after delete: %+v", list)
+	}
+	if _, err := s.Restore(a.HarnessID); !errors.Is(err, bridge.ErrNotFound) {
+		t.Fatalf("deleted harness restored: %v", err)
+	}
+}
+
+// TestStoreChainsCrossBackends: a store written by one backend is restored and continued by
+// every other.
+func TestStoreChainsCrossBackends(t *testing.T) {
+	engines, _ := bridge.Available()
+	for _, w := range engines {
+		for _, rd := range engines {
+			dir := t.TempDir()
+			s := openStore(t, dir, w, bridge.ChainPolicy{})
+			r := rand.New(rand.NewPCG(7, 7))
+			st := stategen.Reference(r, 10_000)
+			for range 5 {
+				step(r, st)
+				if _, err := s.Persist(st); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s.Close()
+			s = openStore(t, dir, rd, bridge.ChainPolicy{})
+			got, err := s.Restore(st.HarnessID)
+			if err != nil || !reflect.DeepEqual(got, clone(t, st)) {
+				t.Fatalf("%s store restored by %s: %v", w.Backend(), rd.Backend(), err)
+			}
+			step(r, st)
+			if _, err := s.Persist(st); err != nil {
+				t.Fatalf("%s continuing %s's chain: %v", rd.Backend(), w.Backend(), err)
+			}
+			if probs, _ := s.Verify(""); len(probs) != 0 {
+				t.Fatalf("%s then %s: %v", w.Backend(), rd.Backend(), probs)
+			}
+			s.Close()
+		}
+	}
+}
+
