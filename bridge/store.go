@@ -558,6 +558,21 @@ func (s *Store) Inspect(id string) ([]StoredRecord, error) {
 	return out, err
 }
 
+// firstSeq is the sequence number of the oldest stored record of id (0 when there is none),
+// read from the key alone so that a damaged record is still counted.
+func (s *Store) firstSeq(id string) (uint64, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: chainKey(id, 0), UpperBound: chainKey(id, 1<<64-1)})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	if !it.First() {
+		return 0, it.Error()
+	}
+	k := it.Key()
+	return binary.BigEndian.Uint64(k[len(k)-8:]), nil
+}
+
 // Problem is one thing Verify found wrong.
 type Problem struct {
 	ID     string `json:"id"`
@@ -592,11 +607,10 @@ func (s *Store) Verify(id string) ([]Problem, error) {
 			continue
 		}
 		var scratch []byte
-		first := uint64(0)
-		_ = s.records(id, 0, idx.HeadSeq, &scratch, func(r *statefmt.Record, _ []byte, _ int) (bool, error) {
-			first = r.Seq
-			return false, nil
-		})
+		first, err := s.firstSeq(id)
+		if err != nil {
+			return nil, err
+		}
 		if first != idx.KeyframeSeq {
 			problems = append(problems, Problem{ID: id, Seq: first, Reason: fmt.Sprintf("first stored record is %d, the index says the chain starts at keyframe %d", first, idx.KeyframeSeq)})
 		}

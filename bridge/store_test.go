@@ -227,4 +227,3 @@ func TestStoreChainsCrossBackends(t *testing.T) {
 		}
 	}
 }
-
