@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -98,7 +99,6 @@ type Store struct {
 	engine Engine
 	policy ChainPolicy
 	lock   *os.File
-	zenc   *zstd.Encoder
 	zdec   *zstd.Decoder
 
 	mu        sync.Mutex
@@ -113,6 +113,61 @@ type harness struct {
 	chain   Chain
 	index   IndexEntry
 	payload []byte // scratch for decompression
+
+	// The chain's zstd stream: records since the last keyframe (or restart) are compressed as
+	// one stream, flushed at each checkpoint, so each record's payload can refer to the earlier
+	// ones. zw is nil until the first record of a stream.
+	zw   *zstd.Encoder
+	zbuf bytes.Buffer
+}
+
+func (h *harness) close() {
+	h.chain.Close()
+	if h.zw != nil {
+		h.zw.Close()
+	}
+}
+
+// compress returns the stored form of a record's payload: it continues the harness's stream, or
+// starts a new one at a keyframe (and after a restart, when no stream is open).
+func (h *harness) compress(payload []byte, keyframe bool) (statefmt.Compression, []byte, error) {
+	comp := statefmt.CompressionZstdStream
+	h.zbuf.Reset()
+	if h.zw == nil || keyframe {
+		comp = statefmt.CompressionZstdStreamStart
+		if h.zw == nil {
+			zw, err := zstd.NewWriter(&h.zbuf, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1),
+				zstd.WithWindowSize(streamWindow), zstd.WithEncoderCRC(false))
+			if err != nil {
+				return 0, nil, err
+			}
+			h.zw = zw
+		} else {
+			h.zw.Reset(&h.zbuf)
+		}
+	}
+	if _, err := h.zw.Write(payload); err != nil {
+		return 0, nil, err
+	}
+	if err := h.zw.Flush(); err != nil {
+		return 0, nil, err
+	}
+	return comp, h.zbuf.Bytes(), nil
+}
+
+// streamWindow bounds how far back a record's compression looks (and each open stream's memory).
+const streamWindow = 1 << 20
+
+// feeder hands a zstd stream decoder the payloads of successive records.
+type feeder struct{ b []byte }
+
+func (f *feeder) Read(p []byte) (int, error) {
+	if len(f.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, f.b)
+	f.b = f.b[n:]
+	return n, nil
 }
 
 // quietLogger keeps Pebble quiet at info level ("Found 0 WALs") and reports errors.
@@ -186,7 +241,6 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 		return nil, fmt.Errorf("cannot open the store in %s: %w", dir, err)
 	}
 	s.db = db
-	s.zenc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
 	s.zdec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(statefmt.MaxRawLen))
 	return s, nil
 }
@@ -202,11 +256,10 @@ func (s *Store) unlock() {
 func (s *Store) Close() error {
 	s.mu.Lock()
 	for _, h := range s.harnesses {
-		h.chain.Close()
+		h.close()
 	}
 	s.harnesses = nil
 	s.mu.Unlock()
-	s.zenc.Close()
 	s.zdec.Close()
 	err := s.db.Close()
 	s.unlock()
@@ -268,6 +321,8 @@ func (s *Store) records(id string, from, to uint64, scratch *[]byte, f func(r *s
 		return err
 	}
 	defer it.Close()
+	var stream streamReader
+	defer stream.close()
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()
 		seq := binary.BigEndian.Uint64(k[len(k)-8:])
@@ -282,12 +337,9 @@ func (s *Store) records(id string, from, to uint64, scratch *[]byte, f func(r *s
 		if rec.Seq != seq {
 			return &CorruptError{ID: id, Seq: seq, Reason: fmt.Sprintf("stored under sequence %d but says %d", seq, rec.Seq)}
 		}
-		raw := rec.Payload
-		if rec.Compression == statefmt.CompressionZstd {
-			if *scratch, err = s.zdec.DecodeAll(rec.Payload, (*scratch)[:0]); err != nil {
-				return &CorruptError{ID: id, Seq: seq, Reason: "payload does not decompress: " + err.Error()}
-			}
-			raw = *scratch
+		raw, err := s.decompress(rec, scratch, &stream)
+		if err != nil {
+			return &CorruptError{ID: id, Seq: seq, Reason: "payload does not decompress: " + err.Error()}
 		}
 		if uint64(len(raw)) != rec.RawLen {
 			return &CorruptError{ID: id, Seq: seq, Reason: fmt.Sprintf("payload is %d bytes, the record says %d", len(raw), rec.RawLen)}
@@ -298,6 +350,61 @@ func (s *Store) records(id string, from, to uint64, scratch *[]byte, f func(r *s
 		}
 	}
 	return it.Error()
+}
+
+// streamReader decodes the zstd stream that records of one chain segment share.
+type streamReader struct {
+	dec  *zstd.Decoder
+	feed feeder
+	ok   bool // the stream so far decoded cleanly, so a continuation may follow
+}
+
+func (r *streamReader) close() {
+	if r.dec != nil {
+		r.dec.Close()
+	}
+}
+
+// decompress returns a record's raw payload. Stream records must come in order from the record
+// that started their stream.
+func (s *Store) decompress(rec *statefmt.Record, scratch *[]byte, stream *streamReader) ([]byte, error) {
+	if rec.RawLen > statefmt.MaxRawLen {
+		return nil, fmt.Errorf("declared size %d is too large", rec.RawLen)
+	}
+	switch rec.Compression {
+	case statefmt.CompressionNone:
+		return rec.Payload, nil
+	case statefmt.CompressionZstd:
+		return s.zdec.DecodeAll(rec.Payload, (*scratch)[:0])
+	case statefmt.CompressionZstdStreamStart:
+		stream.feed.b = rec.Payload
+		if stream.dec == nil {
+			dec, err := zstd.NewReader(&stream.feed, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(statefmt.MaxRawLen))
+			if err != nil {
+				return nil, err
+			}
+			stream.dec = dec
+		} else if err := stream.dec.Reset(&stream.feed); err != nil {
+			return nil, err
+		}
+	case statefmt.CompressionZstdStream:
+		if !stream.ok {
+			return nil, errors.New("continues a compression stream whose start is missing or damaged")
+		}
+		stream.feed.b = rec.Payload
+	default:
+		return nil, fmt.Errorf("unknown compression %d", rec.Compression)
+	}
+	stream.ok = false
+	*scratch = slices.Grow((*scratch)[:0], int(rec.RawLen))[:rec.RawLen]
+	if _, err := io.ReadFull(stream.dec, *scratch); err != nil {
+		return nil, err
+	}
+	if len(stream.feed.b) != 0 {
+		return nil, fmt.Errorf("%d compressed bytes left over", len(stream.feed.b))
+	}
+	stream.ok = true
+	return *scratch, nil
 }
 
 func infoOf(r *statefmt.Record, stateLen uint64) RecordInfo {
@@ -413,7 +520,7 @@ func (s *Store) forget(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if h, ok := s.harnesses[id]; ok {
-		h.chain.Close()
+		h.close()
 		delete(s.harnesses, id)
 	}
 }
@@ -448,9 +555,12 @@ func (s *Store) Persist(state *statefmt.HarnessState) (Checkpoint, error) {
 	if info.Kind == KindDelta {
 		rec.DeltaFormat = DeltaFormatVersion
 	}
-	if z := s.zenc.EncodeAll(payload, nil); len(z) < len(payload) {
-		rec.Compression, rec.Payload = statefmt.CompressionZstd, z
+	comp, z, err := h.compress(payload, info.Kind == KindKeyframe)
+	if err != nil {
+		s.forget(id)
+		return Checkpoint{}, err
 	}
+	rec.Compression, rec.Payload = comp, z
 	envelope := statefmt.EncodeRecord(nil, &rec)
 
 	idx := h.index

@@ -91,6 +91,8 @@ func (s *Store) ImportChain(data []byte, replace bool) (IndexEntry, error) {
 	defer c.Close()
 	var records [][]byte
 	var scratch []byte
+	var stream streamReader
+	defer stream.close()
 	for pos < len(data) {
 		env, err := next("record")
 		if err != nil {
@@ -100,12 +102,9 @@ func (s *Store) ImportChain(data []byte, replace bool) (IndexEntry, error) {
 		if err != nil {
 			return idx, fmt.Errorf("chain export: record %d: %w", len(records)+1, err)
 		}
-		raw := rec.Payload
-		if rec.Compression == statefmt.CompressionZstd {
-			if scratch, err = s.zdec.DecodeAll(rec.Payload, scratch[:0]); err != nil {
-				return idx, fmt.Errorf("chain export: record %d: %w", rec.Seq, err)
-			}
-			raw = scratch
+		raw, err := s.decompress(rec, &scratch, &stream)
+		if err != nil {
+			return idx, fmt.Errorf("chain export: record %d: %w", rec.Seq, err)
 		}
 		stateLen, err := stateLenOf(rec, raw)
 		if err == nil {

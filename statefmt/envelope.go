@@ -37,7 +37,14 @@ type Compression uint8
 
 const (
 	CompressionNone Compression = 0
+	// CompressionZstd: the payload is one complete zstd frame.
 	CompressionZstd Compression = 1
+	// CompressionZstdStreamStart: the payload starts a zstd stream (a frame left open) that
+	// the following CompressionZstdStream records continue; each payload ends at a flush, so the
+	// records up to any point decompress to exactly their raw lengths.
+	CompressionZstdStreamStart Compression = 2
+	// CompressionZstdStream: the payload continues the stream of the previous record.
+	CompressionZstdStream Compression = 3
 )
 
 // String is stable: `inspect` prints it.
@@ -47,6 +54,10 @@ func (c Compression) String() string {
 		return "none"
 	case CompressionZstd:
 		return "zstd"
+	case CompressionZstdStreamStart:
+		return "zstd-stream-start"
+	case CompressionZstdStream:
+		return "zstd-stream"
 	}
 	return fmt.Sprintf("compression(%d)", uint8(c))
 }
@@ -137,8 +148,8 @@ func DecodeRecord(b []byte) (*Record, error) {
 	if rec.Kind != KindKeyframe && rec.Kind != KindDelta {
 		return nil, &RecordError{4, fmt.Sprintf("record kind %d is not keyframe (1) or delta (2)", b[4])}
 	}
-	if rec.Compression != CompressionNone && rec.Compression != CompressionZstd {
-		return nil, &RecordError{5, fmt.Sprintf("compression %d is not none (0) or zstd (1)", b[5])}
+	if rec.Compression > CompressionZstdStream {
+		return nil, &RecordError{5, fmt.Sprintf("compression %d is not none (0), zstd (1), zstd-stream-start (2) or zstd-stream (3)", b[5])}
 	}
 	pos := fixed
 	var vals [5]uint64

@@ -29,7 +29,7 @@ func TestEnvelopeRefuses(t *testing.T) {
 		{"delta base after it", func(r *statefmt.Record) { r.BaseSeq = 9 }, "bases come before"},
 		{"keyframe with prefix", func(r *statefmt.Record) { r.Kind, r.BaseSeq, r.DeltaFormat = statefmt.KindKeyframe, 5, 0 }, "keyframe with"},
 		{"unknown kind", func(r *statefmt.Record) { r.Kind = 9 }, "record kind 9"},
-		{"unknown compression", func(r *statefmt.Record) { r.Compression = 4 }, "compression 4"},
+		{"unknown compression", func(r *statefmt.Record) { r.Compression = 9 }, "compression 9"},
 		{"huge raw length", func(r *statefmt.Record) { r.RawLen = statefmt.MaxRawLen + 1 }, "exceeds"},
 		{"uncompressed length mismatch", func(r *statefmt.Record) { r.Compression = statefmt.CompressionNone }, "declares"},
 	} {
