@@ -145,6 +145,11 @@ test-safety: engine ## GOEXPERIMENT=cgocheck2 go test -race over the bridge (all
 	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) HARNESS_EDGE_EXPECT_BACKEND=cgo GOEXPERIMENT=cgocheck2 \
 		CGO_ENABLED=1 $(GO) test -count=1 -race -tags invariants,eternal_purego ./bridge/...
 
+.PHONY: stress
+stress: engine ## Crash tests at length: 500 kill -9 runs of a checkpointing child (HARNESS_EDGE_CRASH_KILLS)
+	HARNESS_EDGE_CRASH_KILLS=$${HARNESS_EDGE_CRASH_KILLS:-500} CGO_ENABLED=1 $(GO) test -count=1 -tags invariants \
+		-run 'TestCrashKill9|TestPowerLoss|TestInjectedIOErrors' -v ./bridge/ | grep -E '^(---|ok|FAIL)|kills|operations'
+
 FUZZ_TARGETS := FuzzDeltaApply FuzzDeltaRoundTrip FuzzStateJSON FuzzStateBinary FuzzRecord
 
 .PHONY: fuzz
@@ -159,7 +164,7 @@ fuzz: engine ## Fuzz each target for FUZZTIME (default 10s) across all backends
 # Benchmarks
 
 .PHONY: bench
-bench: engine ## Go benchmarks (bench/): delta encode/apply per backend beside a memcmp pass
+bench: engine ## Benchmarks (bench/): engine, state formats, store (reference workload, durable step, restore)
 	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) CGO_ENABLED=1 $(GO) test -tags eternal_purego -run '^$$' \
 		-bench . -benchmem -benchtime $(BENCHTIME) -count 5 ./bench/ | tee bench/results/latest.txt
 

@@ -32,7 +32,7 @@ var _ [64 - unsafe.Sizeof(RecordInfo{})]struct{} // RecordInfo must stay 64 byte
 
 // ChainPolicy says when a chain writes a keyframe instead of a delta. Zero fields take the
 // engine's defaults (1000 deltas at most after a keyframe; delta bytes since the keyframe at most
-// 100% of the state's size).
+// 200% of the state's size).
 type ChainPolicy struct {
 	MaxReplay   uint32
 	MaxDeltaPct uint32

@@ -106,7 +106,7 @@ pub fn finish(acc: Acc, total: u64, tail: &[u8]) -> u64 {
 }
 
 /// Bytes between two saved accumulator snapshots in [`Snapshots`].
-pub const SNAPSHOT_EVERY: usize = 64 * 1024;
+pub const SNAPSHOT_EVERY: usize = 4 * 1024;
 
 /// XXH64 of a byte string that changes only at its end: accumulators are saved every
 /// [`SNAPSHOT_EVERY`] bytes, so after the first `keep` bytes stay the same, rehashing costs the

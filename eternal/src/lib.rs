@@ -332,7 +332,7 @@ pub unsafe extern "C" fn eternal_delta_apply(
 ///
 /// Arguments: `max_replay`, the most deltas that may follow a keyframe (0: the default, 1000);
 /// `max_delta_pct`, the delta bytes since the last keyframe allowed as a percentage of the
-/// state's size before a keyframe is forced (0: the default, 100); `out_chain` receives the handle.
+/// state's size before a keyframe is forced (0: the default, 200); `out_chain` receives the handle.
 /// Returns: `Ok`, `NullParameter`, or `Panic`.
 /// Safety: `out_chain` writable. Free the handle with [`eternal_chain_free`].
 /// Threads: the handle may move between threads but must not be used by two at once.
