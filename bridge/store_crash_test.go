@@ -96,6 +96,9 @@ func TestCrashKill9(t *testing.T) {
 	lastAck, maxSeen := 0, 0
 	for k := range kills {
 		cmd := exec.Command(os.Args[0])
+		if w := strings.Fields(os.Getenv("HARNESS_EDGE_EXEC_WRAPPER")); len(w) > 0 { // under qemu: see cross/qemu-run
+			cmd = exec.Command(w[0], append(w[1:], os.Args[0])...)
+		}
 		cmd.Env = append(os.Environ(), "HARNESS_EDGE_CRASH_CHILD="+dir)
 		out, err := cmd.StdoutPipe()
 		if err != nil {
