@@ -29,16 +29,6 @@
 #define ETERNAL_DELTA_FORMAT_VERSION 1
 
 /*
- The largest target the engine rebuilds when the caller gives no tighter limit (16 GiB).
- */
-#define MAX_TARGET (1 << 34)
-
-/*
- Bytes between two saved accumulator snapshots in [`Snapshots`].
- */
-#define SNAPSHOT_EVERY (4 * 1024)
-
-/*
  The status every fallible export returns. Values are permanent: a retired one stays reserved
  in a comment and is never reused.
  */

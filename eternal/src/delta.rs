@@ -38,7 +38,7 @@ use std::fmt;
 pub const ETERNAL_DELTA_FORMAT_VERSION: u8 = 1;
 const MAGIC: [u8; 3] = *b"ETD";
 /// The largest target the engine rebuilds when the caller gives no tighter limit (16 GiB).
-pub const MAX_TARGET: usize = 1 << 34;
+pub(crate) const MAX_TARGET: usize = 1 << 34;
 /// Header bytes before the two lengths.
 const PREFIX_LEN: usize = 4;
 

@@ -106,7 +106,7 @@ pub fn finish(acc: Acc, total: u64, tail: &[u8]) -> u64 {
 }
 
 /// Bytes between two saved accumulator snapshots in [`Snapshots`].
-pub const SNAPSHOT_EVERY: usize = 4 * 1024;
+pub(crate) const SNAPSHOT_EVERY: usize = 4 * 1024;
 
 /// XXH64 of a byte string that changes only at its end: accumulators are saved every
 /// [`SNAPSHOT_EVERY`] bytes, so after the first `keep` bytes stay the same, rehashing costs the
@@ -143,55 +143,12 @@ impl Snapshots {
 
 /// XXH64 of `data` with seed 0.
 pub fn xxh64(data: &[u8]) -> u64 {
-    let len = data.len();
-    let mut at = 0;
-    let mut h: u64;
-    if len >= 32 {
-        let mut v1 = P1.wrapping_add(P2);
-        let mut v2 = P2;
-        let mut v3 = 0u64;
-        let mut v4 = 0u64.wrapping_sub(P1);
-        for stripe in data.chunks_exact(32) {
-            v1 = round(v1, read64(stripe, 0));
-            v2 = round(v2, read64(stripe, 8));
-            v3 = round(v3, read64(stripe, 16));
-            v4 = round(v4, read64(stripe, 24));
-        }
-        at = len - len % 32;
-        h = v1
-            .rotate_left(1)
-            .wrapping_add(v2.rotate_left(7))
-            .wrapping_add(v3.rotate_left(12))
-            .wrapping_add(v4.rotate_left(18));
-        h = merge(h, v1);
-        h = merge(h, v2);
-        h = merge(h, v3);
-        h = merge(h, v4);
-    } else {
-        h = P5;
-    }
-    h = h.wrapping_add(len as u64);
-    while at + 8 <= len {
-        h ^= round(0, read64(data, at));
-        h = h.rotate_left(27).wrapping_mul(P1).wrapping_add(P4);
-        at += 8;
-    }
-    if at + 4 <= len {
-        h ^= read32(data, at).wrapping_mul(P1);
-        h = h.rotate_left(23).wrapping_mul(P2).wrapping_add(P3);
-        at += 4;
-    }
-    while at < len {
-        h ^= (data[at] as u64).wrapping_mul(P5);
-        h = h.rotate_left(11).wrapping_mul(P1);
-        at += 1;
-    }
-    h ^= h >> 33;
-    h = h.wrapping_mul(P2);
-    h ^= h >> 29;
-    h = h.wrapping_mul(P3);
-    h ^= h >> 32;
-    h
+    let whole = data.len() - data.len() % 32;
+    finish(
+        Acc::new().stripes(&data[..whole]),
+        data.len() as u64,
+        &data[whole..],
+    )
 }
 
 #[cfg(test)]
