@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -119,7 +120,11 @@ func (c *fallbackChain) Push(info RecordInfo, payload []byte) error {
 		want := int(min(info.StateLen-min(info.StateLen, info.Prefix), 1<<34))
 		tail, err := Fallback().ApplyDelta(nil, c.state[keep:], payload, want)
 		if err != nil {
-			return c.fail(info, "%s", err.(*EngineError).Message)
+			msg := err.Error()
+			if ee := (*EngineError)(nil); errors.As(err, &ee) {
+				msg = ee.Message
+			}
+			return c.fail(info, "%s", msg)
 		}
 		next = append(append(make([]byte, 0, keep+len(tail)), c.state[:keep]...), tail...)
 	default:

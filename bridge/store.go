@@ -67,7 +67,6 @@ type IndexEntry struct {
 	HeadSeq          uint64          `json:"headSeq"`
 	KeyframeSeq      uint64          `json:"keyframeSeq"`
 	LastCheckpointAt time.Time       `json:"lastCheckpointAt"`
-	Events           uint64          `json:"events"`
 }
 
 // Checkpoint describes one persisted record.

@@ -89,7 +89,11 @@ func (s *Store) ImportChain(data []byte, replace bool) (IndexEntry, error) {
 		return idx, err
 	}
 	defer c.Close()
-	var records [][]byte
+	type stored struct {
+		seq uint64
+		env []byte
+	}
+	var records []stored
 	var scratch []byte
 	var stream streamReader
 	defer stream.close()
@@ -116,7 +120,7 @@ func (s *Store) ImportChain(data []byte, replace bool) (IndexEntry, error) {
 		if len(records) == 0 {
 			idx.KeyframeSeq = rec.Seq
 		}
-		records = append(records, env)
+		records = append(records, stored{rec.Seq, env})
 	}
 	head := c.Head()
 	if len(records) == 0 || head.Seq != idx.HeadSeq {
@@ -129,8 +133,8 @@ func (s *Store) ImportChain(data []byte, replace bool) (IndexEntry, error) {
 	b := s.db.NewBatch()
 	defer b.Close()
 	_ = b.DeleteRange(chainKey(idx.ID, 0), chainKey(idx.ID, 1<<64-1), nil)
-	for i, env := range records {
-		_ = b.Set(chainKey(idx.ID, idx.KeyframeSeq+uint64(i)), env, nil)
+	for _, r := range records {
+		_ = b.Set(chainKey(idx.ID, r.seq), r.env, nil)
 	}
 	idxJSON, _ = json.Marshal(idx)
 	_ = b.Set([]byte(prefixIndex+idx.ID), idxJSON, nil)
