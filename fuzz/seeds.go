@@ -86,6 +86,21 @@ func StateSeeds(seedJSON, v0JSON []byte) (jsonSeeds, binarySeeds, recordSeeds []
 	return jsonSeeds, binarySeeds, recordSeeds
 }
 
+// FrameSeeds returns the seeds of FuzzFrames: the raw length (3 bytes, little endian), then a
+// zstd-frames payload (its frames are not decompressed by the parser, so any bytes do).
+func FrameSeeds() []Seed {
+	withLen := func(rawLen int, payload []byte) [][]byte {
+		return [][]byte{append([]byte{byte(rawLen), byte(rawLen >> 8), byte(rawLen >> 16)}, payload...)}
+	}
+	three := append(statefmt.AppendFrameTable(nil, []int{1 << 20, 1 << 20, 5}, []int{4, 3, 2}), "aaaabbbcc"...)
+	return []Seed{
+		{"seed-three-frames", withLen(2<<20+5, three)},
+		{"seed-one-frame", withLen(7, append(statefmt.AppendFrameTable(nil, []int{7}, []int{3}), "xyz"...))},
+		{"seed-zero-frames", withLen(0, []byte{0})},
+		{"seed-short-table", withLen(2<<20+5, three[:4])},
+	}
+}
+
 func must(err error) {
 	if err != nil {
 		panic(err)

@@ -85,3 +85,29 @@ func FuzzRecord(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFrames: the frame table of a zstd-frames payload never panics the parser, and what it
+// accepts tiles the raw length and fits the payload. The input is the raw length (3 bytes,
+// little endian) and the payload.
+func FuzzFrames(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) < 3 {
+			return
+		}
+		rawLen := uint64(data[0]) | uint64(data[1])<<8 | uint64(data[2])<<16
+		frames, err := statefmt.Frames(data[3:], rawLen)
+		if err != nil {
+			return
+		}
+		raw, stored := 0, 0
+		for _, fr := range frames {
+			if fr.RawOffset != raw {
+				t.Fatalf("frame at raw offset %d, want %d", fr.RawOffset, raw)
+			}
+			raw, stored = raw+fr.RawLen, stored+len(fr.Data)
+		}
+		if uint64(raw) != rawLen || stored >= len(data)-3 {
+			t.Fatalf("frames cover %d raw bytes (want %d) and %d of %d payload bytes", raw, rawLen, stored, len(data)-3)
+		}
+	})
+}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // BinaryFormatVersion is the canonical binary layout this build writes (schema version 1).
@@ -367,6 +368,7 @@ func EncodeBinary(s *HarnessState) ([]byte, error) {
 // reader decodes with bounds checks everywhere; the first error sticks and says where.
 type reader struct {
 	b   []byte
+	s   string // b's bytes as one string: decoded strings are slices of it, one allocation in all
 	pos int
 	err error
 }
@@ -465,7 +467,10 @@ func (r *reader) str(field string) string {
 	if r.err == nil && !utf8.Valid(b) {
 		r.fail("%s is not valid UTF-8", field)
 	}
-	return string(b)
+	if r.err != nil {
+		return ""
+	}
+	return r.s[r.pos-len(b) : r.pos]
 }
 
 func (r *reader) flag(field string) bool {
@@ -676,6 +681,19 @@ func (r *reader) rest(s *HarnessState) {
 // or JSON, trailing bytes, and states that fail Validate. It never panics, and allocates at most
 // a small multiple of its input.
 func DecodeBinary(b []byte) (*HarnessState, error) {
+	return decodeBinary(b, string(b))
+}
+
+// DecodeBinaryOwned is DecodeBinary for a buffer the caller hands over: the decoded strings
+// point into b instead of a copy of it, so b must never be written again (nor reused). It saves
+// a copy of the whole state when restoring a large one.
+func DecodeBinaryOwned(b []byte) (*HarnessState, error) {
+	return decodeBinary(b, unsafe.String(unsafe.SliceData(b), len(b)))
+}
+
+// decodeBinary decodes b; whole holds the same bytes as a string, and every decoded string is a
+// slice of it: one allocation (or none) instead of one per field.
+func decodeBinary(b []byte, whole string) (*HarnessState, error) {
 	if len(b) < headerLen+trailerLen {
 		return nil, &DecodeError{0, fmt.Sprintf("%d bytes is too short for a binary state", len(b))}
 	}
@@ -697,7 +715,7 @@ func DecodeBinary(b []byte) (*HarnessState, error) {
 		return nil, &DecodeError{end + 8, fmt.Sprintf("%d history records cannot fit in %d bytes", histCount, histEnd-headerLen)}
 	}
 	s := &HarnessState{}
-	r := &reader{b: b[:histEnd], pos: headerLen}
+	r := &reader{b: b[:histEnd], s: whole[:histEnd], pos: headerLen}
 	if histCount > 0 {
 		s.ToolCallHistory = make([]ToolCallRecord, histCount)
 	}
@@ -706,7 +724,7 @@ func DecodeBinary(b []byte) (*HarnessState, error) {
 		if r.err != nil {
 			return nil, r.err
 		}
-		rr := &reader{b: rb}
+		rr := &reader{b: rb, s: r.s[r.pos-len(rb) : r.pos]}
 		s.ToolCallHistory[i] = rr.record()
 		if rr.err == nil && rr.pos != len(rb) {
 			rr.fail("%d unread bytes at the end of the record", len(rb)-rr.pos)
@@ -721,7 +739,7 @@ func DecodeBinary(b []byte) (*HarnessState, error) {
 	if r.pos != int(histEnd) {
 		return nil, &DecodeError{r.pos, fmt.Sprintf("history section has %d bytes after its %d records", int(histEnd)-r.pos, histCount)}
 	}
-	r.b = b[:end]
+	r.b, r.s = b[:end], whole[:end]
 	r.rest(s)
 	if r.err == nil && r.pos != end {
 		r.fail("%d trailing bytes before the trailer", end-r.pos)

@@ -45,6 +45,9 @@ const (
 	CompressionZstdStreamStart Compression = 2
 	// CompressionZstdStream: the payload continues the stream of the previous record.
 	CompressionZstdStream Compression = 3
+	// CompressionZstdFrames: the payload is a frame table and independent zstd frames, so a
+	// large keyframe decompresses on several cores (see Frames).
+	CompressionZstdFrames Compression = 4
 )
 
 // String is stable: `inspect` prints it.
@@ -58,6 +61,8 @@ func (c Compression) String() string {
 		return "zstd-stream-start"
 	case CompressionZstdStream:
 		return "zstd-stream"
+	case CompressionZstdFrames:
+		return "zstd-frames"
 	}
 	return fmt.Sprintf("compression(%d)", uint8(c))
 }
@@ -148,8 +153,8 @@ func DecodeRecord(b []byte) (*Record, error) {
 	if rec.Kind != KindKeyframe && rec.Kind != KindDelta {
 		return nil, &RecordError{4, fmt.Sprintf("record kind %d is not keyframe (1) or delta (2)", b[4])}
 	}
-	if rec.Compression > CompressionZstdStream {
-		return nil, &RecordError{5, fmt.Sprintf("compression %d is not none (0), zstd (1), zstd-stream-start (2) or zstd-stream (3)", b[5])}
+	if rec.Compression > CompressionZstdFrames {
+		return nil, &RecordError{5, fmt.Sprintf("compression %d is not none (0), zstd (1), zstd-stream-start (2), zstd-stream (3) or zstd-frames (4)", b[5])}
 	}
 	pos := fixed
 	var vals [5]uint64
@@ -187,4 +192,81 @@ func DecodeRecord(b []byte) (*Record, error) {
 	}
 	rec.Payload = body[pos:]
 	return rec, nil
+}
+
+// Frame is one independently compressed piece of a CompressionZstdFrames payload.
+type Frame struct {
+	RawOffset, RawLen int    // where its bytes go in the raw payload
+	Data              []byte // the zstd frame (a slice of the payload)
+}
+
+// maxFrames bounds a frame table (a 1 GiB payload in 1 MiB frames).
+const maxFrames = 1 << 10
+
+// AppendFrameTable writes the header of a CompressionZstdFrames payload: uvarint n (1..1024),
+// then n uvarint raw lengths, then n uvarint compressed lengths. The frames follow, in order.
+func AppendFrameTable(dst []byte, rawLens, zLens []int) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(rawLens)))
+	for _, n := range rawLens {
+		dst = binary.AppendUvarint(dst, uint64(n))
+	}
+	for _, n := range zLens {
+		dst = binary.AppendUvarint(dst, uint64(n))
+	}
+	return dst
+}
+
+// Frames splits a CompressionZstdFrames payload into its frames, checking that the table is
+// well formed, that the frames exactly fill the payload and that the raw lengths add up to
+// rawLen. It never panics and allocates in proportion to the table's (bounded) size.
+func Frames(payload []byte, rawLen uint64) ([]Frame, error) {
+	pos := 0
+	next := func(what string) (uint64, error) {
+		v, n := binary.Uvarint(payload[pos:])
+		if n <= 0 {
+			return 0, fmt.Errorf("frame table: %s at byte %d: truncated or overlong varint", what, pos)
+		}
+		pos += n
+		return v, nil
+	}
+	n, err := next("frame count")
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 || n > maxFrames || n > uint64(len(payload)) {
+		return nil, fmt.Errorf("frame table: %d frames is outside 1..%d or longer than the payload", n, maxFrames)
+	}
+	frames := make([]Frame, n)
+	var raw uint64
+	for i := range frames {
+		v, err := next("raw length")
+		if err != nil {
+			return nil, err
+		}
+		if v > rawLen-raw {
+			return nil, fmt.Errorf("frame table: raw lengths exceed the record's %d bytes", rawLen)
+		}
+		frames[i].RawOffset, frames[i].RawLen = int(raw), int(v)
+		raw += v
+	}
+	if raw != rawLen {
+		return nil, fmt.Errorf("frame table: raw lengths add up to %d, the record says %d", raw, rawLen)
+	}
+	lens := make([]uint64, n)
+	for i := range lens {
+		if lens[i], err = next("compressed length"); err != nil {
+			return nil, err
+		}
+	}
+	for i, l := range lens {
+		if l > uint64(len(payload)-pos) {
+			return nil, fmt.Errorf("frame table: frame %d of %d bytes runs past the payload's end", i, l)
+		}
+		frames[i].Data = payload[pos : pos+int(l)]
+		pos += int(l)
+	}
+	if pos != len(payload) {
+		return nil, fmt.Errorf("frame table: %d bytes after the last frame", len(payload)-pos)
+	}
+	return frames, nil
 }

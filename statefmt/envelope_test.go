@@ -2,6 +2,7 @@ package statefmt_test
 
 import (
 	"bytes"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -47,5 +48,37 @@ func TestEnvelopeRefuses(t *testing.T) {
 	}
 	if statefmt.KindKeyframe.String() != "keyframe" || statefmt.KindDelta.String() != "delta" || statefmt.CompressionZstd.String() != "zstd" {
 		t.Fatal("String() changed: inspect output depends on it")
+	}
+}
+
+func TestFrames(t *testing.T) {
+	payload := statefmt.AppendFrameTable(nil, []int{3, 0, 2}, []int{1, 2, 3})
+	body := []byte("abbccc")
+	frames, err := statefmt.Frames(append(payload, body...), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []statefmt.Frame{{0, 3, []byte("a")}, {3, 0, []byte("bb")}, {3, 2, []byte("ccc")}}
+	if !reflect.DeepEqual(frames, want) {
+		t.Fatalf("frames %+v, want %+v", frames, want)
+	}
+	for _, c := range []struct {
+		name    string
+		payload []byte
+		rawLen  uint64
+		want    string
+	}{
+		{"empty", nil, 0, "truncated"},
+		{"no frames", []byte{0}, 0, "outside 1..1024"},
+		{"count past the payload", []byte{9, 1}, 1, "outside"},
+		{"raw lengths short", append(statefmt.AppendFrameTable(nil, []int{2}, []int{1}), 'x'), 3, "add up to 2"},
+		{"raw lengths long", append(statefmt.AppendFrameTable(nil, []int{4}, []int{1}), 'x'), 3, "exceed"},
+		{"frame past the end", append(statefmt.AppendFrameTable(nil, []int{3}, []int{5}), 'x'), 3, "runs past"},
+		{"bytes after the frames", append(statefmt.AppendFrameTable(nil, []int{3}, []int{1}), 'x', 'y'), 3, "after the last frame"},
+		{"truncated table", statefmt.AppendFrameTable(nil, []int{3, 4}, []int{1, 1})[:3], 7, "truncated"},
+	} {
+		if _, err := statefmt.Frames(c.payload, c.rawLen); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.want)
+		}
 	}
 }
