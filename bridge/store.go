@@ -76,9 +76,10 @@ type IndexEntry struct {
 type Checkpoint struct {
 	Seq         uint64
 	Kind        statefmt.RecordKind
-	StateBytes  int // the state's canonical encoding
-	RawBytes    int // the record's payload before compression
-	StoredBytes int // the record as stored (envelope, compressed payload)
+	StateBytes  int    // the state's canonical encoding
+	RawBytes    int    // the record's payload before compression
+	StoredBytes int    // the record as stored (envelope, compressed payload)
+	FirstEvent  uint64 // the number of the first event persisted with it (PersistWithEvents)
 }
 
 // StoreOptions configures OpenStore. Zero values take the defaults.
@@ -122,6 +123,8 @@ type harness struct {
 	streamOpen bool
 	zall       *zstd.Encoder
 	zscratch   []byte
+
+	nextEvent uint64 // the next event's number; 0 until read from the log
 
 	// restoreBuf is the replay's scratch, as large as the keyframe and already paged in: the
 	// first Restore decodes the state into it; a Persist lets it go.
@@ -631,8 +634,18 @@ func (s *Store) forget(id string) {
 // in one batch with pebble.Sync. When the record is a keyframe, the same batch releases the
 // records before it with one range deletion. When Persist returns nil the checkpoint is durable.
 func (s *Store) Persist(state *statefmt.HarnessState) (Checkpoint, error) {
+	return s.PersistWithEvents(state, nil)
+}
+
+// PersistWithEvents is Persist that also appends events to the harness's log in the same
+// batch: the checkpoint and its events are durable together or not at all. Checkpoint.FirstEvent
+// is the number of the first event.
+func (s *Store) PersistWithEvents(state *statefmt.HarnessState, events [][]byte) (Checkpoint, error) {
 	id := state.HarnessID
 	if err := ValidID(id); err != nil {
+		return Checkpoint{}, err
+	}
+	if err := checkEvents(id, events); err != nil {
 		return Checkpoint{}, err
 	}
 	h, err := s.open(id, true)
@@ -683,13 +696,24 @@ func (s *Store) Persist(state *statefmt.HarnessState) (Checkpoint, error) {
 	if info.Kind == KindKeyframe && info.Seq > 1 {
 		_ = b.DeleteRange(chainKey(id, 0), chainKey(id, info.Seq), nil)
 	}
+	var firstEvent uint64
+	if len(events) > 0 {
+		if firstEvent, err = s.addEvents(b, id, h, events); err != nil {
+			s.forget(id)
+			return Checkpoint{}, err
+		}
+	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		// The chain moved on in memory but not on disk: replay from the store next time.
 		s.forget(id)
 		return Checkpoint{}, fmt.Errorf("harness %s: checkpoint %d not committed: %w", id, info.Seq, err)
 	}
 	h.index = idx
-	return Checkpoint{Seq: info.Seq, Kind: rec.Kind, StateBytes: len(inc.Bytes), RawBytes: len(payload), StoredBytes: len(envelope)}, nil
+	if len(events) > 0 {
+		h.nextEvent = firstEvent + uint64(len(events))
+	}
+	return Checkpoint{Seq: info.Seq, Kind: rec.Kind, StateBytes: len(inc.Bytes), RawBytes: len(payload), StoredBytes: len(envelope),
+		FirstEvent: firstEvent}, nil
 }
 
 // Restore returns the harness's newest durable state, or an error wrapping ErrNotFound.

@@ -73,7 +73,7 @@ func crashChild(dir string) {
 	}
 	for n := st.CheckpointCount + 1; ; n++ {
 		crashStep(st, n)
-		if _, err := s.Persist(st); err != nil {
+		if _, err := s.PersistWithEvents(st, [][]byte{fmt.Appendf(nil, `{"checkpoint":%d}`, n)}); err != nil {
 			fmt.Println("error", err)
 			os.Exit(2)
 		}
@@ -84,7 +84,8 @@ func crashChild(dir string) {
 // TestCrashKill9 kills a child that checkpoints in a loop with SIGKILL at random instants
 // (HARNESS_EDGE_CRASH_KILLS times, default 50) and checks after each kill: the restored state is
 // exactly the oracle's state for its checkpoint count, never older than the last acknowledged
-// checkpoint, and verify finds nothing wrong.
+// checkpoint, its event log holds exactly one event per checkpoint, and verify finds nothing
+// wrong.
 func TestCrashKill9(t *testing.T) {
 	kills := 50
 	if v, err := strconv.Atoi(os.Getenv("HARNESS_EDGE_CRASH_KILLS")); err == nil {
@@ -148,6 +149,17 @@ func TestCrashKill9(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, oracle.at(t, n)) {
 				t.Fatalf("kill %d: state at checkpoint %d differs from the oracle's", k, n)
+			}
+			// Each checkpoint's event is in its batch: the log holds exactly one per checkpoint.
+			var events []string
+			if err := s.Events("crash-harness", 0, func(e bridge.LoggedEvent) bool {
+				events = append(events, fmt.Sprintf("%d=%s", e.N, e.Data))
+				return true
+			}); err != nil {
+				t.Fatalf("kill %d: events: %v", k, err)
+			}
+			if len(events) != n || (n > 0 && events[n-1] != fmt.Sprintf(`%d={"checkpoint":%d}`, n, n)) {
+				t.Fatalf("kill %d: %d events for %d checkpoints (last %v)", k, len(events), n, events[max(0, len(events)-1):])
 			}
 			maxSeen = max(maxSeen, n)
 			lastAck = n // the child continues from here

@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -262,5 +263,60 @@ func TestStoreLargeKeyframeInFrames(t *testing.T) {
 				t.Fatalf("verify: %v %v", problems, err)
 			}
 		})
+	}
+}
+
+func TestStoreEventLog(t *testing.T) {
+	e, _ := bridge.Load()
+	dir := t.TempDir()
+	s := openStore(t, dir, e, bridge.ChainPolicy{})
+	r := rand.New(rand.NewPCG(3, 9))
+	st := stategen.Reference(r, 2_000)
+	ev := func(s string) []byte { return []byte(`{"e":"` + s + `"}`) }
+	if _, err := s.PersistWithEvents(st, [][]byte{ev("a"), ev("b")}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.AppendEvents(st.HarnessID, [][]byte{ev("c")}); err != nil || n != 3 {
+		t.Fatalf("append: first %d, %v; want 3", n, err)
+	}
+	// Refused events change nothing: no checkpoint, no event.
+	if _, err := s.PersistWithEvents(st, [][]byte{ev("d"), nil}); err == nil || !strings.Contains(err.Error(), "event 1 is 0 bytes") {
+		t.Fatalf("empty event: %v", err)
+	}
+	if _, err := s.AppendEvents(st.HarnessID, [][]byte{make([]byte, bridge.MaxEventBytes+1)}); err == nil {
+		t.Fatal("oversized event accepted")
+	}
+	s.Close()
+	s = openStore(t, dir, e, bridge.ChainPolicy{})
+	defer s.Close()
+	step(r, st)
+	cp, err := s.PersistWithEvents(st, [][]byte{ev("d")})
+	if err != nil || cp.Seq != 2 || cp.FirstEvent != 4 {
+		t.Fatalf("after reopen: checkpoint %d, first event %d, %v; want 2 and 4", cp.Seq, cp.FirstEvent, err)
+	}
+	var got []string
+	collect := func(after uint64) {
+		got = nil
+		if err := s.Events(st.HarnessID, after, func(e bridge.LoggedEvent) bool {
+			got = append(got, fmt.Sprintf("%d%s", e.N, e.Data))
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	collect(0)
+	want := []string{`1{"e":"a"}`, `2{"e":"b"}`, `3{"e":"c"}`, `4{"e":"d"}`}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	collect(2)
+	if !reflect.DeepEqual(got, want[2:]) {
+		t.Fatalf("events after 2: %v", got)
+	}
+	if err := s.Delete(st.HarnessID); err != nil {
+		t.Fatal(err)
+	}
+	if collect(0); len(got) != 0 {
+		t.Fatalf("events after delete: %v", got)
 	}
 }

@@ -1,0 +1,121 @@
+package bridge
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// The durable event log: each harness's events are stored under e/<id>/<n> with n counting from
+// 1, append-only. The store keeps the bytes the runtime encoded (JSON); it never reorders or
+// rewrites them. Events persisted with a checkpoint are in the checkpoint's batch: both are
+// durable or neither is.
+
+// MaxEventBytes bounds one event.
+const MaxEventBytes = 1 << 20
+
+// LoggedEvent is one stored event and its number in the harness's log.
+type LoggedEvent struct {
+	N    uint64
+	Data []byte
+}
+
+// nextEvent returns the number the harness's next event gets, reading the log's end the first
+// time. h.mu must be held.
+func (s *Store) nextEvent(id string, h *harness) (uint64, error) {
+	if h.nextEvent > 0 {
+		return h.nextEvent, nil
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(id, 0), UpperBound: eventKey(id, ^uint64(0))})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	h.nextEvent = 1
+	if it.Last() {
+		k := it.Key()
+		h.nextEvent = binary.BigEndian.Uint64(k[len(k)-8:]) + 1
+	}
+	return h.nextEvent, it.Error()
+}
+
+// addEvents puts events into b with their numbers and returns the first; h.mu must be held.
+// The harness's counter moves only when the caller commits (see commitEvents).
+func (s *Store) addEvents(b *pebble.Batch, id string, h *harness, events [][]byte) (uint64, error) {
+	first, err := s.nextEvent(id, h)
+	if err != nil {
+		return 0, err
+	}
+	for i, e := range events {
+		_ = b.Set(eventKey(id, first+uint64(i)), e, nil)
+	}
+	return first, nil
+}
+
+// checkEvents refuses empty and oversized events before anything is written.
+func checkEvents(id string, events [][]byte) error {
+	for i, e := range events {
+		if len(e) == 0 || len(e) > MaxEventBytes {
+			return fmt.Errorf("harness %s: event %d is %d bytes (allowed: 1 to %d)", id, i, len(e), MaxEventBytes)
+		}
+	}
+	return nil
+}
+
+// AppendEvents appends events to the harness's log in one synced batch and returns the number
+// of the first. When it returns nil the events are durable.
+func (s *Store) AppendEvents(id string, events [][]byte) (uint64, error) {
+	if err := ValidID(id); err != nil {
+		return 0, err
+	}
+	if len(events) == 0 {
+		return 0, errors.New("no events to append")
+	}
+	if err := checkEvents(id, events); err != nil {
+		return 0, err
+	}
+	h, err := s.open(id, true)
+	if err != nil {
+		return 0, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b := s.db.NewBatch()
+	defer b.Close()
+	first, err := s.addEvents(b, id, h, events)
+	if err != nil {
+		return 0, err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		h.nextEvent = 0 // unknown: read the log's end again
+		return 0, fmt.Errorf("harness %s: events not committed: %w", id, err)
+	}
+	h.nextEvent = first + uint64(len(events))
+	return first, nil
+}
+
+// Events calls f with the harness's events numbered above `after`, in order, until f returns
+// false or the log ends.
+func (s *Store) Events(id string, after uint64, f func(LoggedEvent) bool) error {
+	if err := ValidID(id); err != nil {
+		return err
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(id, after+1), UpperBound: eventKey(id, ^uint64(0))})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return fmt.Errorf("harness %s: event %d: %w", id, binary.BigEndian.Uint64(k[len(k)-8:]), err)
+		}
+		if !f(LoggedEvent{N: binary.BigEndian.Uint64(k[len(k)-8:]), Data: append([]byte(nil), v...)}) {
+			return nil
+		}
+	}
+	return it.Error()
+}
