@@ -31,10 +31,12 @@ import (
 //	i/<id>               index entry (JSON): listing, head and keyframe sequence numbers
 //	c/<id>/<seq u64be>   checkpoint record (statefmt envelope, payload zstd-compressed)
 //	e/<id>/<n u64be>     durable event log entry (JSON), append-only
+//	t/<id>               the harness's task definition (JSON), what resume runs
 const (
 	prefixIndex  = "i/"
 	prefixChain  = "c/"
 	prefixEvents = "e/"
+	prefixTask   = "t/"
 )
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
@@ -79,7 +81,7 @@ type Checkpoint struct {
 	StateBytes  int    // the state's canonical encoding
 	RawBytes    int    // the record's payload before compression
 	StoredBytes int    // the record as stored (envelope, compressed payload)
-	FirstEvent  uint64 // the number of the first event persisted with it (PersistWithEvents)
+	FirstEvent  uint64 // the number of the first event persisted with it (PersistWith)
 }
 
 // StoreOptions configures OpenStore. Zero values take the defaults.
@@ -634,14 +636,20 @@ func (s *Store) forget(id string) {
 // in one batch with pebble.Sync. When the record is a keyframe, the same batch releases the
 // records before it with one range deletion. When Persist returns nil the checkpoint is durable.
 func (s *Store) Persist(state *statefmt.HarnessState) (Checkpoint, error) {
-	return s.PersistWithEvents(state, nil)
+	return s.PersistWith(state, Extras{})
 }
 
-// PersistWithEvents is Persist that also appends events to the harness's log in the same
-// batch: the checkpoint and its events are durable together or not at all. Checkpoint.FirstEvent
-// is the number of the first event.
-func (s *Store) PersistWithEvents(state *statefmt.HarnessState, events [][]byte) (Checkpoint, error) {
-	id := state.HarnessID
+// Extras are written in a checkpoint's batch: durable together with it or not at all.
+type Extras struct {
+	// Events are appended to the harness's event log; Checkpoint.FirstEvent numbers the first.
+	Events [][]byte
+	// Task, when set, replaces the harness's stored task definition (see Task).
+	Task []byte
+}
+
+// PersistWith is Persist that also writes extras in the same batch.
+func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint, error) {
+	id, events := state.HarnessID, x.Events
 	if err := ValidID(id); err != nil {
 		return Checkpoint{}, err
 	}
@@ -696,6 +704,9 @@ func (s *Store) PersistWithEvents(state *statefmt.HarnessState, events [][]byte)
 	if info.Kind == KindKeyframe && info.Seq > 1 {
 		_ = b.DeleteRange(chainKey(id, 0), chainKey(id, info.Seq), nil)
 	}
+	if x.Task != nil {
+		_ = b.Set([]byte(prefixTask+id), x.Task, nil)
+	}
 	var firstEvent uint64
 	if len(events) > 0 {
 		if firstEvent, err = s.addEvents(b, id, h, events); err != nil {
@@ -714,6 +725,23 @@ func (s *Store) PersistWithEvents(state *statefmt.HarnessState, events [][]byte)
 	}
 	return Checkpoint{Seq: info.Seq, Kind: rec.Kind, StateBytes: len(inc.Bytes), RawBytes: len(payload), StoredBytes: len(envelope),
 		FirstEvent: firstEvent}, nil
+}
+
+// Task returns the task definition stored with the harness (PersistWith's Extras.Task), or an
+// error wrapping ErrNotFound.
+func (s *Store) Task(id string) ([]byte, error) {
+	if err := ValidID(id); err != nil {
+		return nil, err
+	}
+	v, closer, err := s.db.Get([]byte(prefixTask + id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, fmt.Errorf("harness %s has no stored task: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	return bytes.Clone(v), nil
 }
 
 // Restore returns the harness's newest durable state, or an error wrapping ErrNotFound.
@@ -765,6 +793,7 @@ func (s *Store) Delete(id string) error {
 		_ = b.DeleteRange(start, append(bytes.Clone(start[:len(start)-1]), '/'+1), nil)
 	}
 	_ = b.Delete([]byte(prefixIndex+id), nil)
+	_ = b.Delete([]byte(prefixTask+id), nil)
 	return b.Commit(pebble.Sync)
 }
 

@@ -73,7 +73,7 @@ func crashChild(dir string) {
 	}
 	for n := st.CheckpointCount + 1; ; n++ {
 		crashStep(st, n)
-		if _, err := s.PersistWithEvents(st, [][]byte{fmt.Appendf(nil, `{"checkpoint":%d}`, n)}); err != nil {
+		if _, err := s.PersistWith(st, bridge.Extras{Events: [][]byte{fmt.Appendf(nil, `{"checkpoint":%d}`, n)}}); err != nil {
 			fmt.Println("error", err)
 			os.Exit(2)
 		}

@@ -273,14 +273,17 @@ func TestStoreEventLog(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 9))
 	st := stategen.Reference(r, 2_000)
 	ev := func(s string) []byte { return []byte(`{"e":"` + s + `"}`) }
-	if _, err := s.PersistWithEvents(st, [][]byte{ev("a"), ev("b")}); err != nil {
+	if _, err := s.PersistWith(st, bridge.Extras{Events: [][]byte{ev("a"), ev("b")}, Task: []byte(`{"agent":"M"}`)}); err != nil {
 		t.Fatal(err)
+	}
+	if task, err := s.Task(st.HarnessID); err != nil || string(task) != `{"agent":"M"}` {
+		t.Fatalf("task: %q %v", task, err)
 	}
 	if n, err := s.AppendEvents(st.HarnessID, [][]byte{ev("c")}); err != nil || n != 3 {
 		t.Fatalf("append: first %d, %v; want 3", n, err)
 	}
 	// Refused events change nothing: no checkpoint, no event.
-	if _, err := s.PersistWithEvents(st, [][]byte{ev("d"), nil}); err == nil || !strings.Contains(err.Error(), "event 1 is 0 bytes") {
+	if _, err := s.PersistWith(st, bridge.Extras{Events: [][]byte{ev("d"), nil}}); err == nil || !strings.Contains(err.Error(), "event 1 is 0 bytes") {
 		t.Fatalf("empty event: %v", err)
 	}
 	if _, err := s.AppendEvents(st.HarnessID, [][]byte{make([]byte, bridge.MaxEventBytes+1)}); err == nil {
@@ -290,7 +293,7 @@ func TestStoreEventLog(t *testing.T) {
 	s = openStore(t, dir, e, bridge.ChainPolicy{})
 	defer s.Close()
 	step(r, st)
-	cp, err := s.PersistWithEvents(st, [][]byte{ev("d")})
+	cp, err := s.PersistWith(st, bridge.Extras{Events: [][]byte{ev("d")}})
 	if err != nil || cp.Seq != 2 || cp.FirstEvent != 4 {
 		t.Fatalf("after reopen: checkpoint %d, first event %d, %v; want 2 and 4", cp.Seq, cp.FirstEvent, err)
 	}
@@ -318,5 +321,8 @@ func TestStoreEventLog(t *testing.T) {
 	}
 	if collect(0); len(got) != 0 {
 		t.Fatalf("events after delete: %v", got)
+	}
+	if _, err := s.Task(st.HarnessID); !errors.Is(err, bridge.ErrNotFound) {
+		t.Fatalf("task after delete: %v", err)
 	}
 }

@@ -1,0 +1,544 @@
+// Package task reads task files (SPEC section 9): YAML or JSON, strictly. Unknown keys and bad
+// values are errors that name the file, the line and the field. Every default is in Defaults.
+package task
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/parser"
+)
+
+// Defaults: every value a task file may leave out, in one place.
+const (
+	DefaultAutonomy           = 3
+	DefaultCheckpointInterval = 5 * time.Minute
+	DefaultToolCalls          = 100
+	DefaultStepAttempts       = 3
+	DefaultRetryBase          = time.Second
+	DefaultRetryFactor        = 2.0
+	DefaultMaxIterations      = 10
+	DefaultWorkspace          = "." // relative to the task file's directory
+)
+
+// Task is a parsed, validated task file with its defaults filled in.
+type Task struct {
+	// ID is the task's id (the harness id when set; generated when empty).
+	ID string `yaml:"id" json:"id,omitempty"`
+	// Prompt is what the task asks of its agents.
+	Prompt string `yaml:"prompt" json:"prompt,omitempty"`
+	// Agent owns the harness: it produces the plan when the task declares none.
+	Agent string `yaml:"agent" json:"agent"`
+	// LongRunning false takes the direct path: the agent is called with no harness.
+	LongRunning *bool `yaml:"longRunning" json:"longRunning,omitempty"`
+	// Autonomy 1..5 sets where human gates stop the run.
+	Autonomy   int              `yaml:"autonomy" json:"autonomy,omitempty"`
+	Checkpoint CheckpointConfig `yaml:"checkpoint" json:"checkpoint,omitzero"`
+	Budget     BudgetConfig     `yaml:"budget" json:"budget,omitzero"`
+	Retry      RetryConfig      `yaml:"retry" json:"retry,omitzero"`
+	// Workspace is the directory the agents' tools are confined to (relative paths are relative
+	// to the task file).
+	Workspace string                 `yaml:"workspace" json:"workspace,omitempty"`
+	Agents    map[string]*Agent      `yaml:"agents" json:"agents"`
+	Tools     map[string]*ToolConfig `yaml:"tools" json:"tools,omitempty"`
+	Plan      []PlanStep             `yaml:"plan" json:"plan,omitempty"`
+}
+
+// CheckpointConfig: Interval is Dream Mode's auto-checkpoint interval inside long steps.
+type CheckpointConfig struct {
+	Interval Duration `yaml:"interval" json:"interval,omitzero"`
+}
+
+// BudgetConfig: limits per harness (0 tokens or wall clock: unlimited).
+type BudgetConfig struct {
+	ToolCalls int      `yaml:"toolCalls" json:"toolCalls,omitempty"`
+	Tokens    int64    `yaml:"tokens" json:"tokens,omitempty"`
+	WallClock Duration `yaml:"wallClock" json:"wallClock,omitzero"`
+}
+
+// RetryConfig: how a step (and a tool call) that failed transiently is retried: Attempts in all,
+// waiting Base, then Base×Factor, ... between them (with jitter).
+type RetryConfig struct {
+	Attempts int      `yaml:"attempts" json:"attempts,omitempty"`
+	Base     Duration `yaml:"base" json:"base,omitzero"`
+	Factor   float64  `yaml:"factor" json:"factor,omitempty"`
+}
+
+// Agent is a named agent configuration.
+type Agent struct {
+	Driver string `yaml:"driver" json:"driver"`
+	// Tools the agent may call (built-in or the task's own).
+	Tools []string `yaml:"tools" json:"tools,omitempty"`
+	// Script is the script driver's actions.
+	Script *Script `yaml:"script" json:"script,omitempty"`
+	// The command driver (issue 7).
+	Command           []string `yaml:"command" json:"command,omitempty"`
+	CompletionPromise string   `yaml:"completionPromise" json:"completionPromise,omitempty"`
+	MaxIterations     int      `yaml:"maxIterations" json:"maxIterations,omitempty"`
+	// The openai driver (issue 7).
+	Endpoint  string `yaml:"endpoint" json:"endpoint,omitempty"`
+	Model     string `yaml:"model" json:"model,omitempty"`
+	APIKeyEnv string `yaml:"apiKeyEnv" json:"apiKeyEnv,omitempty"`
+}
+
+// ToolConfig is a user-defined command tool.
+type ToolConfig struct {
+	Command     []string `yaml:"command" json:"command"`
+	Timeout     Duration `yaml:"timeout" json:"timeout,omitzero"`
+	SideEffects bool     `yaml:"sideEffects" json:"sideEffects,omitempty"`
+	Replay      string   `yaml:"replay" json:"replay,omitempty"`
+}
+
+// PlanStep is a step of a declared plan.
+type PlanStep struct {
+	ID          string   `yaml:"id" json:"id"`
+	Description string   `yaml:"description" json:"description"`
+	Agent       string   `yaml:"agent" json:"agent"`
+	DependsOn   []string `yaml:"dependsOn" json:"dependsOn,omitempty"`
+	Critical    bool     `yaml:"critical" json:"critical,omitempty"`
+	Phase       string   `yaml:"phase" json:"phase,omitempty"`
+}
+
+// Script is the script driver's program: the plan it produces and the actions of each step
+// ("*" serves steps without their own entry).
+type Script struct {
+	Plan  []PlanStep          `yaml:"plan" json:"plan,omitempty"`
+	Steps map[string][]Action `yaml:"steps" json:"steps,omitempty"`
+}
+
+// Action is one script action; exactly one of Tool, Sleep, Output, Fail and Promise is set.
+type Action struct {
+	// Tool calls a tool with Args.
+	Tool string         `yaml:"tool" json:"tool,omitempty"`
+	Args map[string]any `yaml:"args" json:"args,omitempty"`
+	// Sleep waits (cancellably).
+	Sleep Duration `yaml:"sleep" json:"sleep,omitzero"`
+	// Output appends a line to the step's output.
+	Output *string `yaml:"output" json:"output,omitempty"`
+	// Fail fails the attempt: "transient" (retried) or "permanent", with Message, on the first
+	// Times attempts of the step (0: every attempt).
+	Fail    string `yaml:"fail" json:"fail,omitempty"`
+	Message string `yaml:"message" json:"message,omitempty"`
+	Times   int    `yaml:"times" json:"times,omitempty"`
+	// Promise prints a completion promise (<promise>TEXT</promise>) in the output.
+	Promise string `yaml:"promise" json:"promise,omitempty"`
+}
+
+// Duration is a duration written like "50ms", "5m" or "8h".
+type Duration struct {
+	time.Duration
+	raw string // as written, kept for the error message
+	bad bool
+}
+
+// UnmarshalText keeps what it cannot parse for validation to report with its line.
+func (d *Duration) UnmarshalText(b []byte) error {
+	d.raw = string(b)
+	v, err := time.ParseDuration(d.raw)
+	if err != nil || v < 0 {
+		d.bad = true
+		return nil
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the duration back in the same notation.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
+
+// IsZero lets JSON omit an unset duration.
+func (d Duration) IsZero() bool { return d.Duration == 0 }
+
+// Error is a task-file error: where, which field, and why.
+type Error struct {
+	File  string
+	Line  int // 0 when unknown
+	Field string
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	if e.Field == "" {
+		return fmt.Sprintf("%s: %s", loc, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s: %s", loc, e.Field, e.Msg)
+}
+
+// Load reads and parses a task file.
+func Load(path string) (*Task, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("task file: %w", err)
+	}
+	return Parse(path, data)
+}
+
+var simpleKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+var yamlPos = regexp.MustCompile(`^\[(\d+):(\d+)\] (.*)$`)
+
+// Parse parses a task file's bytes; name is the file name used in errors.
+func Parse(name string, data []byte) (*Task, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, &Error{File: name, Msg: "the task file is empty"}
+	}
+	t := &Task{}
+	if err := yaml.UnmarshalWithOptions(data, t, yaml.DisallowUnknownField()); err != nil {
+		msg := strings.SplitN(err.Error(), "\n", 2)[0]
+		e := &Error{File: name, Msg: msg}
+		if m := yamlPos.FindStringSubmatch(msg); m != nil {
+			fmt.Sscan(m[1], &e.Line)
+			e.Msg = m[3]
+		}
+		return nil, e
+	}
+	if errs := t.validate(); len(errs) > 0 {
+		loc := locator(data)
+		out := make([]error, len(errs))
+		for i, fe := range errs {
+			out[i] = &Error{File: name, Line: loc(fe.path), Field: fe.field(), Msg: fe.msg}
+		}
+		return nil, errors.Join(out...)
+	}
+	t.applyDefaults()
+	return t, nil
+}
+
+// locator maps a field path to its line in the file (0 when it is not written there).
+func locator(data []byte) func(path []string) int {
+	file, err := parser.ParseBytes(data, 0)
+	return func(path []string) int {
+		if err != nil {
+			return 0
+		}
+		for n := len(path); n > 0; n-- { // the field itself, else the nearest parent written
+			var b strings.Builder
+			b.WriteString("$")
+			for _, p := range path[:n] {
+				switch {
+				case strings.HasPrefix(p, "["):
+					b.WriteString(p)
+				case simpleKey.MatchString(p):
+					b.WriteString("." + p)
+				default:
+					b.WriteString(".'" + strings.ReplaceAll(p, "'", "") + "'")
+				}
+			}
+			ps, perr := yaml.PathString(b.String())
+			if perr != nil {
+				continue
+			}
+			node, ferr := ps.FilterFile(file)
+			if ferr == nil && node != nil && node.GetToken() != nil {
+				return node.GetToken().Position.Line
+			}
+		}
+		return 0
+	}
+}
+
+type fieldErr struct {
+	path []string
+	msg  string
+}
+
+func (f fieldErr) field() string {
+	var b strings.Builder
+	for i, p := range f.path {
+		if i > 0 && !strings.HasPrefix(p, "[") {
+			b.WriteByte('.')
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// Drivers are the agent drivers a task may name.
+var Drivers = []string{"script", "command", "openai"}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+func (t *Task) validate() []fieldErr {
+	var errs []fieldErr
+	bad := func(msg string, path ...string) { errs = append(errs, fieldErr{path, msg}) }
+	idx := func(i int) string { return fmt.Sprintf("[%d]", i) }
+	if t.ID != "" && !idPattern.MatchString(t.ID) {
+		bad(fmt.Sprintf("%q is not a valid id: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit", t.ID), "id")
+	}
+	if len(t.Agents) == 0 {
+		bad("the task names no agents", "agents")
+	}
+	if t.Agent == "" {
+		bad("is required: the agent that owns the harness", "agent")
+	} else if _, ok := t.Agents[t.Agent]; !ok && len(t.Agents) > 0 {
+		bad(fmt.Sprintf("%q is not one of the task's agents %v", t.Agent, sortedKeys(t.Agents)), "agent")
+	}
+	if t.Autonomy != 0 && (t.Autonomy < 1 || t.Autonomy > 5) {
+		bad(fmt.Sprintf("%d is outside 1..5", t.Autonomy), "autonomy")
+	}
+	checkDur := func(d Duration, path ...string) {
+		if d.bad {
+			bad(fmt.Sprintf("%q is not a duration (write it like 50ms, 5m or 8h)", d.raw), path...)
+		}
+	}
+	checkDur(t.Checkpoint.Interval, "checkpoint", "interval")
+	checkDur(t.Budget.WallClock, "budget", "wallClock")
+	checkDur(t.Retry.Base, "retry", "base")
+	if t.Budget.ToolCalls < 0 || t.Budget.Tokens < 0 {
+		bad("budgets cannot be negative", "budget")
+	}
+	if t.Retry.Attempts < 0 || t.Retry.Attempts > 100 {
+		bad(fmt.Sprintf("%d is outside 1..100", t.Retry.Attempts), "retry", "attempts")
+	}
+	if t.Retry.Factor != 0 && (t.Retry.Factor < 1 || t.Retry.Factor > 10) {
+		bad(fmt.Sprintf("%g is outside 1..10", t.Retry.Factor), "retry", "factor")
+	}
+	for _, name := range sortedKeys(t.Agents) {
+		a := t.Agents[name]
+		p := []string{"agents", name}
+		if a == nil {
+			bad("is empty: an agent needs at least a driver", p...)
+			continue
+		}
+		switch a.Driver {
+		case "script":
+			if a.Script == nil {
+				bad("a script agent needs a script", append(p, "script")...)
+			}
+		case "command":
+			if len(a.Command) == 0 {
+				bad("a command agent needs a command", append(p, "command")...)
+			}
+		case "openai":
+			if a.Endpoint == "" || a.Model == "" {
+				bad("an openai agent needs an endpoint and a model", p...)
+			}
+		case "":
+			bad(fmt.Sprintf("is required: one of %v", Drivers), append(p, "driver")...)
+		default:
+			bad(fmt.Sprintf("%q is not one of %v", a.Driver, Drivers), append(p, "driver")...)
+		}
+		if a.MaxIterations < 0 {
+			bad("cannot be negative", append(p, "maxIterations")...)
+		}
+		if a.Script != nil {
+			if len(a.Script.Plan) > 0 {
+				errs = append(errs, validatePlan(a.Script.Plan, t.Agents, append(p, "script", "plan"))...)
+			}
+			for _, sid := range sortedKeys(a.Script.Steps) {
+				for i, act := range a.Script.Steps[sid] {
+					ap := append(slices.Clone(p), "script", "steps", sid, idx(i))
+					errs = append(errs, validateAction(act, ap)...)
+				}
+			}
+		}
+	}
+	for _, name := range sortedKeys(t.Tools) {
+		tc, p := t.Tools[name], []string{"tools", name}
+		if tc == nil || len(tc.Command) == 0 {
+			bad("a tool needs a command", p...)
+			continue
+		}
+		checkDur(tc.Timeout, append(p, "timeout")...)
+		if !slices.Contains([]string{"", "retry", "skip", "ask"}, tc.Replay) {
+			bad(fmt.Sprintf("%q is not retry, skip or ask", tc.Replay), append(p, "replay")...)
+		}
+	}
+	if len(t.Plan) > 0 {
+		errs = append(errs, validatePlan(t.Plan, t.Agents, []string{"plan"})...)
+	}
+	return errs
+}
+
+func validateAction(a Action, p []string) []fieldErr {
+	var errs []fieldErr
+	bad := func(msg string, sub ...string) { errs = append(errs, fieldErr{append(slices.Clone(p), sub...), msg}) }
+	set := 0
+	for _, on := range []bool{a.Tool != "", a.Sleep.raw != "", a.Output != nil, a.Fail != "", a.Promise != ""} {
+		if on {
+			set++
+		}
+	}
+	if set != 1 {
+		bad("an action is exactly one of tool, sleep, output, fail or promise")
+	}
+	if a.Sleep.bad {
+		bad(fmt.Sprintf("%q is not a duration (write it like 50ms, 5m or 8h)", a.Sleep.raw), "sleep")
+	}
+	if a.Fail != "" && a.Fail != "transient" && a.Fail != "permanent" {
+		bad(fmt.Sprintf("%q is not transient or permanent", a.Fail), "fail")
+	}
+	if a.Times < 0 {
+		bad("cannot be negative", "times")
+	}
+	if a.Args != nil && a.Tool == "" {
+		bad("args belong to a tool action", "args")
+	}
+	return errs
+}
+
+// validatePlan checks ids, descriptions, agents, dependencies and cycles.
+func validatePlan(steps []PlanStep, agents map[string]*Agent, p []string) []fieldErr {
+	var errs []fieldErr
+	for _, err := range CheckPlan(steps, func(a string) bool { _, ok := agents[a]; return ok }) {
+		path := slices.Clone(p)
+		if err.Step >= 0 {
+			path = append(path, fmt.Sprintf("[%d]", err.Step))
+			if err.Field != "" {
+				path = append(path, err.Field)
+			}
+		}
+		errs = append(errs, fieldErr{path, err.Msg})
+	}
+	return errs
+}
+
+// StepError is one plan problem: the step's index (-1 for the whole plan), field and message.
+type StepError struct {
+	Step  int
+	Field string
+	Msg   string
+}
+
+// CheckPlan validates a plan: unique non-empty ids, descriptions, known agents, known
+// dependencies, no cycles. knownAgent reports whether an agent name exists.
+func CheckPlan(steps []PlanStep, knownAgent func(string) bool) []StepError {
+	var errs []StepError
+	if len(steps) == 0 {
+		return []StepError{{-1, "", "the plan has no steps"}}
+	}
+	index := map[string]int{}
+	for i, s := range steps {
+		switch {
+		case s.ID == "":
+			errs = append(errs, StepError{i, "id", "is required"})
+		case !idPattern.MatchString(s.ID):
+			errs = append(errs, StepError{i, "id", fmt.Sprintf("%q is not a valid step id (letters, digits, '.', '_', '-')", s.ID)})
+		case index[s.ID] > 0:
+			errs = append(errs, StepError{i, "id", fmt.Sprintf("%q is also the id of step %d", s.ID, index[s.ID]-1)})
+		default:
+			index[s.ID] = i + 1
+		}
+		if strings.TrimSpace(s.Description) == "" {
+			errs = append(errs, StepError{i, "description", "is required"})
+		}
+		if s.Agent == "" {
+			errs = append(errs, StepError{i, "agent", "is required"})
+		} else if !knownAgent(s.Agent) {
+			errs = append(errs, StepError{i, "agent", fmt.Sprintf("%q is not an agent of the task", s.Agent)})
+		}
+	}
+	for i, s := range steps {
+		seen := map[string]bool{}
+		for _, d := range s.DependsOn {
+			switch {
+			case index[d] == 0:
+				errs = append(errs, StepError{i, "dependsOn", fmt.Sprintf("%q is not a step of the plan", d)})
+			case d == s.ID:
+				errs = append(errs, StepError{i, "dependsOn", "a step cannot depend on itself"})
+			case seen[d]:
+				errs = append(errs, StepError{i, "dependsOn", fmt.Sprintf("%q is listed twice", d)})
+			}
+			seen[d] = true
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	if cycle := findCycle(steps, index); cycle != nil {
+		errs = append(errs, StepError{index[cycle[0]] - 1, "dependsOn", "dependency cycle: " + strings.Join(cycle, " -> ")})
+	}
+	return errs
+}
+
+// findCycle returns the step ids of a dependency cycle (first id repeated at the end), or nil.
+func findCycle(steps []PlanStep, index map[string]int) []string {
+	const (
+		unseen = iota
+		active
+		done
+	)
+	mark := make([]int, len(steps))
+	var stack []string
+	var visit func(i int) []string
+	visit = func(i int) []string {
+		mark[i] = active
+		stack = append(stack, steps[i].ID)
+		for _, d := range steps[i].DependsOn {
+			j := index[d] - 1
+			switch mark[j] {
+			case active:
+				start := slices.Index(stack, d)
+				return append(slices.Clone(stack[start:]), d)
+			case unseen:
+				if c := visit(j); c != nil {
+					return c
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		mark[i] = done
+		return nil
+	}
+	for i := range steps {
+		if mark[i] == unseen {
+			if c := visit(i); c != nil {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+func (t *Task) applyDefaults() {
+	if t.LongRunning == nil {
+		yes := true
+		t.LongRunning = &yes
+	}
+	if t.Autonomy == 0 {
+		t.Autonomy = DefaultAutonomy
+	}
+	if t.Checkpoint.Interval.Duration == 0 {
+		t.Checkpoint.Interval.Duration = DefaultCheckpointInterval
+	}
+	if t.Budget.ToolCalls == 0 {
+		t.Budget.ToolCalls = DefaultToolCalls
+	}
+	if t.Retry.Attempts == 0 {
+		t.Retry.Attempts = DefaultStepAttempts
+	}
+	if t.Retry.Base.Duration == 0 {
+		t.Retry.Base.Duration = DefaultRetryBase
+	}
+	if t.Retry.Factor == 0 {
+		t.Retry.Factor = DefaultRetryFactor
+	}
+	if t.Workspace == "" {
+		t.Workspace = DefaultWorkspace
+	}
+	for _, a := range t.Agents {
+		if a.MaxIterations == 0 {
+			a.MaxIterations = DefaultMaxIterations
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
