@@ -178,9 +178,9 @@ bench: engine ## Benchmarks (bench/): engine, state formats, store (reference wo
 # The README's main job
 
 .PHONY: demo
-demo: build ## Build, then run the demo: version and the engine self-check
+demo: build ## Build, then run the demo: a script task killed with SIGKILL part-way, resumed, finished
 	bin/harness-edge version
-	bin/harness-edge doctor
+	examples/demo.sh bin/harness-edge
 
 .PHONY: clean
 clean: ## Remove build outputs

@@ -645,6 +645,9 @@ type Extras struct {
 	Events [][]byte
 	// Task, when set, replaces the harness's stored task definition (see Task).
 	Task []byte
+	// CheckpointEvent, when set, makes one more event, last, from the checkpoint being
+	// committed (its sequence number, kind and size are known only then).
+	CheckpointEvent func(Checkpoint) []byte
 }
 
 // PersistWith is Persist that also writes extras in the same batch.
@@ -707,6 +710,15 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	if x.Task != nil {
 		_ = b.Set([]byte(prefixTask+id), x.Task, nil)
 	}
+	cp := Checkpoint{Seq: info.Seq, Kind: rec.Kind, StateBytes: len(inc.Bytes), RawBytes: len(payload), StoredBytes: len(envelope)}
+	if x.CheckpointEvent != nil {
+		ev := x.CheckpointEvent(cp)
+		if err := checkEvents(id, [][]byte{ev}); err != nil {
+			s.forget(id)
+			return Checkpoint{}, err
+		}
+		events = append(events[:len(events):len(events)], ev)
+	}
 	var firstEvent uint64
 	if len(events) > 0 {
 		if firstEvent, err = s.addEvents(b, id, h, events); err != nil {
@@ -723,8 +735,8 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	if len(events) > 0 {
 		h.nextEvent = firstEvent + uint64(len(events))
 	}
-	return Checkpoint{Seq: info.Seq, Kind: rec.Kind, StateBytes: len(inc.Bytes), RawBytes: len(payload), StoredBytes: len(envelope),
-		FirstEvent: firstEvent}, nil
+	cp.FirstEvent = firstEvent
+	return cp, nil
 }
 
 // Task returns the task definition stored with the harness (PersistWith's Extras.Task), or an

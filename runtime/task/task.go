@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -131,6 +132,24 @@ type Action struct {
 	Promise string `yaml:"promise" json:"promise,omitempty"`
 }
 
+// Kind says which action a is: "tool", "sleep", "output", "fail" or "promise" (a valid
+// action is exactly one).
+func (a Action) Kind() string {
+	switch {
+	case a.Tool != "":
+		return "tool"
+	case a.Sleep.raw != "" || a.Sleep.Duration > 0:
+		return "sleep"
+	case a.Output != nil:
+		return "output"
+	case a.Fail != "":
+		return "fail"
+	case a.Promise != "":
+		return "promise"
+	}
+	return ""
+}
+
 // Duration is a duration written like "50ms", "5m" or "8h".
 type Duration struct {
 	time.Duration
@@ -175,13 +194,23 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s: %s", loc, e.Field, e.Msg)
 }
 
-// Load reads and parses a task file.
+// Load reads and parses a task file, and makes its workspace absolute (relative to the file).
 func Load(path string) (*Task, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("task file: %w", err)
 	}
-	return Parse(path, data)
+	t, err := Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if !filepath.IsAbs(t.Workspace) {
+		t.Workspace = filepath.Join(filepath.Dir(path), t.Workspace)
+	}
+	if t.Workspace, err = filepath.Abs(t.Workspace); err != nil {
+		return nil, fmt.Errorf("%s: workspace: %w", path, err)
+	}
+	return t, nil
 }
 
 var simpleKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)

@@ -1,0 +1,380 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/runtime"
+	"github.com/harness-edge/harness-edge/runtime/task"
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// isTerminal reports whether w is a terminal (progress is shown there, not in pipes).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// progress prints events for a person watching a terminal.
+func progress(w io.Writer) runtime.Sink {
+	return runtime.SinkFunc(func(e runtime.Event) {
+		switch e.Type {
+		case runtime.EventStateTransition:
+			if e.Reason != "" {
+				fmt.Fprintf(w, "  harness %s: %s (%s)\n", e.HarnessID, e.To, e.Reason)
+			} else {
+				fmt.Fprintf(w, "  harness %s: %s\n", e.HarnessID, e.To)
+			}
+		case runtime.EventStepStarted:
+			fmt.Fprintf(w, "  > step %s (attempt %d)\n", e.StepID, e.Attempt)
+		case runtime.EventStepCompleted:
+			fmt.Fprintf(w, "  + step %s completed\n", e.StepID)
+		case runtime.EventStepRetry:
+			fmt.Fprintf(w, "  ~ step %s: %s (retry in %.1fs)\n", e.StepID, e.Message, e.DelayMs/1000)
+		case runtime.EventStepFailed:
+			fmt.Fprintf(w, "  ! step %s failed: %s\n", e.StepID, e.Message)
+		case runtime.EventToolCall:
+			ok := e.Success != nil && *e.Success
+			fmt.Fprintf(w, "    tool %s (%.1f ms, ok=%v)\n", e.Tool, e.DurationMs, ok)
+		case runtime.EventWarning:
+			fmt.Fprintf(w, "  warning: %s\n", e.Message)
+		}
+	})
+}
+
+// runFlags are shared by run and resume.
+type runFlags struct{ json bool }
+
+// runHarness runs h until it ends or is interrupted (SIGINT/SIGTERM pause it) and reports.
+func runHarness(h *runtime.Harness, f runFlags, stdout io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := h.Run(ctx)
+	out := runtime.OutputOf(h.State(), "harness")
+	return report(out, err, f, stdout, h.Store())
+}
+
+// report prints a task's outcome and turns it into the exit code.
+func report(out runtime.TaskOutput, err error, f runFlags, stdout io.Writer, store *bridge.Store) error {
+	if err != nil && !errors.Is(err, runtime.ErrPaused) {
+		return err
+	}
+	var stored int
+	if store != nil && out.HarnessID != "" {
+		if recs, ierr := store.Inspect(out.HarnessID); ierr == nil {
+			for _, r := range recs {
+				stored += r.StoredBytes
+			}
+		}
+	}
+	if f.json {
+		b, _ := json.Marshal(struct {
+			Type   string             `json:"type"`
+			Result runtime.TaskOutput `json:"result"`
+		}{"result", out})
+		fmt.Fprintf(stdout, "%s\n", b)
+	} else {
+		fmt.Fprintf(stdout, "%s", summary(out, stored))
+	}
+	switch out.Status {
+	case statefmt.StatusCompleted:
+		return nil
+	case statefmt.StatusPaused:
+		return exitError{ExitWaiting, fmt.Errorf("harness %s is paused: continue it with `harness-edge resume %s`", out.HarnessID, out.HarnessID)}
+	default:
+		return exitError{ExitError, fmt.Errorf("task %s %s: %s", out.TaskID, out.Status, out.Reason)}
+	}
+}
+
+func summary(o runtime.TaskOutput, stored int) string {
+	var b strings.Builder
+	name := o.HarnessID
+	if name == "" {
+		name = "task " + o.TaskID + " (direct path, no harness)"
+	} else {
+		name = "harness " + name
+	}
+	done := 0
+	for _, s := range o.Steps {
+		if s.Status == statefmt.StepCompleted {
+			done++
+		}
+	}
+	fmt.Fprintf(&b, "%s: %s", name, o.Status)
+	if o.Reason != "" {
+		fmt.Fprintf(&b, " (%s)", o.Reason)
+	}
+	fmt.Fprintf(&b, "\n  steps %d/%d completed, %d tool calls", done, len(o.Steps), o.ToolCalls)
+	if o.HarnessID != "" {
+		fmt.Fprintf(&b, ", %d checkpoints, %d bytes stored", o.Checkpoints, stored)
+	}
+	fmt.Fprintf(&b, ", %.0f ms\n", o.DurationMs)
+	if o.Output != "" {
+		fmt.Fprintf(&b, "output:\n%s\n", indent(o.Output))
+	}
+	return b.String()
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
+}
+
+// newManager opens the store and a manager whose events go where the flags say.
+func (g *globals) newManager(f runFlags, stdout io.Writer) (*runtime.Manager, func(), error) {
+	s, err := g.openStore()
+	if err != nil {
+		return nil, nil, err
+	}
+	var sinks []runtime.Sink
+	switch {
+	case f.json:
+		sinks = append(sinks, runtime.NewJSONLines(stdout))
+	case isTerminal(stdout):
+		sinks = append(sinks, progress(stdout))
+	}
+	m := runtime.NewManager(s, runtime.Options{Sinks: sinks})
+	return m, func() { s.Close() }, nil
+}
+
+func newRunCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var f runFlags
+	c := &cobra.Command{
+		Use:   "run TASK",
+		Short: "Run a task file: a durable harness (or the direct path for longRunning: false)",
+		Long: `Run a task file. A long-running task runs in a durable harness, checkpointed after every
+step: if the process dies, 'harness-edge resume ID' continues from the last checkpoint. Ctrl-C
+pauses the harness cleanly (exit 3). Exit codes: 0 completed, 1 failed or error, 2 usage,
+3 paused or waiting for a human.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			t, err := task.Load(args[0])
+			if err != nil {
+				return err
+			}
+			if t.LongRunning != nil && !*t.LongRunning {
+				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				out, err := runtime.RunDirect(ctx, t, runtime.RealClock{})
+				return report(out, err, f, stdout, nil)
+			}
+			m, closeStore, err := g.newManager(f, stdout)
+			if err != nil {
+				return err
+			}
+			defer closeStore()
+			h, err := m.Create(t)
+			if err != nil {
+				return err
+			}
+			return runHarness(h, f, stdout)
+		},
+	}
+	c.Flags().BoolVar(&f.json, "json", false, "stream events as JSON lines, then the result")
+	return c
+}
+
+func newResumeCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var f runFlags
+	c := &cobra.Command{
+		Use:   "resume ID",
+		Short: "Continue a paused or interrupted harness from its last checkpoint",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			m, closeStore, err := g.newManager(f, stdout)
+			if err != nil {
+				return err
+			}
+			defer closeStore()
+			h, err := m.ResumeFromCheckpoint(args[0])
+			if err != nil {
+				return err
+			}
+			return runHarness(h, f, stdout)
+		},
+	}
+	c.Flags().BoolVar(&f.json, "json", false, "stream events as JSON lines, then the result")
+	return c
+}
+
+func newShowCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show a harness: status, plan and step statuses, counts, last checkpoint (--json: HarnessState JSON v1)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return g.withStore(func(s *bridge.Store) error {
+				st, err := s.Restore(args[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					b, err := statefmt.EncodeJSON(st)
+					if err != nil {
+						return err
+					}
+					_, err = fmt.Fprintf(stdout, "%s\n", b)
+					return err
+				}
+				printState(stdout, st)
+				return nil
+			})
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the HarnessState as JSON v1")
+	return c
+}
+
+func printState(w io.Writer, st *statefmt.HarnessState) {
+	fmt.Fprintf(w, "harness %s  agent %s  task %s\n", st.HarnessID, st.AgentName, st.TaskID)
+	fmt.Fprintf(w, "status   %s", st.Status)
+	if st.StatusReason != "" {
+		fmt.Fprintf(w, " (%s)", st.StatusReason)
+	}
+	fmt.Fprintf(w, "\ncreated  %s\nupdated  %s\n", st.CreatedAt.Format(time.RFC3339), st.UpdatedAt.Format(time.RFC3339))
+	if st.ParentHarnessID != "" {
+		fmt.Fprintf(w, "parent   %s\n", st.ParentHarnessID)
+	}
+	last := "never"
+	if st.LastCheckpointAt != nil {
+		last = st.LastCheckpointAt.Format(time.RFC3339)
+	}
+	fmt.Fprintf(w, "counts   %d tool calls, %d iterations, %d checkpoints (last %s)\n", st.TotalToolCalls, st.Iterations, st.CheckpointCount, last)
+	if st.Plan == nil {
+		fmt.Fprintln(w, "plan     none yet")
+		return
+	}
+	fmt.Fprintln(w, "plan")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  STEP\tAGENT\tSTATUS\tATTEMPTS\tDEPENDS ON\tRESULT")
+	for _, s := range st.Plan.Steps {
+		res := ""
+		switch {
+		case s.Error != nil:
+			res = *s.Error
+		case s.Output != nil:
+			res = *s.Output
+		}
+		if i := strings.IndexByte(res, '\n'); i >= 0 {
+			res = res[:i] + " ..."
+		}
+		crit := ""
+		if s.Critical {
+			crit = " (critical)"
+		}
+		fmt.Fprintf(tw, "  %s%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, crit, s.AssignedAgent, s.Status, s.Attempts, strings.Join(s.Dependencies, ","), res)
+	}
+	tw.Flush()
+}
+
+func newEventsCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "events ID",
+		Short: "Print a harness's durable event log",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return g.withStore(func(s *bridge.Store) error {
+				if _, err := s.Task(args[0]); err != nil {
+					return err
+				}
+				var perr error
+				err := s.Events(args[0], 0, func(le bridge.LoggedEvent) bool {
+					var e runtime.Event
+					if err := json.Unmarshal(le.Data, &e); err != nil {
+						perr = fmt.Errorf("harness %s: event %d is not valid: %w", args[0], le.N, err)
+						return false
+					}
+					e.N = le.N
+					if asJSON {
+						b, _ := json.Marshal(e)
+						fmt.Fprintf(stdout, "%s\n", b)
+					} else {
+						fmt.Fprintf(stdout, "%5d  %s  %-16s %s\n", e.N, e.Time.Format("15:04:05.000"), e.Type, describe(e))
+					}
+					return true
+				})
+				if err != nil {
+					return err
+				}
+				return perr
+			})
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print each event as a JSON line")
+	return c
+}
+
+func describe(e runtime.Event) string {
+	var parts []string
+	add := func(format string, args ...any) { parts = append(parts, fmt.Sprintf(format, args...)) }
+	if e.To != "" {
+		if e.From != "" {
+			add("%s -> %s", e.From, e.To)
+		} else {
+			add("-> %s", e.To)
+		}
+	}
+	if e.StepID != "" {
+		add("step %s", e.StepID)
+	}
+	if e.Attempt > 0 {
+		add("attempt %d", e.Attempt)
+	}
+	if e.Tool != "" {
+		add("tool %s %.1f ms ok=%v", e.Tool, e.DurationMs, e.Success != nil && *e.Success)
+	}
+	if e.Seq > 0 {
+		add("seq %d %s %d B", e.Seq, e.Kind, e.StoredBytes)
+	}
+	if e.Steps > 0 {
+		add("%d steps", e.Steps)
+	}
+	if len(e.Blocked) > 0 {
+		add("blocked %s", strings.Join(e.Blocked, ","))
+	}
+	if e.Reason != "" {
+		add("(%s)", e.Reason)
+	}
+	if e.Message != "" {
+		add("%s", e.Message)
+	}
+	return strings.Join(parts, "  ")
+}
+
+func newStopCmd(g *globals, stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stop ID",
+		Short: "End a harness for good (completed if its plan is, failed otherwise), persisting its final state",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			m, closeStore, err := g.newManager(runFlags{}, stdout)
+			if err != nil {
+				return err
+			}
+			defer closeStore()
+			if err := m.Stop(args[0]); err != nil {
+				return err
+			}
+			h, _ := m.Get(args[0])
+			fmt.Fprintf(stdout, "harness %s: %s\n", args[0], h.Status())
+			return nil
+		},
+	}
+}

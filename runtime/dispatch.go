@@ -1,0 +1,164 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/harness-edge/harness-edge/runtime/task"
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// TaskOutput is the one result format of a task, whichever path ran it.
+type TaskOutput struct {
+	TaskID    string          `json:"taskId"`
+	HarnessID string          `json:"harnessId,omitempty"` // empty on the direct path
+	Path      string          `json:"path"`                // "harness" or "direct"
+	Status    statefmt.Status `json:"status"`
+	Reason    string          `json:"reason,omitempty"`
+	// Output is the output of the plan's last steps (those nothing depends on), in plan order.
+	Output      string       `json:"output"`
+	Steps       []StepOutput `json:"steps"`
+	ToolCalls   int          `json:"toolCalls"`
+	Checkpoints int          `json:"checkpoints"`
+	DurationMs  float64      `json:"durationMs"`
+}
+
+// StepOutput is one step's outcome.
+type StepOutput struct {
+	ID       string              `json:"id"`
+	Agent    string              `json:"agent"`
+	Status   statefmt.StepStatus `json:"status"`
+	Attempts int                 `json:"attempts"`
+	Output   *string             `json:"output,omitempty"`
+	Error    *string             `json:"error,omitempty"`
+}
+
+// OutputOf reports a harness state in the task-output format.
+func OutputOf(st *statefmt.HarnessState, path string) TaskOutput {
+	o := TaskOutput{TaskID: st.TaskID, HarnessID: st.HarnessID, Path: path, Status: st.Status, Reason: st.StatusReason,
+		ToolCalls: st.TotalToolCalls, Checkpoints: st.CheckpointCount, Steps: []StepOutput{},
+		DurationMs: float64(st.UpdatedAt.Sub(st.CreatedAt).Microseconds()) / 1000}
+	if st.Plan == nil {
+		return o
+	}
+	depended := map[string]bool{}
+	for _, s := range st.Plan.Steps {
+		for _, d := range s.Dependencies {
+			depended[d] = true
+		}
+	}
+	var last []string
+	for _, s := range st.Plan.Steps {
+		o.Steps = append(o.Steps, StepOutput{ID: s.ID, Agent: s.AssignedAgent, Status: s.Status, Attempts: s.Attempts, Output: s.Output, Error: s.Error})
+		if !depended[s.ID] && s.Output != nil {
+			last = append(last, *s.Output)
+		}
+	}
+	o.Output = strings.Join(last, "\n")
+	return o
+}
+
+// Dispatch runs a task the way the Ralph loop does: a long-running task in a durable harness,
+// any other by calling its agent directly (no harness, no checkpoint). Both report a TaskOutput.
+func (m *Manager) Dispatch(ctx context.Context, t *task.Task) (TaskOutput, error) {
+	if t.LongRunning != nil && !*t.LongRunning {
+		return RunDirect(ctx, t, m.clock)
+	}
+	h, err := m.Create(t)
+	if err != nil {
+		return TaskOutput{}, err
+	}
+	err = h.Run(ctx)
+	return OutputOf(h.State(), "harness"), err
+}
+
+// RunDirect runs a task's plan by calling its agents directly: nothing is persisted, no event
+// is emitted, each step runs once (a failure fails the task). Tool permissions still apply.
+func RunDirect(ctx context.Context, t *task.Task, clock Clock) (TaskOutput, error) {
+	start := clock.Now()
+	known := func(a string) bool { _, ok := t.Agents[a]; return ok }
+	agents := map[string]Agent{}
+	get := func(name string) (Agent, error) {
+		if a, ok := agents[name]; ok {
+			return a, nil
+		}
+		a, err := NewAgent(name, t.Agents[name])
+		agents[name] = a
+		return a, err
+	}
+	st := &statefmt.HarnessState{TaskID: t.ID, Status: statefmt.StatusRunning, CreatedAt: start}
+	finish := func(status statefmt.Status, reason string) (TaskOutput, error) {
+		st.Status, st.StatusReason, st.UpdatedAt = status, reason, clock.Now()
+		o := OutputOf(st, "direct")
+		o.HarnessID = ""
+		return o, nil
+	}
+	steps := t.Plan
+	if len(steps) == 0 {
+		a, err := get(t.Agent)
+		if err != nil {
+			return TaskOutput{}, err
+		}
+		if steps, err = a.Plan(ctx, &PlanContext{Task: t}); err != nil {
+			return finish(statefmt.StatusFailed, "planning: "+err.Error())
+		}
+	}
+	p, err := NewPlan(t.ID, steps, known, start)
+	if err != nil {
+		return finish(statefmt.StatusFailed, err.Error())
+	}
+	st.Plan = p
+	tools := &directTools{t: t}
+	for i := NextReady(p); i >= 0; i = NextReady(p) {
+		step := &p.Steps[i]
+		a, err := get(step.AssignedAgent)
+		if err != nil {
+			return TaskOutput{}, err
+		}
+		tools.agent = step.AssignedAgent
+		out, err := a.RunStep(ctx, &StepContext{Task: t, AgentName: step.AssignedAgent, Step: *step, Attempt: 1,
+			Workspace: t.Workspace, Tools: tools, Clock: clock})
+		step.Attempts = 1
+		if ctx.Err() != nil {
+			return TaskOutput{}, ctx.Err()
+		}
+		if err != nil {
+			FailStep(p, step.ID, err.Error())
+			continue
+		}
+		CompleteStep(p, step.ID, out)
+	}
+	st.TotalToolCalls = tools.calls
+	if done, failed, _ := PlanOutcome(p); !done {
+		return finish(statefmt.StatusFailed, fmt.Sprintf("failed steps: %s", strings.Join(failed, ", ")))
+	}
+	return finish(statefmt.StatusCompleted, "")
+}
+
+// directTools runs tool calls for the direct path: permissions and the budget, no record.
+type directTools struct {
+	t     *task.Task
+	agent string
+	calls int
+}
+
+func (d *directTools) Call(ctx context.Context, name string, args map[string]any) (statefmt.ToolResult, error) {
+	if !slices.Contains(d.t.Agents[d.agent].Tools, name) {
+		return statefmt.ToolResult{ErrorKind: "permission"}, &StepError{Msg: fmt.Sprintf("tool %s: agent %s may not call it", name, d.agent)}
+	}
+	if limit := d.t.Budget.ToolCalls; limit > 0 && d.calls >= limit {
+		return statefmt.ToolResult{ErrorKind: "budget"}, &StepError{Msg: fmt.Sprintf("tool %s: the budget of %d tool calls is used", name, limit)}
+	}
+	d.calls++
+	res := runTool(ctx, d.t, d.t.Workspace, name, args)
+	if !res.Success {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		return res, &StepError{Transient: res.ErrorKind == "transient", Msg: fmt.Sprintf("tool %s: %s", name, res.Error)}
+	}
+	return res, nil
+}
+

@@ -1,0 +1,103 @@
+package runtime
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// EventType names an event. The set is closed: sinks and `events` rely on it.
+type EventType string
+
+const (
+	EventStateTransition EventType = "state_transition" // from, to (reason when paused or failed)
+	EventStepStarted     EventType = "step_started"     // stepId, attempt
+	EventStepCompleted   EventType = "step_completed"   // stepId, attempt
+	EventStepRetry       EventType = "step_retry"       // stepId, attempt, message, delayMs
+	EventStepFailed      EventType = "step_failed"      // stepId, message, blocked
+	EventPlanCompleted   EventType = "plan_completed"   // steps
+	EventToolCall        EventType = "tool_call"        // tool, durationMs, success (message on failure)
+	EventCheckpoint      EventType = "checkpoint"       // seq, kind, storedBytes
+	EventWarning         EventType = "warning"          // message
+)
+
+// Event is one structured event. Every event has its type, harness id and timestamp; the other
+// fields depend on the type (see EventType).
+type Event struct {
+	Type      EventType `json:"type"`
+	HarnessID string    `json:"harnessId"`
+	Time      time.Time `json:"ts"`
+	// N is the event's number in the harness's durable log (0 until it is stored).
+	N uint64 `json:"n,omitempty"`
+
+	From   statefmt.Status `json:"from,omitempty"`
+	To     statefmt.Status `json:"to,omitempty"`
+	Reason string          `json:"reason,omitempty"`
+
+	StepID  string   `json:"stepId,omitempty"`
+	Attempt int      `json:"attempt,omitempty"`
+	Blocked []string `json:"blocked,omitempty"`
+	Steps   int      `json:"steps,omitempty"`
+	DelayMs float64  `json:"delayMs,omitempty"`
+
+	Tool       string  `json:"tool,omitempty"`
+	DurationMs float64 `json:"durationMs,omitempty"`
+	Success    *bool   `json:"success,omitempty"`
+
+	Seq         uint64 `json:"seq,omitempty"`
+	Kind        string `json:"kind,omitempty"`
+	StoredBytes int    `json:"storedBytes,omitempty"`
+
+	Message string `json:"message,omitempty"`
+}
+
+// Sink receives events. The durable event log in the store is written with each checkpoint (the
+// events of a step are durable with the step's state); live sinks get them right after.
+type Sink interface {
+	Emit(e Event)
+}
+
+// JSONLines writes each event as one line of JSON.
+type JSONLines struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// NewJSONLines returns a sink writing to w.
+func NewJSONLines(w io.Writer) *JSONLines { return &JSONLines{w: w} }
+
+func (j *JSONLines) Emit(e Event) {
+	b, _ := json.Marshal(e)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_, _ = j.w.Write(append(b, '\n'))
+}
+
+// Slog logs each event at info level (warnings and failures at warn).
+type Slog struct{ L *slog.Logger }
+
+func (s Slog) Emit(e Event) {
+	level := slog.LevelInfo
+	if e.Type == EventWarning || e.Type == EventStepFailed || e.To == statefmt.StatusFailed {
+		level = slog.LevelWarn
+	}
+	b, _ := json.Marshal(e)
+	var attrs map[string]any
+	_ = json.Unmarshal(b, &attrs)
+	args := make([]any, 0, 2*len(attrs))
+	for k, v := range attrs {
+		if k != "type" && k != "ts" {
+			args = append(args, k, v)
+		}
+	}
+	s.L.Log(nil, level, string(e.Type), args...)
+}
+
+// SinkFunc adapts a function.
+type SinkFunc func(Event)
+
+func (f SinkFunc) Emit(e Event) { f(e) }

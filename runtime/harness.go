@@ -1,0 +1,411 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/runtime/task"
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// ErrPaused is returned by Run when the harness stopped in status paused (interrupted, or
+// waiting for a human): its state is persisted and `resume` continues it.
+var ErrPaused = errors.New("harness paused")
+
+// Harness is one durable run of a task. Its state changes only in Run (one goroutine) and in the
+// lifecycle methods, under mu; every change that matters is checkpointed before it is acted on.
+type Harness struct {
+	m    *Manager
+	task *task.Task
+	// taskJSON is stored with the next checkpoint (the first one) and then cleared.
+	taskJSON []byte
+
+	mu      sync.Mutex
+	st      *statefmt.HarnessState
+	pending []Event
+	agents  map[string]Agent
+	running bool
+	stop    context.CancelCauseFunc // cancels Run; its cause says why
+	last    bridge.Checkpoint
+}
+
+// ID is the harness id.
+func (h *Harness) ID() string { return h.st.HarnessID }
+
+// Task is the harness's task definition.
+func (h *Harness) Task() *task.Task { return h.task }
+
+// State returns a deep copy of the harness's current state.
+func (h *Harness) State() *statefmt.HarnessState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return cloneState(h.st)
+}
+
+// Status is the harness's current status.
+func (h *Harness) Status() statefmt.Status {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.st.Status
+}
+
+// LastCheckpoint describes the harness's newest checkpoint written by this process.
+func (h *Harness) LastCheckpoint() bridge.Checkpoint {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.last
+}
+
+func cloneState(s *statefmt.HarnessState) *statefmt.HarnessState {
+	b, err := statefmt.EncodeBinary(s)
+	if err != nil {
+		panic(fmt.Sprintf("runtime: state does not encode: %v", err)) // Validate runs before every persist
+	}
+	c, err := statefmt.DecodeBinaryOwned(b)
+	if err != nil {
+		panic(fmt.Sprintf("runtime: state does not decode: %v", err))
+	}
+	return c
+}
+
+func (h *Harness) now() time.Time { return h.m.clock.Now() }
+
+// emit queues an event for the next checkpoint. h.mu held.
+func (h *Harness) emit(e Event) {
+	e.HarnessID = h.st.HarnessID
+	if e.Time.IsZero() {
+		e.Time = h.now()
+	}
+	h.pending = append(h.pending, e)
+}
+
+// checkpoint persists the state with the queued events (and the task, the first time) in one
+// synced batch, then hands the events to the live sinks. h.mu held.
+func (h *Harness) checkpoint() error {
+	now := h.now()
+	h.st.CheckpointCount++
+	h.st.LastCheckpointAt = &now
+	h.st.UpdatedAt = now
+	events := h.pending
+	h.pending = nil
+	raw := make([][]byte, len(events))
+	for i, e := range events {
+		raw[i], _ = json.Marshal(e)
+	}
+	var cpEvent Event
+	cp, err := h.m.store.PersistWith(h.st, bridge.Extras{Events: raw, Task: h.taskJSON,
+		CheckpointEvent: func(cp bridge.Checkpoint) []byte {
+			cpEvent = Event{Type: EventCheckpoint, HarnessID: h.st.HarnessID, Time: now, Seq: cp.Seq, Kind: cp.Kind.String(), StoredBytes: cp.StoredBytes}
+			b, _ := json.Marshal(cpEvent)
+			return b
+		}})
+	if err != nil {
+		h.st.CheckpointCount--
+		return fmt.Errorf("harness %s: checkpoint: %w", h.st.HarnessID, err)
+	}
+	h.taskJSON, h.last = nil, cp
+	events = append(events, cpEvent)
+	for i := range events {
+		events[i].N = cp.FirstEvent + uint64(i)
+		for _, s := range h.m.sinks {
+			s.Emit(events[i])
+		}
+	}
+	return nil
+}
+
+// transitionLocked moves the harness to `to` and checkpoints. h.mu held.
+func (h *Harness) transitionLocked(to statefmt.Status, reason string) error {
+	prev := *h.st
+	ev, err := transition(h.st, to, reason, h.now())
+	if err != nil {
+		return err
+	}
+	h.emit(ev)
+	if err := h.checkpoint(); err != nil {
+		h.st.Status, h.st.StatusReason, h.st.UpdatedAt = prev.Status, prev.StatusReason, prev.UpdatedAt
+		return err
+	}
+	return nil
+}
+
+func (h *Harness) toolCallsUsed() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.st.TotalToolCalls
+}
+
+// recordToolCall appends a finished call to the history (persisted with the step) and queues
+// its event.
+func (h *Harness) recordToolCall(r statefmt.ToolCallRecord) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.st.ToolCallHistory = append(h.st.ToolCallHistory, r)
+	h.st.TotalToolCalls++
+	ok := r.Result.Success
+	h.emit(Event{Type: EventToolCall, Tool: r.CallName, DurationMs: float64(r.Duration.Microseconds()) / 1000, Success: &ok,
+		Message: r.Result.Error, Time: r.Timestamp.Add(r.Duration)})
+}
+
+func (h *Harness) agent(name string) (Agent, error) {
+	if a, ok := h.agents[name]; ok {
+		return a, nil
+	}
+	cfg, ok := h.task.Agents[name]
+	if !ok {
+		return nil, fmt.Errorf("the task has no agent %s", name)
+	}
+	a, err := NewAgent(name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	h.agents[name] = a
+	return a, nil
+}
+
+// Stop reasons, as causes of Run's context.
+var (
+	errInterrupted = errors.New("interrupted")
+	errStopped     = errors.New("stopped by request")
+)
+
+// Run executes the harness until it completes, fails or is paused. It starts a created harness
+// and continues a paused or interrupted one (see Manager.Resume). Cancelling ctx pauses the
+// harness cleanly: the step in flight is put back, the state persisted, and Run returns
+// ErrPaused. It returns nil when the harness completed or failed (see Status).
+func (h *Harness) Run(ctx context.Context) error {
+	h.mu.Lock()
+	if h.running {
+		h.mu.Unlock()
+		return fmt.Errorf("harness %s is already running", h.ID())
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	h.running, h.stop = true, cancel
+	defer func() {
+		h.mu.Lock()
+		h.running, h.stop = false, nil
+		h.mu.Unlock()
+	}()
+	err := h.startLocked(ctx)
+	h.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for {
+		if ctx.Err() != nil {
+			return h.halt(ctx)
+		}
+		h.mu.Lock()
+		i := NextReady(h.st.Plan)
+		if i < 0 {
+			err := h.finishLocked()
+			h.mu.Unlock()
+			return err
+		}
+		step := &h.st.Plan.Steps[i]
+		step.Status, h.st.CurrentStepIndex = statefmt.StepRunning, i
+		attempt := step.Attempts + 1
+		h.emit(Event{Type: EventStepStarted, StepID: step.ID, Attempt: attempt})
+		if err := h.checkpoint(); err != nil {
+			h.mu.Unlock()
+			return err
+		}
+		sc := &StepContext{HarnessID: h.ID(), Task: h.task, AgentName: step.AssignedAgent, Step: *step, Attempt: attempt,
+			Workspace: h.task.Workspace, Clock: h.m.clock, Tools: &toolCaller{h: h, agent: step.AssignedAgent}}
+		histLen, calls := len(h.st.ToolCallHistory), h.st.TotalToolCalls
+		a, err := h.agent(step.AssignedAgent)
+		h.mu.Unlock()
+
+		var out string
+		if err == nil {
+			out, err = a.RunStep(ctx, sc)
+		}
+
+		h.mu.Lock()
+		step = &h.st.Plan.Steps[i]
+		if ctx.Err() != nil {
+			// Cut short: the attempt does not count and its tool calls are forgotten (it runs
+			// again, whole, on resume).
+			step.Status = statefmt.StepReady
+			h.st.ToolCallHistory, h.st.TotalToolCalls = h.st.ToolCallHistory[:histLen], calls
+			h.pending = nil
+			h.mu.Unlock()
+			return h.halt(ctx)
+		}
+		step.Attempts = attempt
+		h.st.Iterations++
+		var delay time.Duration
+		switch {
+		case err == nil:
+			CompleteStep(h.st.Plan, step.ID, out)
+			h.emit(Event{Type: EventStepCompleted, StepID: step.ID, Attempt: attempt})
+		case isTransient(err) && attempt < h.task.Retry.Attempts:
+			msg := err.Error()
+			step.Status, step.Error = statefmt.StepReady, &msg
+			delay = h.backoff(attempt)
+			h.emit(Event{Type: EventStepRetry, StepID: step.ID, Attempt: attempt, Message: msg, DelayMs: float64(delay.Milliseconds())})
+		default:
+			msg := err.Error()
+			if isTransient(err) {
+				msg = fmt.Sprintf("%s (after %d attempts)", msg, attempt)
+			}
+			blocked := FailStep(h.st.Plan, step.ID, msg)
+			h.emit(Event{Type: EventStepFailed, StepID: step.ID, Attempt: attempt, Message: msg, Blocked: blocked})
+		}
+		err = h.checkpoint()
+		h.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if delay > 0 {
+			if h.m.clock.Sleep(ctx, delay) != nil {
+				return h.halt(ctx)
+			}
+		}
+	}
+}
+
+// backoff is the wait before retry number `attempt`: base × factor^(attempt-1), plus up to 20%
+// jitter.
+func (h *Harness) backoff(attempt int) time.Duration {
+	d := float64(h.task.Retry.Base.Duration)
+	for range attempt - 1 {
+		d *= h.task.Retry.Factor
+	}
+	return time.Duration(d * (1 + 0.2*rand.Float64()))
+}
+
+// startLocked moves a created harness to running and plans it; a paused one to running; an
+// interrupted one (running in the store, nobody running it) is continued. h.mu held.
+func (h *Harness) startLocked(ctx context.Context) error {
+	switch h.st.Status {
+	case statefmt.StatusCreated, statefmt.StatusPaused:
+		if err := h.transitionLocked(statefmt.StatusRunning, ""); err != nil {
+			return err
+		}
+	case statefmt.StatusRunning:
+		h.emit(Event{Type: EventWarning, Message: "continuing after an interruption (the process that ran it stopped without pausing it)"})
+	default:
+		return &TransitionError{HarnessID: h.ID(), From: h.st.Status, To: statefmt.StatusRunning}
+	}
+	// A step left running by a crash runs again from its start.
+	if h.st.Plan != nil {
+		for i := range h.st.Plan.Steps {
+			if s := &h.st.Plan.Steps[i]; s.Status == statefmt.StepRunning {
+				s.Status = statefmt.StepReady
+			}
+		}
+	}
+	if h.st.Plan == nil {
+		a, err := h.agent(h.task.Agent)
+		if err != nil {
+			return h.failLocked(err.Error())
+		}
+		h.mu.Unlock()
+		steps, err := a.Plan(ctx, &PlanContext{HarnessID: h.ID(), Task: h.task})
+		h.mu.Lock()
+		if ctx.Err() != nil {
+			return nil // Run halts
+		}
+		if err != nil {
+			return h.failLocked("planning: " + err.Error())
+		}
+		p, err := NewPlan(h.st.TaskID, steps, h.knownAgent, h.now())
+		if err != nil {
+			return h.failLocked(fmt.Sprintf("agent %s produced an %v", h.task.Agent, err))
+		}
+		h.st.Plan = p
+	}
+	RefreshReady(h.st.Plan)
+	return h.checkpoint()
+}
+
+func (h *Harness) knownAgent(name string) bool { _, ok := h.task.Agents[name]; return ok }
+
+// failLocked fails the harness with a reason. h.mu held.
+func (h *Harness) failLocked(reason string) error {
+	return h.transitionLocked(statefmt.StatusFailed, reason)
+}
+
+// finishLocked ends a plan with nothing left to run: completed, or failed naming why. h.mu held.
+func (h *Harness) finishLocked() error {
+	done, failed, blocked := PlanOutcome(h.st.Plan)
+	if done {
+		h.emit(Event{Type: EventPlanCompleted, Steps: len(h.st.Plan.Steps)})
+		return h.transitionLocked(statefmt.StatusCompleted, "")
+	}
+	var why []string
+	for _, id := range failed {
+		s := h.st.Plan.Steps[stepIndex(h.st.Plan, id)]
+		why = append(why, fmt.Sprintf("step %s failed: %s", id, deref(s.Error)))
+	}
+	if len(blocked) > 0 {
+		why = append(why, "blocked: "+strings.Join(blocked, ", "))
+	}
+	return h.failLocked(strings.Join(why, "; "))
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// halt ends Run after its context was cancelled: paused when interrupted, failed when stopped.
+func (h *Harness) halt(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.st.Status != statefmt.StatusRunning {
+		return nil
+	}
+	if errors.Is(context.Cause(ctx), errStopped) {
+		return h.stopLocked()
+	}
+	if err := h.transitionLocked(statefmt.StatusPaused, "interrupted"); err != nil {
+		return err
+	}
+	return ErrPaused
+}
+
+// stopLocked ends the harness for good: completed when its plan is, failed otherwise. h.mu held.
+func (h *Harness) stopLocked() error {
+	if h.st.Status == statefmt.StatusCreated {
+		if err := h.transitionLocked(statefmt.StatusRunning, ""); err != nil {
+			return err
+		}
+	}
+	if h.st.Plan != nil {
+		if done, _, _ := PlanOutcome(h.st.Plan); done && h.st.Status == statefmt.StatusRunning {
+			return h.transitionLocked(statefmt.StatusCompleted, "")
+		}
+		for i := range h.st.Plan.Steps {
+			if s := &h.st.Plan.Steps[i]; s.Status == statefmt.StepRunning {
+				s.Status = statefmt.StepReady
+			}
+		}
+	}
+	return h.failLocked("stopped by request")
+}
+
+// Pause asks a running harness to pause at once (the step in flight is put back).
+func (h *Harness) Pause() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.running {
+		return h.transitionLocked(statefmt.StatusPaused, "paused by request")
+	}
+	h.stop(errInterrupted)
+	return nil
+}
+
+// Store is the store the harness checkpoints to.
+func (h *Harness) Store() *bridge.Store { return h.m.store }

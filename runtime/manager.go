@@ -1,0 +1,184 @@
+package runtime
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/runtime/task"
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// Options configures a Manager. Zero values take the defaults.
+type Options struct {
+	// Clock is the time source (default: the wall clock).
+	Clock Clock
+	// NewID makes harness ids for tasks without one (default: NewID).
+	NewID func() string
+	// Sinks receive every event after it is durable.
+	Sinks []Sink
+}
+
+// Manager creates, finds, lists, runs, stops and resumes harnesses over one store.
+type Manager struct {
+	store *bridge.Store
+	clock Clock
+	newID func() string
+	sinks []Sink
+
+	mu        sync.Mutex
+	harnesses map[string]*Harness
+}
+
+// NewManager returns a manager over an open store.
+func NewManager(store *bridge.Store, o Options) *Manager {
+	m := &Manager{store: store, clock: o.Clock, newID: o.NewID, sinks: o.Sinks, harnesses: map[string]*Harness{}}
+	if m.clock == nil {
+		m.clock = RealClock{}
+	}
+	if m.newID == nil {
+		m.newID = func() string { return NewID(m.clock.Now()) }
+	}
+	if !store.IsAvailable() {
+		m.warn("", "the Eternal Engine is not available: checkpoints are written by the Go fallback (keyframes only)")
+	}
+	return m
+}
+
+// Store is the manager's checkpoint store.
+func (m *Manager) Store() *bridge.Store { return m.store }
+
+// warn delivers a warning event that belongs to no checkpoint.
+func (m *Manager) warn(id, msg string) {
+	e := Event{Type: EventWarning, HarnessID: id, Time: m.clock.Now(), Message: msg}
+	if id != "" {
+		b, _ := json.Marshal(e)
+		if n, err := m.store.AppendEvents(id, [][]byte{b}); err == nil {
+			e.N = n
+		}
+	}
+	for _, s := range m.sinks {
+		s.Emit(e)
+	}
+}
+
+// ErrExists is returned by Create for an id the store already holds.
+var ErrExists = errors.New("harness already exists")
+
+// Create makes a new harness for t in status created and persists it with its task, so that
+// it can be resumed from the store alone. A declared plan is validated first: a bad task
+// creates nothing.
+func (m *Manager) Create(t *task.Task) (*Harness, error) {
+	id := t.ID
+	if id == "" {
+		id = m.newID()
+	}
+	if err := bridge.ValidID(id); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.harnesses[id]; ok {
+		return nil, fmt.Errorf("harness %s: %w (resume it, or give the task another id)", id, ErrExists)
+	}
+	if _, err := m.store.Task(id); err == nil {
+		return nil, fmt.Errorf("harness %s: %w (resume it, or give the task another id)", id, ErrExists)
+	} else if !errors.Is(err, bridge.ErrNotFound) {
+		return nil, err
+	}
+	now := m.clock.Now()
+	taskID := t.ID
+	if taskID == "" {
+		taskID = id
+	}
+	st := &statefmt.HarnessState{SchemaVersion: statefmt.SchemaVersion, HarnessID: id, AgentName: t.Agent, TaskID: taskID,
+		Status: statefmt.StatusCreated, CreatedAt: now, UpdatedAt: now, AutonomyLevel: t.Autonomy,
+		Budget: &statefmt.Budget{ToolCalls: t.Budget.ToolCalls, Tokens: t.Budget.Tokens, WallClock: t.Budget.WallClock.Duration}}
+	h := &Harness{m: m, task: t, st: st, agents: map[string]Agent{}}
+	if len(t.Plan) > 0 {
+		p, err := NewPlan(taskID, t.Plan, h.knownAgent, now)
+		if err != nil {
+			return nil, err
+		}
+		st.Plan = p
+	}
+	var err error
+	if h.taskJSON, err = json.Marshal(t); err != nil {
+		return nil, err
+	}
+	statefmt.Normalize(st)
+	h.mu.Lock()
+	h.emit(Event{Type: EventStateTransition, To: statefmt.StatusCreated})
+	err = h.checkpoint()
+	h.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	m.harnesses[id] = h
+	return h, nil
+}
+
+// Get returns the harness with this id, loading it from the store when this manager has not
+// seen it yet.
+func (m *Manager) Get(id string) (*Harness, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if h, ok := m.harnesses[id]; ok {
+		return h, nil
+	}
+	st, err := m.store.Restore(id)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := m.store.Task(id)
+	if err != nil {
+		return nil, err
+	}
+	t, err := task.Parse("the stored task of harness "+id, raw)
+	if err != nil {
+		return nil, err
+	}
+	h := &Harness{m: m, task: t, st: st, agents: map[string]Agent{}}
+	m.harnesses[id] = h
+	return h, nil
+}
+
+// List returns the store's harnesses (id, agent, status, parent, timestamps, head checkpoint).
+func (m *Manager) List() ([]bridge.IndexEntry, error) { return m.store.List() }
+
+// ResumeFromCheckpoint loads a harness from its last checkpoint for Run to continue: a paused
+// one, or one that was running when its process died. Finished harnesses are refused.
+func (m *Manager) ResumeFromCheckpoint(id string) (*Harness, error) {
+	h, err := m.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	switch s := h.Status(); s {
+	case statefmt.StatusPaused, statefmt.StatusRunning, statefmt.StatusCreated:
+		return h, nil
+	default:
+		return nil, &TransitionError{HarnessID: id, From: s, To: statefmt.StatusRunning}
+	}
+}
+
+// Stop ends a harness for good, persisting its final state: completed if its plan is, failed
+// otherwise. A harness running in this process stops at once (the step in flight is cut short).
+func (m *Manager) Stop(id string) error {
+	h, err := m.Get(id)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running {
+		h.stop(errStopped)
+		return nil
+	}
+	switch h.st.Status {
+	case statefmt.StatusCompleted, statefmt.StatusFailed:
+		return &TransitionError{HarnessID: id, From: h.st.Status, To: statefmt.StatusFailed}
+	}
+	return h.stopLocked()
+}
