@@ -161,4 +161,3 @@ func (d *directTools) Call(ctx context.Context, name string, args map[string]any
 	}
 	return res, nil
 }
-
