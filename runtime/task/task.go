@@ -215,6 +215,8 @@ func Load(path string) (*Task, error) {
 
 var simpleKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
+var typeErr = regexp.MustCompile(`^cannot unmarshal (\S+) into Go struct field \S*?\.?(\w+) of type (\S+)$`)
+
 var yamlPos = regexp.MustCompile(`^\[(\d+):(\d+)\] (.*)$`)
 
 // Parse parses a task file's bytes; name is the file name used in errors.
@@ -229,6 +231,9 @@ func Parse(name string, data []byte) (*Task, error) {
 		if m := yamlPos.FindStringSubmatch(msg); m != nil {
 			fmt.Sscan(m[1], &e.Line)
 			e.Msg = m[3]
+		}
+		if m := typeErr.FindStringSubmatch(e.Msg); m != nil {
+			e.Field, e.Msg = strings.ToLower(m[2][:1])+m[2][1:], fmt.Sprintf("want %s, found a %s", m[3], m[1])
 		}
 		return nil, e
 	}

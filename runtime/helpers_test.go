@@ -1,0 +1,137 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/runtime"
+	"github.com/harness-edge/harness-edge/runtime/task"
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// fakeClock advances only when something sleeps, so tests never wait.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 11, 21, 3, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(time.Millisecond) // time moves a little at every look
+	return c.now
+}
+
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	return nil
+}
+
+// recorder is a sink that keeps every event.
+type recorder struct {
+	mu     sync.Mutex
+	events []runtime.Event
+	hook   func(runtime.Event)
+}
+
+func (r *recorder) Emit(e runtime.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	hook := r.hook
+	r.mu.Unlock()
+	if hook != nil {
+		hook(e)
+	}
+}
+
+func (r *recorder) of(t runtime.EventType) []runtime.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []runtime.Event
+	for _, e := range r.events {
+		if e.Type == t {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+type env struct {
+	t     *testing.T
+	dir   string
+	store *bridge.Store
+	clock *fakeClock
+	rec   *recorder
+	m     *runtime.Manager
+	ids   int
+}
+
+func newEnv(t *testing.T) *env {
+	e := &env{t: t, dir: t.TempDir(), clock: newFakeClock(), rec: &recorder{}}
+	e.open()
+	t.Cleanup(func() { e.store.Close() })
+	return e
+}
+
+// open (re)opens the store and a fresh manager, as a restarted process does.
+func (e *env) open() {
+	if e.store != nil {
+		e.store.Close()
+	}
+	s, err := bridge.OpenStore(filepath.Join(e.dir, "store"), bridge.StoreOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.store = s
+	e.m = runtime.NewManager(s, runtime.Options{Clock: e.clock, Sinks: []runtime.Sink{e.rec},
+		NewID: func() string { e.ids++; return fmt.Sprintf("h-%04d", e.ids) }})
+}
+
+func parseTask(t *testing.T, src string) *task.Task {
+	t.Helper()
+	tk, err := task.Parse("test.yaml", []byte(src))
+	if err != nil {
+		t.Fatalf("task: %v", err)
+	}
+	return tk
+}
+
+// comparable strips what legitimately differs between two runs of the same task: timestamps,
+// durations and the number of checkpoints.
+func comparable(s *statefmt.HarnessState) *statefmt.HarnessState {
+	c, err := statefmt.DecodeBinary(mustEncode(s))
+	if err != nil {
+		panic(err)
+	}
+	var zero time.Time
+	c.CreatedAt, c.UpdatedAt, c.LastCheckpointAt, c.CheckpointCount = zero, zero, nil, 0
+	if c.Plan != nil {
+		c.Plan.CreatedAt = zero
+	}
+	for i := range c.ToolCallHistory {
+		c.ToolCallHistory[i].Timestamp, c.ToolCallHistory[i].Duration = zero, 0
+	}
+	return c
+}
+
+func mustEncode(s *statefmt.HarnessState) []byte {
+	b, err := statefmt.EncodeBinary(s)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -1,0 +1,100 @@
+package task_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/harness-edge/harness-edge/runtime/task"
+)
+
+const good = `# comment
+id: nightly
+prompt: do it
+agent: MARS
+autonomy: 2
+budget: {toolCalls: 7, wallClock: 8h}
+workspace: ./work
+agents:
+  MARS:  {driver: command, command: [claude, -p], tools: [read_file, bash], completionPromise: TASK_COMPLETE, maxIterations: 4}
+  PLUTO: {driver: openai, endpoint: "http://127.0.0.1:8080/v1", model: qwen2.5-coder, tools: [read_file, grep]}
+  S:
+    driver: script
+    script:
+      steps:
+        "*": [{output: done}, {sleep: 50ms}, {fail: transient, message: m, times: 2}, {tool: read_file, args: {path: a}}, {promise: P}]
+tools:
+  deploy: {command: [./tools/deploy.sh], timeout: 30s, sideEffects: true, replay: ask}
+plan:
+  - {id: step-1, description: Create data model, agent: PLUTO}
+  - {id: step-2, description: Implement mutation, agent: MARS, dependsOn: [step-1], critical: true}
+`
+
+func TestParseGoodFileAndDefaults(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "task.yaml")
+	if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tk, err := task.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.ID != "nightly" || tk.Autonomy != 2 || tk.Budget.ToolCalls != 7 || tk.Budget.WallClock.Duration != 8*time.Hour ||
+		tk.Workspace != filepath.Join(dir, "work") || !*tk.LongRunning || tk.Checkpoint.Interval.Duration != task.DefaultCheckpointInterval ||
+		tk.Retry.Attempts != task.DefaultStepAttempts || tk.Agents["MARS"].MaxIterations != 4 || tk.Agents["PLUTO"].MaxIterations != task.DefaultMaxIterations ||
+		tk.Tools["deploy"].Timeout.Duration != 30*time.Second || !tk.Plan[1].Critical {
+		t.Fatalf("parsed %+v", tk)
+	}
+	acts := tk.Agents["S"].Script.Steps["*"]
+	var kinds []string
+	for _, a := range acts {
+		kinds = append(kinds, a.Kind())
+	}
+	if strings.Join(kinds, ",") != "output,sleep,fail,tool,promise" || acts[1].Sleep.Duration != 50*time.Millisecond {
+		t.Fatalf("actions %v", kinds)
+	}
+	// JSON is accepted too: the same task as JSON parses to the same values.
+	tk2, err := task.Parse("task.json", []byte(`{"agent": "A", "agents": {"A": {"driver": "script", "script": {"plan": [{"id": "a", "description": "d", "agent": "A"}]}}}, "checkpoint": {"interval": "90s"}}`))
+	if err != nil || tk2.Checkpoint.Interval.Duration != 90*time.Second || tk2.Plan != nil || tk2.Agents["A"].Script.Plan[0].ID != "a" {
+		t.Fatalf("json: %+v %v", tk2, err)
+	}
+}
+
+func TestBadFilesNameFileLineAndField(t *testing.T) {
+	for _, c := range []struct {
+		name, src string
+		want      []string
+	}{
+		{"empty", "  \n", []string{"t.yaml: the task file is empty"}},
+		{"unknown key", "agent: A\nagents:\n  A: {driver: script, script: {}}\nbogus: 1\n", []string{"t.yaml:4:", `unknown field "bogus"`}},
+		{"nested unknown key", "agent: A\nagents:\n  A:\n    driver: script\n    scrip: {}\n", []string{"t.yaml:5:", `unknown field "scrip"`}},
+		{"wrong type", "agent: A\nautonomy: high\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2:", "autonomy"}},
+		{"autonomy range", "agent: A\nautonomy: 9\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: autonomy: 9 is outside 1..5"}},
+		{"bad duration", "agent: A\ncheckpoint:\n  interval: 5 minutes\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:3: checkpoint.interval:", "not a duration"}},
+		{"unknown owner", "agent: B\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:1: agent:", `"B" is not one of the task's agents [A]`}},
+		{"unknown driver", "agent: A\nagents:\n  A: {driver: robot}\n", []string{"t.yaml:3: agents.A.driver:", `"robot" is not one of`}},
+		{"plan cycle", "agent: A\nagents:\n  A: {driver: script, script: {}}\nplan:\n  - {id: a, description: x, agent: A, dependsOn: [b]}\n  - {id: b, description: y, agent: A, dependsOn: [a]}\n",
+			[]string{"t.yaml:5: plan[0].dependsOn: dependency cycle: a -> b -> a"}},
+		{"plan unknown dependency", "agent: A\nagents:\n  A: {driver: script, script: {}}\nplan:\n  - {id: a, description: x, agent: A, dependsOn: [zz]}\n",
+			[]string{"t.yaml:5: plan[0].dependsOn:", `"zz" is not a step`}},
+		{"plan duplicate id and agent", "agent: A\nagents:\n  A: {driver: script, script: {}}\nplan:\n  - {id: a, description: x, agent: A}\n  - {id: a, description: y, agent: Q}\n",
+			[]string{"plan[1].id:", "also the id of step 0", "plan[1].agent:", `"Q" is not an agent`}},
+		{"two actions in one", "agent: A\nagents:\n  A:\n    driver: script\n    script:\n      steps:\n        s: [{output: a, sleep: 1s}]\n",
+			[]string{"t.yaml:7: agents.A.script.steps.s[0]:", "exactly one of"}},
+		{"bad replay", "agent: A\nagents:\n  A: {driver: script, script: {}}\ntools:\n  t: {command: [x], replay: sometimes}\n", []string{"t.yaml:5: tools.t.replay:", "retry, skip or ask"}},
+	} {
+		_, err := task.Parse("t.yaml", []byte(c.src))
+		if err == nil {
+			t.Errorf("%s: accepted", c.name)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q does not contain %q", c.name, err, w)
+			}
+		}
+	}
+}
