@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -82,7 +83,7 @@ type Slog struct{ L *slog.Logger }
 
 func (s Slog) Emit(e Event) {
 	level := slog.LevelInfo
-	if e.Type == EventWarning || e.Type == EventStepFailed || e.To == statefmt.StatusFailed {
+	if e.Type == EventWarning || e.Type == EventStepFailed || e.To == statefmt.StatusFailed || e.Success != nil && !*e.Success {
 		level = slog.LevelWarn
 	}
 	b, _ := json.Marshal(e)
@@ -94,7 +95,7 @@ func (s Slog) Emit(e Event) {
 			args = append(args, k, v)
 		}
 	}
-	s.L.Log(nil, level, string(e.Type), args...)
+	s.L.Log(context.Background(), level, string(e.Type), args...)
 }
 
 // SinkFunc adapts a function.
