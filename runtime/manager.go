@@ -41,27 +41,20 @@ func NewManager(store *bridge.Store, o Options) *Manager {
 	if m.newID == nil {
 		m.newID = func() string { return NewID(m.clock.Now()) }
 	}
-	if !store.IsAvailable() {
-		m.warn("", "the Eternal Engine is not available: checkpoints are written by the Go fallback (keyframes only)")
-	}
 	return m
 }
 
 // Store is the manager's checkpoint store.
 func (m *Manager) Store() *bridge.Store { return m.store }
 
-// warn delivers a warning event that belongs to no checkpoint.
-func (m *Manager) warn(id, msg string) {
-	e := Event{Type: EventWarning, HarnessID: id, Time: m.clock.Now(), Message: msg}
-	if id != "" {
-		b, _ := json.Marshal(e)
-		if n, err := m.store.AppendEvents(id, [][]byte{b}); err == nil {
-			e.N = n
-		}
+// newHarness wraps a state; when the engine is missing, the harness's next checkpoint carries
+// a warning saying so (seed requirement 2.4).
+func (m *Manager) newHarness(t *task.Task, st *statefmt.HarnessState) *Harness {
+	h := &Harness{m: m, task: t, st: st, agents: map[string]Agent{}}
+	if !m.store.IsAvailable() {
+		h.emit(Event{Type: EventWarning, Message: "the Eternal Engine is not available: checkpoints are written by the Go fallback (keyframes only)"})
 	}
-	for _, s := range m.sinks {
-		s.Emit(e)
-	}
+	return h
 }
 
 // ErrExists is returned by Create for an id the store already holds.
@@ -96,7 +89,7 @@ func (m *Manager) Create(t *task.Task) (*Harness, error) {
 	st := &statefmt.HarnessState{SchemaVersion: statefmt.SchemaVersion, HarnessID: id, AgentName: t.Agent, TaskID: taskID,
 		Status: statefmt.StatusCreated, CreatedAt: now, UpdatedAt: now, AutonomyLevel: t.Autonomy,
 		Budget: &statefmt.Budget{ToolCalls: t.Budget.ToolCalls, Tokens: t.Budget.Tokens, WallClock: t.Budget.WallClock.Duration}}
-	h := &Harness{m: m, task: t, st: st, agents: map[string]Agent{}}
+	h := m.newHarness(t, st)
 	if len(t.Plan) > 0 {
 		p, err := NewPlan(taskID, t.Plan, h.knownAgent, now)
 		if err != nil {
@@ -110,7 +103,7 @@ func (m *Manager) Create(t *task.Task) (*Harness, error) {
 	}
 	statefmt.Normalize(st)
 	h.mu.Lock()
-	h.emit(Event{Type: EventStateTransition, To: statefmt.StatusCreated})
+	h.pending = append([]Event{{Type: EventStateTransition, HarnessID: id, Time: now, To: statefmt.StatusCreated}}, h.pending...)
 	err = h.checkpoint()
 	h.mu.Unlock()
 	if err != nil {
@@ -140,7 +133,7 @@ func (m *Manager) Get(id string) (*Harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Harness{m: m, task: t, st: st, agents: map[string]Agent{}}
+	h := m.newHarness(t, st)
 	m.harnesses[id] = h
 	return h, nil
 }
