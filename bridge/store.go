@@ -350,6 +350,14 @@ func (s *Store) Engine() Engine { return s.engine }
 // IsAvailable reports whether a native engine (not the Go fallback) writes this store's chains.
 func (s *Store) IsAvailable() bool { return s.engine.Backend() != BackendFallback }
 
+// Index returns the harness's index entry (what `ls` shows), or an error wrapping ErrNotFound.
+func (s *Store) Index(id string) (IndexEntry, error) {
+	if err := ValidID(id); err != nil {
+		return IndexEntry{}, err
+	}
+	return s.readIndex(id)
+}
+
 func (s *Store) readIndex(id string) (IndexEntry, error) {
 	var e IndexEntry
 	v, closer, err := s.db.Get([]byte(prefixIndex + id))

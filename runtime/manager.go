@@ -76,7 +76,7 @@ func (m *Manager) Create(t *task.Task) (*Harness, error) {
 	if _, ok := m.harnesses[id]; ok {
 		return nil, fmt.Errorf("harness %s: %w (resume it, or give the task another id)", id, ErrExists)
 	}
-	if _, err := m.store.Task(id); err == nil {
+	if _, err := m.store.Index(id); err == nil {
 		return nil, fmt.Errorf("harness %s: %w (resume it, or give the task another id)", id, ErrExists)
 	} else if !errors.Is(err, bridge.ErrNotFound) {
 		return nil, err

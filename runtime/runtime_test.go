@@ -451,3 +451,20 @@ func TestStopAndRefusedTransitionsChangeNothingElse(t *testing.T) {
 		t.Fatal("refused operations changed the stored state")
 	}
 }
+
+// A harness the store already holds (here imported as a bare state, without a task) is never
+// overwritten by Create.
+func TestCreateRefusesAnIDTheStoreHolds(t *testing.T) {
+	e := newEnv(t)
+	st := &statefmt.HarnessState{SchemaVersion: statefmt.SchemaVersion, HarnessID: "taken", AgentName: "A", Status: statefmt.StatusPaused}
+	if _, err := e.store.ImportState(st, false); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.m.Create(parseTask(t, "id: taken\nagent: A\nagents:\n  A: {driver: script, script: {}}\n"))
+	if !errors.Is(err, runtime.ErrExists) {
+		t.Fatalf("create over an imported harness: %v", err)
+	}
+	if got, err := e.store.Restore("taken"); err != nil || got.Status != statefmt.StatusPaused {
+		t.Fatalf("the imported harness changed: %v", err)
+	}
+}
