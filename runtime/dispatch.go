@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/harness-edge/harness-edge/runtime/task"
@@ -85,15 +84,15 @@ func RunDirect(ctx context.Context, t *task.Task, clock Clock) (TaskOutput, erro
 			return a, nil
 		}
 		a, err := NewAgent(name, t.Agents[name])
-		agents[name] = a
+		if err == nil {
+			agents[name] = a
+		}
 		return a, err
 	}
 	st := &statefmt.HarnessState{TaskID: t.ID, Status: statefmt.StatusRunning, CreatedAt: start}
 	finish := func(status statefmt.Status, reason string) (TaskOutput, error) {
 		st.Status, st.StatusReason, st.UpdatedAt = status, reason, clock.Now()
-		o := OutputOf(st, "direct")
-		o.HarnessID = ""
-		return o, nil
+		return OutputOf(st, "direct"), nil
 	}
 	steps := t.Plan
 	if len(steps) == 0 {
@@ -137,7 +136,7 @@ func RunDirect(ctx context.Context, t *task.Task, clock Clock) (TaskOutput, erro
 	return finish(statefmt.StatusCompleted, "")
 }
 
-// directTools runs tool calls for the direct path: permissions and the budget, no record.
+// directTools runs tool calls for the direct path: the same checks as in a harness, no record.
 type directTools struct {
 	t     *task.Task
 	agent string
@@ -145,19 +144,7 @@ type directTools struct {
 }
 
 func (d *directTools) Call(ctx context.Context, name string, args map[string]any) (statefmt.ToolResult, error) {
-	if !slices.Contains(d.t.Agents[d.agent].Tools, name) {
-		return statefmt.ToolResult{ErrorKind: "permission"}, &StepError{Msg: fmt.Sprintf("tool %s: agent %s may not call it", name, d.agent)}
-	}
-	if limit := d.t.Budget.ToolCalls; limit > 0 && d.calls >= limit {
-		return statefmt.ToolResult{ErrorKind: "budget"}, &StepError{Msg: fmt.Sprintf("tool %s: the budget of %d tool calls is used", name, limit)}
-	}
-	d.calls++
-	res := runTool(ctx, d.t, d.t.Workspace, name, args)
-	if !res.Success {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		return res, &StepError{Transient: res.ErrorKind == "transient", Msg: fmt.Sprintf("tool %s: %s", name, res.Error)}
-	}
-	return res, nil
+	res := checkedCall(ctx, d.t, d.agent, d.calls, name, args)
+	d.calls++ // refused calls count, as in a harness's history
+	return res, toolError(ctx, name, res)
 }

@@ -46,27 +46,35 @@ func (t *toolCaller) Call(ctx context.Context, name string, args map[string]any)
 	if err != nil {
 		argsJSON = statefmt.JSONValue(`{}`)
 	}
-	var res statefmt.ToolResult
-	cfg := h.task.Agents[t.agent]
-	switch used, limit := h.toolCallsUsed(), h.task.Budget.ToolCalls; {
-	case !slices.Contains(cfg.Tools, name):
-		res = statefmt.ToolResult{ErrorKind: "permission",
-			Error: fmt.Sprintf("agent %s may not call %s (its tools: %v)", t.agent, name, cfg.Tools)}
-	case limit > 0 && used >= limit:
-		res = statefmt.ToolResult{ErrorKind: "budget",
-			Error: fmt.Sprintf("the harness has used its budget of %d tool calls", limit)}
-	default:
-		res = runTool(ctx, h.task, h.task.Workspace, name, args)
-	}
+	res := checkedCall(ctx, h.task, t.agent, h.toolCallsUsed(), name, args)
 	h.recordToolCall(statefmt.ToolCallRecord{CallName: name, Arguments: argsJSON, Result: res,
 		Duration: h.m.clock.Now().Sub(start), Timestamp: start})
-	if !res.Success {
-		if ctx.Err() != nil {
-			return res, ctx.Err()
-		}
-		return res, &StepError{Transient: res.ErrorKind == "transient", Msg: fmt.Sprintf("tool %s: %s", name, res.Error)}
+	return res, toolError(ctx, name, res)
+}
+
+// checkedCall runs a tool call for agent unless the agent may not call the tool or the task's
+// tool-call budget is used up (used calls so far); refusals come back as failed results.
+func checkedCall(ctx context.Context, t *task.Task, agent string, used int, name string, args map[string]any) statefmt.ToolResult {
+	tools := t.Agents[agent].Tools
+	switch limit := t.Budget.ToolCalls; {
+	case !slices.Contains(tools, name):
+		return statefmt.ToolResult{ErrorKind: "permission", Error: fmt.Sprintf("agent %s may not call %s (its tools: %v)", agent, name, tools)}
+	case limit > 0 && used >= limit:
+		return statefmt.ToolResult{ErrorKind: "budget", Error: fmt.Sprintf("the harness has used its budget of %d tool calls", limit)}
 	}
-	return res, nil
+	return runTool(ctx, t, t.Workspace, name, args)
+}
+
+// toolError is the step error a failed call gives: transient when the tool said so, and the
+// context's error when the call was cut short.
+func toolError(ctx context.Context, name string, res statefmt.ToolResult) error {
+	if res.Success {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return &StepError{Transient: res.ErrorKind == "transient", Msg: fmt.Sprintf("tool %s: %s", name, res.Error)}
 }
 
 // runTool runs a built-in or a task-defined command tool.
