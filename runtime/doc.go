@@ -1,7 +1,6 @@
-// Package runtime will hold the harness runtime: the manager, the harness lifecycle, plans,
-// tool calls, gates, sub-agents, the Ralph loop, agent drivers, events and Dream Mode
-// (SPEC.md sections 3, 7 and 8).
-//
-// It is empty on purpose: the runtime core is its own issue, built on the engine bridge and the
-// state formats. Nothing here pretends to run a task yet.
+// Package runtime runs tasks: the Manager creates, finds, lists, runs, stops and resumes
+// harnesses over a bridge.Store; a Harness runs its plan step by step through its agents'
+// drivers, checkpointing after every step and transition, and emits events to sinks. The direct
+// path (RunDirect) runs a task's agents with no harness. Task files are read by runtime/task.
+// See docs/runtime.md and SPEC.md sections 3, 7 and 8.
 package runtime

@@ -123,14 +123,14 @@ func (h *Harness) checkpoint() error {
 
 // transitionLocked moves the harness to `to` and checkpoints. h.mu held.
 func (h *Harness) transitionLocked(to statefmt.Status, reason string) error {
-	prev := *h.st
+	status, reason0, updated := h.st.Status, h.st.StatusReason, h.st.UpdatedAt
 	ev, err := transition(h.st, to, reason, h.now())
 	if err != nil {
 		return err
 	}
 	h.emit(ev)
 	if err := h.checkpoint(); err != nil {
-		h.st.Status, h.st.StatusReason, h.st.UpdatedAt = prev.Status, prev.StatusReason, prev.UpdatedAt
+		h.st.Status, h.st.StatusReason, h.st.UpdatedAt = status, reason0, updated
 		return err
 	}
 	return nil
@@ -170,11 +170,8 @@ func (h *Harness) agent(name string) (Agent, error) {
 	return a, nil
 }
 
-// Stop reasons, as causes of Run's context.
-var (
-	errInterrupted = errors.New("interrupted")
-	errStopped     = errors.New("stopped by request")
-)
+// errStopped is the cause Manager.Stop gives Run's context (any other cancellation pauses).
+var errStopped = errors.New("stopped by request")
 
 // Run executes the harness until it completes, fails or is paused. It starts a created harness
 // and continues a paused or interrupted one (see Manager.Resume). Cancelling ctx pauses the
@@ -394,17 +391,6 @@ func (h *Harness) stopLocked() error {
 		}
 	}
 	return h.failLocked("stopped by request")
-}
-
-// Pause asks a running harness to pause at once (the step in flight is put back).
-func (h *Harness) Pause() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.running {
-		return h.transitionLocked(statefmt.StatusPaused, "paused by request")
-	}
-	h.stop(errInterrupted)
-	return nil
 }
 
 // Store is the store the harness checkpoints to.
