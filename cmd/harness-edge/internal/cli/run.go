@@ -291,7 +291,7 @@ func newEventsCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return g.withStore(func(s *bridge.Store) error {
-				if _, err := s.Task(args[0]); err != nil {
+				if _, err := s.Index(args[0]); err != nil {
 					return err
 				}
 				var perr error
