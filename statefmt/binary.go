@@ -122,21 +122,25 @@ func enumCode[T comparable](w *writer, field string, v T, set []T) {
 func (w *writer) record(r *ToolCallRecord) {
 	w.str("toolCallHistory.callName", r.CallName)
 	w.json("toolCallHistory.arguments", r.Arguments)
-	var flags byte
-	if r.Result.Success {
-		flags |= 1
-	}
-	if r.Result.Truncated {
-		flags |= 2
-	}
-	w.u8(flags)
-	w.str("toolCallHistory.result.output", r.Result.Output)
-	w.json("toolCallHistory.result.data", r.Result.Data)
-	w.str("toolCallHistory.result.error", r.Result.Error)
-	w.str("toolCallHistory.result.errorKind", r.Result.ErrorKind)
+	w.result("toolCallHistory.result", &r.Result)
 	w.n("toolCallHistory.duration", int64(r.Duration))
 	w.n("toolCallHistory.retryCount", int64(r.RetryCount))
 	w.time(r.Timestamp)
+}
+
+func (w *writer) result(field string, res *ToolResult) {
+	var flags byte
+	if res.Success {
+		flags |= 1
+	}
+	if res.Truncated {
+		flags |= 2
+	}
+	w.u8(flags)
+	w.str(field+".output", res.Output)
+	w.json(field+".data", res.Data)
+	w.str(field+".error", res.Error)
+	w.str(field+".errorKind", res.ErrorKind)
 }
 
 // appendRecord appends one length-prefixed history record.
@@ -252,6 +256,20 @@ func (w *writer) rest(s *HarnessState) {
 		w.str("gates.reason", g.Reason)
 		w.time(g.CreatedAt)
 		w.optTime(g.ResolvedAt)
+	}
+	w.uv(uint64(len(s.SideEffects)))
+	for i := range s.SideEffects {
+		e := &s.SideEffects[i]
+		w.str("sideEffects.stepId", e.StepID)
+		w.str("sideEffects.tool", e.Tool)
+		w.json("sideEffects.arguments", e.Arguments)
+		w.n("sideEffects.occurrence", int64(e.Occurrence))
+		w.time(e.StartedAt)
+		w.flag(e.Result != nil)
+		if e.Result != nil {
+			w.result("sideEffects.result", e.Result)
+		}
+		w.str("sideEffects.gateId", e.GateID)
 	}
 }
 
@@ -544,19 +562,25 @@ func (r *reader) record() ToolCallRecord {
 	var t ToolCallRecord
 	t.CallName = r.str("callName")
 	t.Arguments = r.json("arguments")
-	flags := r.u8("result flags")
-	if flags > 3 {
-		r.fail("result flags %#x has unknown bits", flags)
-	}
-	t.Result.Success, t.Result.Truncated = flags&1 != 0, flags&2 != 0
-	t.Result.Output = r.str("result.output")
-	t.Result.Data = r.json("result.data")
-	t.Result.Error = r.str("result.error")
-	t.Result.ErrorKind = r.str("result.errorKind")
+	t.Result = r.result("result")
 	t.Duration = time.Duration(r.n("duration"))
 	t.RetryCount = r.n("retryCount")
 	t.Timestamp = r.time("timestamp")
 	return t
+}
+
+func (r *reader) result(field string) ToolResult {
+	var res ToolResult
+	flags := r.u8(field + " flags")
+	if flags > 3 {
+		r.fail("%s flags %#x has unknown bits", field, flags)
+	}
+	res.Success, res.Truncated = flags&1 != 0, flags&2 != 0
+	res.Output = r.str(field + ".output")
+	res.Data = r.json(field + ".data")
+	res.Error = r.str(field + ".error")
+	res.ErrorKind = r.str(field + ".errorKind")
+	return res
 }
 
 func (r *reader) rest(s *HarnessState) {
@@ -672,6 +696,22 @@ func (r *reader) rest(s *HarnessState) {
 			g.Reason = r.str("gates.reason")
 			g.CreatedAt = r.time("gates.createdAt")
 			g.ResolvedAt = r.optTime("gates.resolvedAt")
+		}
+	}
+	if n := r.count("sideEffects", 8); n > 0 {
+		s.SideEffects = make([]SideEffect, n)
+		for i := 0; i < n && r.err == nil; i++ {
+			e := &s.SideEffects[i]
+			e.StepID = r.str("sideEffects.stepId")
+			e.Tool = r.str("sideEffects.tool")
+			e.Arguments = r.json("sideEffects.arguments")
+			e.Occurrence = r.n("sideEffects.occurrence")
+			e.StartedAt = r.time("sideEffects.startedAt")
+			if r.flag("sideEffects.result") {
+				res := r.result("sideEffects.result")
+				e.Result = &res
+			}
+			e.GateID = r.str("sideEffects.gateId")
 		}
 	}
 }

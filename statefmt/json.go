@@ -276,4 +276,10 @@ func Normalize(s *HarnessState) {
 		t(&s.Gates[i].CreatedAt)
 		tp(&s.Gates[i].ResolvedAt)
 	}
+	if len(s.SideEffects) == 0 {
+		s.SideEffects = nil
+	}
+	for i := range s.SideEffects {
+		t(&s.SideEffects[i].StartedAt)
+	}
 }

@@ -86,6 +86,10 @@ type HarnessState struct {
 	Budget *Budget `json:"budget,omitempty"`
 	// Gates holds pending gates and the history of resolved ones, oldest first.
 	Gates []Gate `json:"gates,omitempty"`
+	// SideEffects journals the side-effecting tool calls of the step in flight: an entry is
+	// written (with the state) before such a call runs, and its Result after. A step's entries
+	// are dropped when the step ends; by then its calls are in the history.
+	SideEffects []SideEffect `json:"sideEffects,omitempty"`
 }
 
 // ExecutionPlan is the decomposition of a task into steps.
@@ -188,6 +192,20 @@ type Budget struct {
 	WallClockUsed time.Duration `json:"-"` // JSON: "wallClockUsedMs"
 }
 
+// SideEffect is one journaled side-effecting tool call: an intent while Result is nil (the call
+// may or may not have run), a receipt once Result is set.
+type SideEffect struct {
+	StepID    string    `json:"stepId"`
+	Tool      string    `json:"tool"`
+	Arguments JSONValue `json:"arguments"`
+	// Occurrence is 1 for the step's first call of Tool with these arguments, 2 for the second...
+	Occurrence int         `json:"occurrence"`
+	StartedAt  time.Time   `json:"startedAt"`
+	Result     *ToolResult `json:"result,omitempty"`
+	// GateID is the gate that decides whether an interrupted call runs again (replay: ask).
+	GateID string `json:"gateId,omitempty"`
+}
+
 // Gate is a human approval gate.
 type Gate struct {
 	ID         string     `json:"id"`
@@ -288,6 +306,15 @@ func (s *HarnessState) Validate() error {
 	for i, g := range s.Gates {
 		if !oneOf(g.Status, GateStatuses) {
 			return bad(fmt.Sprintf("gates[%d].status", i), "%q is not one of %v", g.Status, GateStatuses)
+		}
+	}
+	for i, e := range s.SideEffects {
+		f := fmt.Sprintf("sideEffects[%d]", i)
+		if e.StepID == "" || e.Tool == "" {
+			return bad(f, "has an empty stepId or tool")
+		}
+		if e.Occurrence < 1 {
+			return bad(f+".occurrence", "is %d, want 1 or more", e.Occurrence)
 		}
 	}
 	return nil

@@ -251,6 +251,17 @@ func State(r *rand.Rand, sz Size) *statefmt.HarnessState {
 		s.Gates = append(s.Gates, statefmt.Gate{ID: ident(r, "gate"), StepID: ident(r, "step"),
 			Status: statefmt.GateStatuses[r.IntN(3)], Kind: "step", Reason: String(r, Small), CreatedAt: Time(r), ResolvedAt: optTime(r)})
 	}
+	for i := range r.IntN(3) {
+		args, _ := statefmt.JSONOf(map[string]any{"target": ident(r, "env")})
+		e := statefmt.SideEffect{StepID: ident(r, "step"), Tool: ident(r, "tool"), Arguments: args, Occurrence: 1 + i, StartedAt: Time(r)}
+		if r.IntN(2) == 0 {
+			e.Result = &statefmt.ToolResult{Success: r.IntN(2) == 0, Output: String(r, Small), ErrorKind: []string{"", "transient"}[r.IntN(2)]}
+		}
+		if r.IntN(3) == 0 {
+			e.GateID = ident(r, "gate")
+		}
+		s.SideEffects = append(s.SideEffects, e)
+	}
 	statefmt.Normalize(s)
 	return s
 }
