@@ -36,6 +36,8 @@ type StepContext struct {
 	Workspace string
 	Tools     ToolCaller
 	Clock     Clock
+	// ReportTokens charges model tokens the agent used to the harness's token budget.
+	ReportTokens func(n int64)
 }
 
 // StepError is a failed step attempt.
@@ -102,6 +104,10 @@ func (a *scriptAgent) RunStep(ctx context.Context, sc *StepContext) (string, err
 			out = append(out, *act.Output)
 		case "promise":
 			out = append(out, "<promise>"+act.Promise+"</promise>")
+		case "tokens":
+			if sc.ReportTokens != nil {
+				sc.ReportTokens(act.Tokens)
+			}
 		case "fail":
 			if act.Times == 0 || sc.Attempt <= act.Times {
 				msg := act.Message

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"time"
 )
 
@@ -12,6 +13,9 @@ type Clock interface {
 	Now() time.Time
 	// Sleep waits d or until ctx is done (then it returns ctx's error).
 	Sleep(ctx context.Context, d time.Duration) error
+	// AfterFunc calls f in its own goroutine once d has passed; stop cancels it (and reports
+	// whether it did so before f was called).
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }
 
 // RealClock is the wall clock.
@@ -29,6 +33,22 @@ func (RealClock) Sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+func (RealClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+
+// errTimedOut is the cause of a context cancelled by withTimeout.
+var errTimedOut = errors.New("timed out")
+
+// withTimeout is context.WithTimeout on the injected clock: when d passes, ctx is cancelled
+// with cause errTimedOut.
+func withTimeout(ctx context.Context, c Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := c.AfterFunc(d, func() { cancel(errTimedOut) })
+	return ctx, func() { stop(); cancel(nil) }
+}
+
+// timedOut reports whether ctx was cancelled by withTimeout.
+func timedOut(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errTimedOut) }
 
 // NewID makes harness ids: "h-" + UTC date and time + 6 random hex digits, which sort by
 // creation time and do not collide in practice.

@@ -109,7 +109,7 @@ func RunDirect(ctx context.Context, t *task.Task, clock Clock) (TaskOutput, erro
 		return finish(statefmt.StatusFailed, err.Error())
 	}
 	st.Plan = p
-	tools := &directTools{t: t}
+	tools := &directTools{t: t, clock: clock}
 	for i := NextReady(p); i >= 0; i = NextReady(p) {
 		step := &p.Steps[i]
 		a, err := get(step.AssignedAgent)
@@ -134,17 +134,4 @@ func RunDirect(ctx context.Context, t *task.Task, clock Clock) (TaskOutput, erro
 		return finish(statefmt.StatusFailed, fmt.Sprintf("failed steps: %s", strings.Join(failed, ", ")))
 	}
 	return finish(statefmt.StatusCompleted, "")
-}
-
-// directTools runs tool calls for the direct path: the same checks as in a harness, no record.
-type directTools struct {
-	t     *task.Task
-	agent string
-	calls int
-}
-
-func (d *directTools) Call(ctx context.Context, name string, args map[string]any) (statefmt.ToolResult, error) {
-	res := checkedCall(ctx, d.t, d.agent, d.calls, name, args)
-	d.calls++ // refused calls count, as in a harness's history
-	return res, toolError(ctx, name, res)
 }

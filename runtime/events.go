@@ -24,6 +24,9 @@ const (
 	EventToolCall        EventType = "tool_call"        // tool, durationMs, success (message on failure)
 	EventCheckpoint      EventType = "checkpoint"       // seq, kind, storedBytes
 	EventWarning         EventType = "warning"          // message
+	EventGate            EventType = "gate"             // gateId, stepId, kind, action (waiting_for_human, approved, rejected), waitMs, reason
+	EventSubAgent        EventType = "sub_agent"        // subAgentId, stepId, agent, outcome (spawned, completed, failed, waiting), message
+	EventSideEffect      EventType = "side_effect"      // tool, stepId, action (intent, receipt, replayed, retry, skip, ask, rejected)
 )
 
 // Event is one structured event. Every event has its type, harness id and timestamp; the other
@@ -52,6 +55,14 @@ type Event struct {
 	Seq         uint64 `json:"seq,omitempty"`
 	Kind        string `json:"kind,omitempty"`
 	StoredBytes int    `json:"storedBytes,omitempty"`
+
+	GateID  string  `json:"gateId,omitempty"`
+	Action  string  `json:"action,omitempty"`
+	WaitMs  float64 `json:"waitMs,omitempty"`
+	Outcome string  `json:"outcome,omitempty"`
+	// SubAgentID is the child harness of a sub_agent event; Agent its agent.
+	SubAgentID string `json:"subAgentId,omitempty"`
+	Agent      string `json:"agent,omitempty"`
 
 	Message string `json:"message,omitempty"`
 }

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +34,10 @@ type Harness struct {
 	running bool
 	stop    context.CancelCauseFunc // cancels Run; its cause says why
 	last    bridge.Checkpoint
+	// cur is the step attempt in flight (nil between steps).
+	cur *attemptState
+	// runMark is when the wall-clock budget was last charged (zero when not running).
+	runMark time.Time
 }
 
 // ID is the harness id.
@@ -90,6 +94,10 @@ func (h *Harness) emit(e Event) {
 // synced batch, then hands the events to the live sinks. h.mu held.
 func (h *Harness) checkpoint() error {
 	now := h.now()
+	if !h.runMark.IsZero() && h.st.Budget != nil {
+		h.st.Budget.WallClockUsed += now.Sub(h.runMark)
+		h.runMark = now
+	}
 	h.st.CheckpointCount++
 	h.st.LastCheckpointAt = &now
 	h.st.UpdatedAt = now
@@ -136,22 +144,36 @@ func (h *Harness) transitionLocked(to statefmt.Status, reason string) error {
 	return nil
 }
 
-func (h *Harness) toolCallsUsed() int {
+// recordToolCall adds a call to the attempt in flight, with its event; executed says whether
+// it ran (refusals are recorded but do not count against the budget).
+func (h *Harness) recordToolCall(r statefmt.ToolCallRecord, executed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.st.TotalToolCalls
+	ok := r.Result.Success
+	ev := Event{Type: EventToolCall, HarnessID: h.ID(), Tool: r.CallName, DurationMs: float64(r.Duration.Microseconds()) / 1000, Success: &ok,
+		Message: r.Result.Error, Attempt: r.RetryCount, Time: r.Timestamp.Add(r.Duration)}
+	if h.cur == nil { // not inside a step: straight into the state
+		h.st.ToolCallHistory = append(h.st.ToolCallHistory, r)
+		if executed {
+			h.st.TotalToolCalls++
+		}
+		h.pending = append(h.pending, ev)
+		return
+	}
+	h.cur.records = append(h.cur.records, r)
+	h.cur.events = append(h.cur.events, ev)
+	if executed {
+		h.cur.executed++
+	}
 }
 
-// recordToolCall appends a finished call to the history (persisted with the step) and queues
-// its event.
-func (h *Harness) recordToolCall(r statefmt.ToolCallRecord) {
+// reportTokens charges model tokens to the attempt in flight.
+func (h *Harness) reportTokens(n int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.st.ToolCallHistory = append(h.st.ToolCallHistory, r)
-	h.st.TotalToolCalls++
-	ok := r.Result.Success
-	h.emit(Event{Type: EventToolCall, Tool: r.CallName, DurationMs: float64(r.Duration.Microseconds()) / 1000, Success: &ok,
-		Message: r.Result.Error, Time: r.Timestamp.Add(r.Duration)})
+	if h.cur != nil && n > 0 {
+		h.cur.tokens += n
+	}
 }
 
 func (h *Harness) agent(name string) (Agent, error) {
@@ -173,11 +195,35 @@ func (h *Harness) agent(name string) (Agent, error) {
 // errStopped is the cause Manager.Stop gives Run's context (any other cancellation pauses).
 var errStopped = errors.New("stopped by request")
 
-// Run executes the harness until it completes, fails or is paused. It starts a created harness
-// and continues a paused or interrupted one (see Manager.Resume). Cancelling ctx pauses the
-// harness cleanly: the step in flight is put back, the state persisted, and Run returns
-// ErrPaused. It returns nil when the harness completed or failed (see Status).
+// ErrWaiting is returned by Run when the harness stopped at a human gate (it is paused, with
+// the gate pending): approve or reject the gate, then resume it.
+var ErrWaiting = fmt.Errorf("%w: waiting for a human", ErrPaused)
+
+// suspended is a step attempt that stopped at a gate (its own, or a sub-agent's).
+type suspended struct{ reason string }
+
+func (s *suspended) Error() string { return s.reason }
+
+// attemptState is what one step attempt has done so far. It joins the harness state when the
+// attempt ends; an attempt cut short (interrupt, crash, gate) is forgotten whole and runs again.
+type attemptState struct {
+	step     string
+	records  []statefmt.ToolCallRecord
+	events   []Event
+	executed int   // tool calls that ran (refusals are recorded but not counted)
+	tokens   int64 // model tokens the agent reported
+	occ      map[string]int
+}
+
+// Run executes the harness until it completes, fails, is paused or waits for a human. It starts
+// a created harness and continues a paused or interrupted one (see Manager.ResumeFromCheckpoint).
+// Cancelling ctx pauses the harness cleanly: the step in flight is put back, the state
+// persisted, and Run returns ErrPaused. At a human gate it returns ErrWaiting. It returns nil
+// when the harness completed or failed (see Status).
 func (h *Harness) Run(ctx context.Context) error {
+	if g := h.m.pendingGates(h); len(g) > 0 && h.Status() == statefmt.StatusPaused {
+		return fmt.Errorf("%w: %s", ErrWaiting, describeGates(g))
+	}
 	h.mu.Lock()
 	if h.running {
 		h.mu.Unlock()
@@ -185,10 +231,10 @@ func (h *Harness) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	h.running, h.stop = true, cancel
+	h.running, h.stop, h.runMark = true, cancel, h.now()
 	defer func() {
 		h.mu.Lock()
-		h.running, h.stop = false, nil
+		h.running, h.stop, h.runMark = false, nil, time.Time{}
 		h.mu.Unlock()
 	}()
 	err := h.startLocked(ctx)
@@ -201,6 +247,10 @@ func (h *Harness) Run(ctx context.Context) error {
 			return h.halt(ctx)
 		}
 		h.mu.Lock()
+		if h.st.Status != statefmt.StatusRunning { // failed while starting
+			h.mu.Unlock()
+			return nil
+		}
 		i := NextReady(h.st.Plan)
 		if i < 0 {
 			err := h.finishLocked()
@@ -208,6 +258,15 @@ func (h *Harness) Run(ctx context.Context) error {
 			return err
 		}
 		step := &h.st.Plan.Steps[i]
+		if be := h.overBudgetLocked(false); be != nil {
+			err := h.budgetStopLocked(step, be)
+			h.mu.Unlock()
+			return err
+		}
+		if gated, err := h.gateLocked(step); gated {
+			h.mu.Unlock()
+			return err
+		}
 		step.Status, h.st.CurrentStepIndex = statefmt.StepRunning, i
 		attempt := step.Attempts + 1
 		h.emit(Event{Type: EventStepStarted, StepID: step.ID, Attempt: attempt})
@@ -215,28 +274,54 @@ func (h *Harness) Run(ctx context.Context) error {
 			h.mu.Unlock()
 			return err
 		}
+		h.cur = &attemptState{step: step.ID, occ: map[string]int{}}
+		delegated := step.AssignedAgent != h.st.AgentName
 		sc := &StepContext{HarnessID: h.ID(), Task: h.task, AgentName: step.AssignedAgent, Step: *step, Attempt: attempt,
-			Workspace: h.task.Workspace, Clock: h.m.clock, Tools: &toolCaller{h: h, agent: step.AssignedAgent}}
-		histLen, calls := len(h.st.ToolCallHistory), h.st.TotalToolCalls
-		a, err := h.agent(step.AssignedAgent)
+			Workspace: h.task.Workspace, Clock: h.m.clock, Tools: &toolCaller{h: h, agent: step.AssignedAgent, step: step.ID},
+			ReportTokens: h.reportTokens}
+		var a Agent
+		var err error
+		if !delegated {
+			a, err = h.agent(step.AssignedAgent)
+		}
 		h.mu.Unlock()
 
 		var out string
-		if err == nil {
+		switch {
+		case err != nil:
+		case delegated:
+			out, err = h.runChild(ctx, i)
+		default:
 			out, err = a.RunStep(ctx, sc)
 		}
 
 		h.mu.Lock()
+		cur := h.cur
+		h.cur = nil
 		step = &h.st.Plan.Steps[i]
-		if ctx.Err() != nil {
-			// Cut short: the attempt does not count and its tool calls are forgotten (it runs
-			// again, whole, on resume).
+		var susp *suspended
+		var be *BudgetError
+		switch {
+		case ctx.Err() != nil:
+			// Cut short: the attempt does not count and is forgotten; it runs again, whole, on
+			// resume (side-effecting calls answer from the journal).
 			step.Status = statefmt.StepReady
-			h.st.ToolCallHistory, h.st.TotalToolCalls = h.st.ToolCallHistory[:histLen], calls
-			h.pending = nil
 			h.mu.Unlock()
 			return h.halt(ctx)
+		case errors.As(err, &susp):
+			step.Status = statefmt.StepReady
+			err := h.transitionLocked(statefmt.StatusPaused, "waiting for a human: "+susp.reason)
+			h.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			return ErrWaiting
+		case errors.As(err, &be):
+			err := h.budgetStopLocked(step, be)
+			h.mu.Unlock()
+			return err
 		}
+		h.commitLocked(cur)
 		step.Attempts = attempt
 		h.st.Iterations++
 		var delay time.Duration
@@ -244,7 +329,7 @@ func (h *Harness) Run(ctx context.Context) error {
 		case err == nil:
 			CompleteStep(h.st.Plan, step.ID, out)
 			h.emit(Event{Type: EventStepCompleted, StepID: step.ID, Attempt: attempt})
-		case isTransient(err) && attempt < h.task.Retry.Attempts:
+		case isTransient(err) && attempt <= h.task.Retry.Retries():
 			msg := err.Error()
 			step.Status, step.Error = statefmt.StepReady, &msg
 			delay = h.backoff(attempt)
@@ -270,14 +355,32 @@ func (h *Harness) Run(ctx context.Context) error {
 	}
 }
 
-// backoff is the wait before retry number `attempt`: base × factor^(attempt-1), plus up to 20%
-// jitter.
-func (h *Harness) backoff(attempt int) time.Duration {
-	d := float64(h.task.Retry.Base.Duration)
-	for range attempt - 1 {
-		d *= h.task.Retry.Factor
+// commitLocked adds a finished attempt's calls, events and tokens to the state, and drops its
+// side-effect journal (its calls are in the history now). h.mu held.
+func (h *Harness) commitLocked(cur *attemptState) {
+	if cur == nil {
+		return
 	}
-	return time.Duration(d * (1 + 0.2*rand.Float64()))
+	h.st.ToolCallHistory = append(h.st.ToolCallHistory, cur.records...)
+	h.st.TotalToolCalls += cur.executed
+	h.pending = append(h.pending, cur.events...)
+	if h.st.Budget != nil {
+		h.st.Budget.TokensUsed += cur.tokens
+	}
+	h.st.SideEffects = slices.DeleteFunc(h.st.SideEffects, func(e statefmt.SideEffect) bool { return e.StepID == cur.step })
+	if len(h.st.SideEffects) == 0 {
+		h.st.SideEffects = nil
+	}
+}
+
+// backoff is the wait before retry number `attempt` of a step: about base × factor^(attempt-1),
+// jitter adding up to 20%, at most the retry's maxDelay.
+func (h *Harness) backoff(attempt int) time.Duration {
+	var d time.Duration
+	for range attempt {
+		d = nextDelay(h.task.Retry, d)
+	}
+	return d
 }
 
 // startLocked moves a created harness to running and plans it; a paused one to running; an

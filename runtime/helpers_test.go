@@ -14,10 +14,19 @@ import (
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
-// fakeClock advances only when something sleeps, so tests never wait.
+// fakeClock advances only when something sleeps (or a test advances it), so tests never wait.
+// It records every sleep, and fires AfterFunc timers as it passes their deadlines.
 type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu     sync.Mutex
+	now    time.Time
+	sleeps []time.Duration
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	at   time.Time
+	f    func()
+	done bool
 }
 
 func newFakeClock() *fakeClock {
@@ -26,9 +35,10 @@ func newFakeClock() *fakeClock {
 
 func (c *fakeClock) Now() time.Time {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(time.Millisecond) // time moves a little at every look
-	return c.now
+	now := c.now.Add(time.Millisecond) // time moves a little at every look
+	c.mu.Unlock()
+	c.advanceTo(now)
+	return now
 }
 
 func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
@@ -36,9 +46,60 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 		return err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+	c.sleeps = append(c.sleeps, d)
+	now := c.now.Add(d)
+	c.mu.Unlock()
+	c.advanceTo(now)
 	return nil
+}
+
+// Advance moves the clock forward by d, firing the timers it passes.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	now := c.now.Add(d)
+	c.mu.Unlock()
+	c.advanceTo(now)
+}
+
+func (c *fakeClock) advanceTo(t time.Time) {
+	c.mu.Lock()
+	if t.After(c.now) {
+		c.now = t
+	}
+	var due []func()
+	for _, tm := range c.timers {
+		if !tm.done && !tm.at.After(c.now) {
+			tm.done = true
+			due = append(due, tm.f)
+		}
+	}
+	c.mu.Unlock()
+	for _, f := range due {
+		go f()
+	}
+}
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	tm := &fakeTimer{at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, tm)
+	c.mu.Unlock()
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		stopped := !tm.done
+		tm.done = true
+		return stopped
+	}
+}
+
+// Sleeps returns the durations slept so far, and forgets them.
+func (c *fakeClock) Sleeps() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sleeps
+	c.sleeps = nil
+	return s
 }
 
 // recorder is a sink that keeps every event.
@@ -124,6 +185,9 @@ func comparable(s *statefmt.HarnessState) *statefmt.HarnessState {
 	}
 	for i := range c.ToolCallHistory {
 		c.ToolCallHistory[i].Timestamp, c.ToolCallHistory[i].Duration = zero, 0
+	}
+	if c.Budget != nil {
+		c.Budget.WallClockUsed = 0
 	}
 	return c
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/harness-edge/harness-edge/bridge"
@@ -64,6 +65,18 @@ var ErrExists = errors.New("harness already exists")
 // it can be resumed from the store alone. A declared plan is validated first: a bad task
 // creates nothing.
 func (m *Manager) Create(t *task.Task) (*Harness, error) {
+	depth, err := DelegationDepth(t)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	if depth > t.MaxDepth {
+		return nil, fmt.Errorf("task %s: its sub-agents would nest %d deep, above maxDepth %d", t.ID, depth, t.MaxDepth)
+	}
+	return m.create(t, nil)
+}
+
+// create makes and persists a harness; init adjusts its first state (sub-agents).
+func (m *Manager) create(t *task.Task, init func(*statefmt.HarnessState)) (*Harness, error) {
 	id := t.ID
 	if id == "" {
 		id = m.newID()
@@ -96,6 +109,9 @@ func (m *Manager) Create(t *task.Task) (*Harness, error) {
 			return nil, err
 		}
 		st.Plan = p
+	}
+	if init != nil {
+		init(st)
 	}
 	var err error
 	if h.taskJSON, err = json.Marshal(t); err != nil {
@@ -148,6 +164,9 @@ func (m *Manager) ResumeFromCheckpoint(id string) (*Harness, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p := h.State().ParentHarnessID; p != "" {
+		return nil, fmt.Errorf("harness %s is a sub-agent of %s: resume %s (it resumes its sub-agents)", id, p, p)
+	}
 	switch s := h.Status(); s {
 	case statefmt.StatusPaused, statefmt.StatusRunning, statefmt.StatusCreated:
 		return h, nil
@@ -157,21 +176,35 @@ func (m *Manager) ResumeFromCheckpoint(id string) (*Harness, error) {
 }
 
 // Stop ends a harness for good, persisting its final state: completed if its plan is, failed
-// otherwise. A harness running in this process stops at once (the step in flight is cut short).
+// otherwise. A harness running in this process stops at once (the step in flight is cut short,
+// and its sub-agents stop with it); unfinished sub-agents of one that is not running are stopped
+// too.
 func (m *Manager) Stop(id string) error {
 	h, err := m.Get(id)
 	if err != nil {
 		return err
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.running {
 		h.stop(errStopped)
+		h.mu.Unlock()
 		return nil
 	}
 	switch h.st.Status {
 	case statefmt.StatusCompleted, statefmt.StatusFailed:
+		h.mu.Unlock()
 		return &TransitionError{HarnessID: id, From: h.st.Status, To: statefmt.StatusFailed}
 	}
-	return h.stopLocked()
+	err = h.stopLocked()
+	children := slices.Clone(h.st.SubAgentIDs)
+	h.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, cid := range children {
+		if err := m.Stop(cid); err != nil && !errors.As(err, new(*TransitionError)) {
+			return err
+		}
+	}
+	return nil
 }

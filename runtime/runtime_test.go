@@ -79,7 +79,7 @@ func randomTask(r *rand.Rand, id, workspace string, permanent, flaky bool) strin
 	return fmt.Sprintf(`id: %s
 agent: A
 workspace: %s
-retry: {attempts: 3, base: 1s}
+retry: {maxRetries: 2, base: 1s}
 agents:
   A:
     driver: script
@@ -142,7 +142,7 @@ func TestFailureBlocksDependentsAndFailsHarness(t *testing.T) {
 	tk := parseTask(t, `
 agent: A
 workspace: `+t.TempDir()+`
-retry: {attempts: 2, base: 1s}
+retry: {maxRetries: 1, base: 1s}
 agents:
   A:
     driver: script

@@ -1,72 +1,109 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"math/rand/v2"
 	"slices"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
-// ToolCaller runs tool calls for an agent: permission and budget checks, the call, and its
-// record in the harness's history and events.
+// ToolCaller runs tool calls for an agent: permission and budget checks, retries, timeouts, the
+// side-effect journal, and the call's record in the harness's history and events.
 type ToolCaller interface {
 	Call(ctx context.Context, name string, args map[string]any) (statefmt.ToolResult, error)
 }
 
-// MaxToolOutput caps a tool's captured output; more is cut and marked truncated.
-const MaxToolOutput = 64 << 10
-
-// Builtins are the built-in tools (confined to the harness workspace).
-var Builtins = []string{"read_file", "write_file"}
-
-// toolCaller is the ToolCaller of one step attempt.
-type toolCaller struct {
-	h     *Harness
-	agent string
+// BudgetError is a call (or step) refused because a harness budget is used up.
+type BudgetError struct {
+	// Budget is "toolCalls", "tokens" or "wallClock".
+	Budget string
+	Msg    string
 }
 
-func (t *toolCaller) Call(ctx context.Context, name string, args map[string]any) (statefmt.ToolResult, error) {
-	h := t.h
-	start := h.m.clock.Now()
-	if args == nil {
-		args = map[string]any{}
+func (e *BudgetError) Error() string { return e.Msg }
+
+// toolSettings returns the settings of a tool: the task's entry, or the defaults for a built-in
+// without one.
+func toolSettings(t *task.Task, name string) *task.ToolConfig {
+	if tc, ok := t.Tools[name]; ok {
+		return tc
 	}
-	argsJSON, err := statefmt.JSONOf(args)
-	if err != nil {
-		argsJSON = statefmt.JSONValue(`{}`)
-	}
-	res := checkedCall(ctx, h.task, t.agent, h.toolCallsUsed(), name, args)
-	h.recordToolCall(statefmt.ToolCallRecord{CallName: name, Arguments: argsJSON, Result: res,
-		Duration: h.m.clock.Now().Sub(start), Timestamp: start})
-	return res, toolError(ctx, name, res)
+	return &task.ToolConfig{MaxOutput: task.DefaultMaxOutput}
 }
 
-// checkedCall runs a tool call for agent unless the agent may not call the tool or the task's
-// tool-call budget is used up (used calls so far); refusals come back as failed results.
-func checkedCall(ctx context.Context, t *task.Task, agent string, used int, name string, args map[string]any) statefmt.ToolResult {
+// permission refuses a call the agent may not make, or of a tool that does not exist.
+func permission(t *task.Task, agent, name string) *statefmt.ToolResult {
 	tools := t.Agents[agent].Tools
-	switch limit := t.Budget.ToolCalls; {
-	case !slices.Contains(tools, name):
-		return statefmt.ToolResult{ErrorKind: "permission", Error: fmt.Sprintf("agent %s may not call %s (its tools: %v)", agent, name, tools)}
-	case limit > 0 && used >= limit:
-		return statefmt.ToolResult{ErrorKind: "budget", Error: fmt.Sprintf("the harness has used its budget of %d tool calls", limit)}
+	if !slices.Contains(tools, name) {
+		res := failed("permission", "agent %s may not call %s (its tools: %v)", agent, name, tools)
+		return &res
 	}
-	return runTool(ctx, t, t.Workspace, name, args)
+	if _, ok := t.Tools[name]; !ok && !slices.Contains(task.Builtins, name) {
+		res := failed("permanent", "no tool %s (built-ins: %v)", name, task.Builtins)
+		return &res
+	}
+	return nil
 }
 
-// toolError is the step error a failed call gives: transient when the tool said so, and the
-// context's error when the call was cut short.
+// runOnce runs one try of a tool, with its timeout when it has one.
+func runOnce(ctx context.Context, t *task.Task, clock Clock, name string, args map[string]any) statefmt.ToolResult {
+	env := toolEnv{workspace: t.Workspace, cfg: toolSettings(t, name), clock: clock}
+	if len(env.cfg.Command) > 0 {
+		return runCommandTool(ctx, env, args)
+	}
+	if d := env.cfg.Timeout.Duration; d > 0 && name != "bash" {
+		var cancel context.CancelFunc
+		ctx, cancel = withTimeout(ctx, clock, d)
+		defer cancel()
+		res := runBuiltin(ctx, env, name, args)
+		if timedOut(ctx) {
+			return failed("timeout", "timed out after %v", d)
+		}
+		return res
+	}
+	return runBuiltin(ctx, env, name, args)
+}
+
+// runWithRetries runs a tool, retrying transient failures up to the task's retry limit with
+// exponential backoff on the injected clock. It returns the last result and how many retries
+// it took. A cancelled ctx ends it at once.
+func runWithRetries(ctx context.Context, t *task.Task, clock Clock, name string, args map[string]any) (statefmt.ToolResult, int) {
+	var delay time.Duration
+	for retries := 0; ; retries++ {
+		res := runOnce(ctx, t, clock, name, args)
+		if res.Success || res.ErrorKind != "transient" || retries >= t.Retry.Retries() || ctx.Err() != nil {
+			return res, retries
+		}
+		delay = nextDelay(t.Retry, delay)
+		if clock.Sleep(ctx, delay) != nil {
+			return res, retries
+		}
+	}
+}
+
+// nextDelay is the wait before the next retry, given the previous one (0 before the first):
+// about Base first, then Factor times the previous wait; jitter adds up to 20% and never takes
+// away, so each wait is at least Factor (≥ 2) times the one before, up to MaxDelay.
+func nextDelay(r task.RetryConfig, prev time.Duration) time.Duration {
+	d := float64(r.Base.Duration)
+	if prev > 0 {
+		d = float64(prev) * r.Factor
+	}
+	d *= 1 + 0.2*rand.Float64()
+	if m := r.MaxDelay.Duration; m > 0 && d > float64(m) {
+		return m
+	}
+	return time.Duration(d)
+}
+
+// toolError is the step error a failed call gives: permanent (the tool's retries are spent, or
+// it was refused), except a budget refusal, which is a *BudgetError, and a call cut short, which
+// is the context's error.
 func toolError(ctx context.Context, name string, res statefmt.ToolResult) error {
 	if res.Success {
 		return nil
@@ -74,136 +111,90 @@ func toolError(ctx context.Context, name string, res statefmt.ToolResult) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return &StepError{Transient: res.ErrorKind == "transient", Msg: fmt.Sprintf("tool %s: %s", name, res.Error)}
+	return &StepError{Msg: fmt.Sprintf("tool %s: %s", name, res.Error)}
 }
 
-// runTool runs a built-in or a task-defined command tool.
-func runTool(ctx context.Context, t *task.Task, workspace, name string, args map[string]any) statefmt.ToolResult {
-	if tc, ok := t.Tools[name]; ok {
-		return runCommandTool(ctx, workspace, tc, args)
+// toolCaller is the ToolCaller of one step attempt in a harness.
+type toolCaller struct {
+	h     *Harness
+	agent string
+	step  string
+}
+
+func (c *toolCaller) Call(ctx context.Context, name string, args map[string]any) (statefmt.ToolResult, error) {
+	h := c.h
+	start := h.now()
+	if args == nil {
+		args = map[string]any{}
 	}
-	fail := func(kind, format string, a ...any) statefmt.ToolResult {
-		return statefmt.ToolResult{ErrorKind: kind, Error: fmt.Sprintf(format, a...)}
-	}
-	str := func(key string) (string, bool) { v, ok := args[key].(string); return v, ok }
-	num := func(key string) int {
-		switch v := args[key].(type) {
-		case int:
-			return v
-		case uint64:
-			return int(v)
-		case int64:
-			return int(v)
-		case float64:
-			return int(v)
-		}
-		return 0
-	}
-	if !slices.Contains(Builtins, name) {
-		return fail("permanent", "no tool %s (built-ins: %v; the task defines %d)", name, Builtins, len(t.Tools))
-	}
-	path, ok := str("path")
-	if !ok || path == "" {
-		return fail("permanent", "argument path (a string) is required")
-	}
-	if err := os.MkdirAll(workspace, 0o755); err != nil {
-		return fail("permanent", "workspace: %v", err)
-	}
-	root, err := os.OpenRoot(workspace)
+	argsJSON, err := statefmt.JSONOf(args)
 	if err != nil {
-		return fail("permanent", "workspace: %v", err)
+		res := failed("permanent", "arguments are not JSON: %v", err)
+		return res, toolError(ctx, name, res)
 	}
-	defer root.Close()
-	switch name {
-	case "read_file":
-		data, err := root.ReadFile(path)
+	record := func(res statefmt.ToolResult, retries int, executed bool) {
+		h.recordToolCall(statefmt.ToolCallRecord{CallName: name, Arguments: argsJSON, Result: res,
+			Duration: max(h.now().Sub(start), time.Nanosecond), RetryCount: retries, Timestamp: start}, executed)
+	}
+	if res := permission(h.task, c.agent, name); res != nil {
+		record(*res, 0, false)
+		return *res, toolError(ctx, name, *res)
+	}
+	if be := h.overBudget(); be != nil {
+		res := failed("budget", "%s", be.Msg)
+		record(res, 0, false)
+		return res, be
+	}
+	cfg := toolSettings(h.task, name)
+	var entry int = -1
+	if cfg.SideEffects {
+		var res *statefmt.ToolResult
+		entry, res, err = h.journalIntent(c.step, name, argsJSON, cfg.Replay)
 		if err != nil {
-			return fail("permanent", "%v", err)
+			return failed("permanent", "%v", err), err
 		}
-		lines := strings.SplitAfter(string(data), "\n")
-		if n := len(lines); n > 0 && lines[n-1] == "" {
-			lines = lines[:n-1]
+		if res != nil { // answered from the journal: the call is not run again
+			record(*res, 0, false)
+			return *res, toolError(ctx, name, *res)
 		}
-		from := max(num("offset"), 1) - 1
-		to := len(lines)
-		if l := num("limit"); l > 0 {
-			to = min(to, from+l)
-		}
-		var out string
-		if from < len(lines) {
-			out = strings.Join(lines[from:to], "")
-		}
-		return capped(out)
-	case "write_file":
-		content, ok := str("content")
-		if !ok {
-			return fail("permanent", "argument content (a string) is required")
-		}
-		if dir := filepath.Dir(path); dir != "." {
-			if err := root.MkdirAll(dir, 0o755); err != nil {
-				return fail("permanent", "%v", err)
-			}
-		}
-		if err := root.WriteFile(path, []byte(content), 0o644); err != nil {
-			return fail("permanent", "%v", err)
-		}
-		return statefmt.ToolResult{Success: true, Output: fmt.Sprintf("wrote %d bytes to %s", len(content), path)}
 	}
-	return fail("permanent", "no tool %s", name)
+	res, retries := runWithRetries(ctx, h.task, h.m.clock, name, args)
+	if ctx.Err() != nil {
+		return res, ctx.Err() // cut short: the attempt is put back whole
+	}
+	if retries > 0 && !res.Success && res.ErrorKind == "transient" {
+		res.Error = fmt.Sprintf("%s (after %d retries)", res.Error, retries)
+	}
+	if entry >= 0 {
+		if err := h.journalReceipt(entry, res); err != nil {
+			return res, err
+		}
+	}
+	record(res, retries, true)
+	return res, toolError(ctx, name, res)
 }
 
-func capped(out string) statefmt.ToolResult {
-	if len(out) > MaxToolOutput {
-		return statefmt.ToolResult{Success: true, Output: strings.ToValidUTF8(out[:MaxToolOutput], ""), Truncated: true}
-	}
-	return statefmt.ToolResult{Success: true, Output: out}
+// directTools runs tool calls for the direct path: the same permission and budget checks,
+// retries and timeouts as in a harness; nothing is recorded or journaled.
+type directTools struct {
+	t     *task.Task
+	clock Clock
+	agent string
+	calls int
 }
 
-// ExitTransient is the exit code by which a command tool says "try again later".
-const ExitTransient = 75
-
-// runCommandTool runs a task-defined tool: JSON arguments on stdin, JSON result on stdout, in
-// the workspace, in its own process group (killed whole on timeout or cancellation).
-func runCommandTool(ctx context.Context, workspace string, tc *task.ToolConfig, args map[string]any) statefmt.ToolResult {
-	if tc.Timeout.Duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, tc.Timeout.Duration)
-		defer cancel()
+func (d *directTools) Call(ctx context.Context, name string, args map[string]any) (statefmt.ToolResult, error) {
+	if res := permission(d.t, d.agent, name); res != nil {
+		return *res, toolError(ctx, name, *res)
 	}
-	in, _ := json.Marshal(args)
-	cmd := exec.CommandContext(ctx, tc.Command[0], tc.Command[1:]...)
-	cmd.Dir = workspace
-	cmd.Stdin = bytes.NewReader(in)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case ctx.Err() == context.DeadlineExceeded:
-		return statefmt.ToolResult{ErrorKind: "timeout", Error: fmt.Sprintf("timed out after %v", tc.Timeout.Duration)}
-	case ctx.Err() != nil:
-		return statefmt.ToolResult{ErrorKind: "permanent", Error: "cancelled"}
-	case errors.As(err, &ee):
-		kind := "permanent"
-		if ee.ExitCode() == ExitTransient {
-			kind = "transient"
-		}
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = ee.Error()
-		}
-		return statefmt.ToolResult{ErrorKind: kind, Error: msg}
-	case err != nil:
-		return statefmt.ToolResult{ErrorKind: "permanent", Error: err.Error()}
+	if limit := d.t.Budget.ToolCalls; limit > 0 && d.calls >= limit {
+		be := &BudgetError{Budget: "toolCalls", Msg: fmt.Sprintf("the task has used its budget of %d tool calls", limit)}
+		return failed("budget", "%s", be.Msg), be
 	}
-	res := capped(stdout.String())
-	if out := bytes.TrimSpace(stdout.Bytes()); len(out) > 0 && len(out) <= MaxToolOutput {
-		if v, err := statefmt.CanonicalJSON(out); err == nil {
-			res.Data = v
-		}
-	}
-	return res
+	d.calls++
+	res, _ := runWithRetries(ctx, d.t, d.clock, name, args)
+	return res, toolError(ctx, name, res)
 }
+
+// errSuspended is returned by a step attempt that stopped at a gate; the harness pauses.
+var errSuspended = errors.New("waiting for a human")

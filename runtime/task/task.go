@@ -22,9 +22,14 @@ const (
 	DefaultAutonomy           = 3
 	DefaultCheckpointInterval = 5 * time.Minute
 	DefaultToolCalls          = 100
-	DefaultStepAttempts       = 3
+	DefaultMaxRetries         = 3
 	DefaultRetryBase          = time.Second
 	DefaultRetryFactor        = 2.0
+	DefaultMaxDelay           = 5 * time.Minute
+	DefaultMaxDepth           = 3
+	DefaultToolTimeout        = 10 * time.Minute // command tools
+	DefaultBashTimeout        = 2 * time.Minute  // a bash call that names no timeout
+	DefaultMaxOutput          = 64 << 10         // bytes of a tool's output kept (the rest is cut, marked truncated)
 	DefaultMaxIterations      = 10
 	DefaultWorkspace          = "." // relative to the task file's directory
 )
@@ -44,6 +49,8 @@ type Task struct {
 	Checkpoint CheckpointConfig `yaml:"checkpoint" json:"checkpoint,omitzero"`
 	Budget     BudgetConfig     `yaml:"budget" json:"budget,omitzero"`
 	Retry      RetryConfig      `yaml:"retry" json:"retry,omitzero"`
+	// MaxDepth limits sub-agent nesting: a harness at depth MaxDepth spawns no children.
+	MaxDepth int `yaml:"maxDepth" json:"maxDepth,omitempty"`
 	// Workspace is the directory the agents' tools are confined to (relative paths are relative
 	// to the task file).
 	Workspace string                 `yaml:"workspace" json:"workspace,omitempty"`
@@ -64,12 +71,22 @@ type BudgetConfig struct {
 	WallClock Duration `yaml:"wallClock" json:"wallClock,omitzero"`
 }
 
-// RetryConfig: how a step (and a tool call) that failed transiently is retried: Attempts in all,
-// waiting Base, then Base×Factor, ... between them (with jitter).
+// RetryConfig: how a tool call (and a step) that failed transiently is retried: up to
+// MaxRetries times, waiting about Base, then at least Factor times the previous wait (jitter
+// only adds), never more than MaxDelay.
 type RetryConfig struct {
-	Attempts int      `yaml:"attempts" json:"attempts,omitempty"`
-	Base     Duration `yaml:"base" json:"base,omitzero"`
-	Factor   float64  `yaml:"factor" json:"factor,omitempty"`
+	MaxRetries *int     `yaml:"maxRetries" json:"maxRetries,omitempty"`
+	Base       Duration `yaml:"base" json:"base,omitzero"`
+	Factor     float64  `yaml:"factor" json:"factor,omitempty"`
+	MaxDelay   Duration `yaml:"maxDelay" json:"maxDelay,omitzero"`
+}
+
+// Retries is MaxRetries with its default applied.
+func (r RetryConfig) Retries() int {
+	if r.MaxRetries == nil {
+		return DefaultMaxRetries
+	}
+	return *r.MaxRetries
 }
 
 // Agent is a named agent configuration.
@@ -89,13 +106,29 @@ type Agent struct {
 	APIKeyEnv string `yaml:"apiKeyEnv" json:"apiKeyEnv,omitempty"`
 }
 
-// ToolConfig is a user-defined command tool.
+// ToolConfig configures a user-defined command tool, or a built-in one (then without Command).
 type ToolConfig struct {
-	Command     []string `yaml:"command" json:"command"`
-	Timeout     Duration `yaml:"timeout" json:"timeout,omitzero"`
-	SideEffects bool     `yaml:"sideEffects" json:"sideEffects,omitempty"`
-	Replay      string   `yaml:"replay" json:"replay,omitempty"`
+	// Command runs the tool: JSON arguments on stdin, JSON (or text) result on stdout.
+	Command []string `yaml:"command" json:"command,omitempty"`
+	// Timeout cancels a call that runs longer (for bash: the longest a call may ask for).
+	Timeout Duration `yaml:"timeout" json:"timeout,omitzero"`
+	// SideEffects journals each call (intent before, receipt after); Replay says what a resume
+	// does with a call that has an intent and no receipt: retry, skip or ask (the default).
+	SideEffects bool   `yaml:"sideEffects" json:"sideEffects,omitempty"`
+	Replay      string `yaml:"replay" json:"replay,omitempty"`
+	// Env names the variables of harness-edge's environment the tool sees, besides PATH, HOME,
+	// LANG, LC_ALL, TZ and TMPDIR (command tools and bash run in a clean environment).
+	Env []string `yaml:"env" json:"env,omitempty"`
+	// Allow and Deny are bash's rules: patterns ('*' matches anything) that each simple command
+	// of a call must match (Allow, when set) and must not match (Deny).
+	Allow []string `yaml:"allow" json:"allow,omitempty"`
+	Deny  []string `yaml:"deny" json:"deny,omitempty"`
+	// MaxOutput caps the bytes of output kept (default 64 KiB).
+	MaxOutput int `yaml:"maxOutput" json:"maxOutput,omitempty"`
 }
+
+// Builtins are the built-in tools (SPEC section 8), confined to the harness workspace.
+var Builtins = []string{"read_file", "write_file", "edit_file", "glob", "grep", "bash"}
 
 // PlanStep is a step of a declared plan.
 type PlanStep struct {
@@ -114,7 +147,8 @@ type Script struct {
 	Steps map[string][]Action `yaml:"steps" json:"steps,omitempty"`
 }
 
-// Action is one script action; exactly one of Tool, Sleep, Output, Fail and Promise is set.
+// Action is one script action; exactly one of Tool, Sleep, Output, Fail, Promise and Tokens is
+// set.
 type Action struct {
 	// Tool calls a tool with Args.
 	Tool string         `yaml:"tool" json:"tool,omitempty"`
@@ -130,10 +164,12 @@ type Action struct {
 	Times   int    `yaml:"times" json:"times,omitempty"`
 	// Promise prints a completion promise (<promise>TEXT</promise>) in the output.
 	Promise string `yaml:"promise" json:"promise,omitempty"`
+	// Tokens reports model tokens used (counted against the token budget).
+	Tokens int64 `yaml:"tokens" json:"tokens,omitempty"`
 }
 
-// Kind says which action a is: "tool", "sleep", "output", "fail" or "promise" (a valid
-// action is exactly one).
+// Kind says which action a is: "tool", "sleep", "output", "fail", "promise" or "tokens" (a
+// valid action is exactly one).
 func (a Action) Kind() string {
 	switch {
 	case a.Tool != "":
@@ -146,6 +182,8 @@ func (a Action) Kind() string {
 		return "fail"
 	case a.Promise != "":
 		return "promise"
+	case a.Tokens != 0:
+		return "tokens"
 	}
 	return ""
 }
@@ -329,14 +367,18 @@ func (t *Task) validate() []fieldErr {
 	checkDur(t.Checkpoint.Interval, "checkpoint", "interval")
 	checkDur(t.Budget.WallClock, "budget", "wallClock")
 	checkDur(t.Retry.Base, "retry", "base")
+	checkDur(t.Retry.MaxDelay, "retry", "maxDelay")
 	if t.Budget.ToolCalls < 0 || t.Budget.Tokens < 0 {
 		bad("budgets cannot be negative", "budget")
 	}
-	if t.Retry.Attempts < 0 || t.Retry.Attempts > 100 {
-		bad(fmt.Sprintf("%d is outside 1..100", t.Retry.Attempts), "retry", "attempts")
+	if r := t.Retry.MaxRetries; r != nil && (*r < 0 || *r > 100) {
+		bad(fmt.Sprintf("%d is outside 0..100", *r), "retry", "maxRetries")
 	}
-	if t.Retry.Factor != 0 && (t.Retry.Factor < 1 || t.Retry.Factor > 10) {
-		bad(fmt.Sprintf("%g is outside 1..10", t.Retry.Factor), "retry", "factor")
+	if t.Retry.Factor != 0 && (t.Retry.Factor < 2 || t.Retry.Factor > 10) {
+		bad(fmt.Sprintf("%g is outside 2..10 (each retry waits at least twice as long as the one before)", t.Retry.Factor), "retry", "factor")
+	}
+	if t.MaxDepth < 0 || t.MaxDepth > 16 {
+		bad(fmt.Sprintf("%d is outside 0..16", t.MaxDepth), "maxDepth")
 	}
 	for _, name := range sortedKeys(t.Agents) {
 		a := t.Agents[name]
@@ -366,6 +408,11 @@ func (t *Task) validate() []fieldErr {
 		if a.MaxIterations < 0 {
 			bad("cannot be negative", append(p, "maxIterations")...)
 		}
+		for i, tool := range a.Tools {
+			if _, ok := t.Tools[tool]; !ok && !slices.Contains(Builtins, tool) {
+				bad(fmt.Sprintf("%q is neither a built-in tool %v nor one of the task's tools", tool, Builtins), append(p, "tools", idx(i))...)
+			}
+		}
 		if a.Script != nil {
 			if len(a.Script.Plan) > 0 {
 				errs = append(errs, validatePlan(a.Script.Plan, t.Agents, append(p, "script", "plan"))...)
@@ -380,13 +427,28 @@ func (t *Task) validate() []fieldErr {
 	}
 	for _, name := range sortedKeys(t.Tools) {
 		tc, p := t.Tools[name], []string{"tools", name}
-		if tc == nil || len(tc.Command) == 0 {
-			bad("a tool needs a command", p...)
+		builtin := slices.Contains(Builtins, name)
+		switch {
+		case tc == nil:
+			bad("is empty: a tool needs a command (or, for a built-in, its settings)", p...)
 			continue
+		case builtin && len(tc.Command) > 0:
+			bad(fmt.Sprintf("%s is a built-in tool: it takes settings, not a command (name your own tool differently)", name), append(p, "command")...)
+		case !builtin && len(tc.Command) == 0:
+			bad("a tool needs a command", p...)
+		}
+		if (len(tc.Allow) > 0 || len(tc.Deny) > 0) && name != "bash" {
+			bad("allow and deny rules are bash's", p...)
 		}
 		checkDur(tc.Timeout, append(p, "timeout")...)
 		if !slices.Contains([]string{"", "retry", "skip", "ask"}, tc.Replay) {
 			bad(fmt.Sprintf("%q is not retry, skip or ask", tc.Replay), append(p, "replay")...)
+		}
+		if tc.Replay != "" && !tc.SideEffects {
+			bad("a replay policy applies to tools with sideEffects: true", append(p, "replay")...)
+		}
+		if tc.MaxOutput < 0 {
+			bad("cannot be negative", append(p, "maxOutput")...)
 		}
 	}
 	if len(t.Plan) > 0 {
@@ -399,13 +461,13 @@ func validateAction(a Action, p []string) []fieldErr {
 	var errs []fieldErr
 	bad := func(msg string, sub ...string) { errs = append(errs, fieldErr{append(slices.Clone(p), sub...), msg}) }
 	set := 0
-	for _, on := range []bool{a.Tool != "", a.Sleep.raw != "", a.Output != nil, a.Fail != "", a.Promise != ""} {
+	for _, on := range []bool{a.Tool != "", a.Sleep.raw != "", a.Output != nil, a.Fail != "", a.Promise != "", a.Tokens != 0} {
 		if on {
 			set++
 		}
 	}
 	if set != 1 {
-		bad("an action is exactly one of tool, sleep, output, fail or promise")
+		bad("an action is exactly one of tool, sleep, output, fail, promise or tokens")
 	}
 	if a.Sleep.bad {
 		bad(fmt.Sprintf("%q is not a duration (write it like 50ms, 5m or 8h)", a.Sleep.raw), "sleep")
@@ -415,6 +477,9 @@ func validateAction(a Action, p []string) []fieldErr {
 	}
 	if a.Times < 0 {
 		bad("cannot be negative", "times")
+	}
+	if a.Tokens < 0 {
+		bad("cannot be negative", "tokens")
 	}
 	if a.Args != nil && a.Tool == "" {
 		bad("args belong to a tool action", "args")
@@ -549,8 +614,11 @@ func (t *Task) applyDefaults() {
 	if t.Budget.ToolCalls == 0 {
 		t.Budget.ToolCalls = DefaultToolCalls
 	}
-	if t.Retry.Attempts == 0 {
-		t.Retry.Attempts = DefaultStepAttempts
+	if t.MaxDepth == 0 {
+		t.MaxDepth = DefaultMaxDepth
+	}
+	if t.Retry.MaxDelay.Duration == 0 {
+		t.Retry.MaxDelay.Duration = DefaultMaxDelay
 	}
 	if t.Retry.Base.Duration == 0 {
 		t.Retry.Base.Duration = DefaultRetryBase
@@ -564,6 +632,17 @@ func (t *Task) applyDefaults() {
 	for _, a := range t.Agents {
 		if a.MaxIterations == 0 {
 			a.MaxIterations = DefaultMaxIterations
+		}
+	}
+	for name, tc := range t.Tools {
+		if tc.Replay == "" && tc.SideEffects {
+			tc.Replay = "ask"
+		}
+		if tc.MaxOutput == 0 {
+			tc.MaxOutput = DefaultMaxOutput
+		}
+		if tc.Timeout.Duration == 0 && !slices.Contains(Builtins, name) {
+			tc.Timeout.Duration = DefaultToolTimeout
 		}
 	}
 }

@@ -44,8 +44,8 @@ func TestParseGoodFileAndDefaults(t *testing.T) {
 	}
 	if tk.ID != "nightly" || tk.Autonomy != 2 || tk.Budget.ToolCalls != 7 || tk.Budget.WallClock.Duration != 8*time.Hour ||
 		tk.Workspace != filepath.Join(dir, "work") || !*tk.LongRunning || tk.Checkpoint.Interval.Duration != task.DefaultCheckpointInterval ||
-		tk.Retry.Attempts != task.DefaultStepAttempts || tk.Agents["MARS"].MaxIterations != 4 || tk.Agents["PLUTO"].MaxIterations != task.DefaultMaxIterations ||
-		tk.Tools["deploy"].Timeout.Duration != 30*time.Second || !tk.Plan[1].Critical {
+		tk.Retry.Retries() != task.DefaultMaxRetries || tk.MaxDepth != task.DefaultMaxDepth || tk.Agents["MARS"].MaxIterations != 4 || tk.Agents["PLUTO"].MaxIterations != task.DefaultMaxIterations ||
+		tk.Tools["deploy"].Timeout.Duration != 30*time.Second || tk.Tools["deploy"].MaxOutput != task.DefaultMaxOutput || !tk.Plan[1].Critical {
 		t.Fatalf("parsed %+v", tk)
 	}
 	acts := tk.Agents["S"].Script.Steps["*"]
@@ -84,7 +84,12 @@ func TestBadFilesNameFileLineAndField(t *testing.T) {
 			[]string{"plan[1].id:", "also the id of step 0", "plan[1].agent:", `"Q" is not an agent`}},
 		{"two actions in one", "agent: A\nagents:\n  A:\n    driver: script\n    script:\n      steps:\n        s: [{output: a, sleep: 1s}]\n",
 			[]string{"t.yaml:7: agents.A.script.steps.s[0]:", "exactly one of"}},
-		{"bad replay", "agent: A\nagents:\n  A: {driver: script, script: {}}\ntools:\n  t: {command: [x], replay: sometimes}\n", []string{"t.yaml:5: tools.t.replay:", "retry, skip or ask"}},
+		{"unknown tool", "agent: A\nagents:\n  A: {driver: script, script: {}, tools: [read_file, teleport]}\n", []string{"t.yaml:3: agents.A.tools[1]:", `"teleport" is neither a built-in`}},
+		{"command on a builtin", "agent: A\nagents:\n  A: {driver: script, script: {}}\ntools:\n  bash: {command: [x]}\n", []string{"t.yaml:5: tools.bash.command:", "built-in"}},
+		{"rules on a non-bash tool", "agent: A\nagents:\n  A: {driver: script, script: {}}\ntools:\n  t: {command: [x], deny: [rm]}\n", []string{"tools.t:", "bash's"}},
+		{"slow backoff", "agent: A\nretry: {factor: 1.5}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: retry.factor:", "outside 2..10"}},
+		{"replay without side effects", "agent: A\nagents:\n  A: {driver: script, script: {}}\ntools:\n  t: {command: [x], replay: skip}\n", []string{"t.yaml:5: tools.t.replay:", "sideEffects"}},
+		{"bad replay", "agent: A\nagents:\n  A: {driver: script, script: {}}\ntools:\n  t: {command: [x], sideEffects: true, replay: sometimes}\n", []string{"t.yaml:5: tools.t.replay:", "retry, skip or ask"}},
 	} {
 		_, err := task.Parse("t.yaml", []byte(c.src))
 		if err == nil {

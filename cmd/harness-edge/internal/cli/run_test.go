@@ -57,7 +57,7 @@ func killTask(id, ws string) string {
 		}
 		fmt.Fprintf(&steps, "        - {sleep: %dms}\n        - {output: \"output of step %d\"}\n", 5+i*3, i)
 	}
-	return fmt.Sprintf("id: %s\nagent: A\nworkspace: %s\nretry: {attempts: 3, base: 5ms}\nagents:\n  A:\n    driver: script\n    tools: [write_file]\n    script:\n      plan:\n%s      steps:\n%s",
+	return fmt.Sprintf("id: %s\nagent: A\nworkspace: %s\nretry: {maxRetries: 2, base: 5ms}\nagents:\n  A:\n    driver: script\n    tools: [write_file]\n    script:\n      plan:\n%s      steps:\n%s",
 		id, ws, strings.ReplaceAll(plan.String(), "    - ", "        - "), strings.ReplaceAll(steps.String(), "      s", "        s"))
 }
 
@@ -173,6 +173,7 @@ func TestRunKill9ResumeUntilDone(t *testing.T) {
 		for i := range s.ToolCallHistory {
 			s.ToolCallHistory[i].Timestamp, s.ToolCallHistory[i].Duration = zero, 0
 		}
+		s.Budget.WallClockUsed = 0
 		return s
 	}
 	if !reflect.DeepEqual(norm(got), norm(want)) {

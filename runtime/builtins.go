@@ -1,0 +1,472 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/harness-edge/harness-edge/runtime/task"
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// toolEnv is what one tool call runs with.
+type toolEnv struct {
+	workspace string
+	cfg       *task.ToolConfig // never nil (built-ins without settings get the defaults)
+	clock     Clock
+}
+
+func failed(kind, format string, a ...any) statefmt.ToolResult {
+	return statefmt.ToolResult{ErrorKind: kind, Error: fmt.Sprintf(format, a...)}
+}
+
+// args reads a call's arguments, collecting what is missing or of the wrong type.
+type args struct {
+	m   map[string]any
+	err error
+}
+
+func (a *args) str(key string, required bool) string {
+	v, ok := a.m[key]
+	if !ok || v == nil {
+		if required && a.err == nil {
+			a.err = fmt.Errorf("argument %s (a string) is required", key)
+		}
+		return ""
+	}
+	s, ok := v.(string)
+	if !ok && a.err == nil {
+		a.err = fmt.Errorf("argument %s must be a string, not %T", key, v)
+	}
+	return s
+}
+
+func (a *args) num(key string) int {
+	switch v := a.m[key].(type) {
+	case nil:
+		return 0
+	case int:
+		return v
+	case int64:
+		return int(v)
+	case uint64:
+		return int(min(v, 1<<31))
+	case float64:
+		return int(v)
+	default:
+		if a.err == nil {
+			a.err = fmt.Errorf("argument %s must be a number, not %T", key, v)
+		}
+		return 0
+	}
+}
+
+func (a *args) flag(key string) bool {
+	switch v := a.m[key].(type) {
+	case nil:
+		return false
+	case bool:
+		return v
+	default:
+		if a.err == nil {
+			a.err = fmt.Errorf("argument %s must be true or false, not %T", key, v)
+		}
+		return false
+	}
+}
+
+// runBuiltin runs a built-in tool. File tools go through an os.Root on the workspace, which
+// refuses absolute paths, ".." and symlinks leading outside it, checked at each step of the open
+// itself (so a symlink swapped in after a check cannot redirect it).
+func runBuiltin(ctx context.Context, env toolEnv, name string, m map[string]any) statefmt.ToolResult {
+	a := &args{m: m}
+	if name == "bash" {
+		cmd := a.str("command", true)
+		timeout := env.cfg.Timeout.Duration
+		if timeout == 0 {
+			timeout = task.DefaultBashTimeout
+		}
+		switch v := m["timeout"].(type) {
+		case nil:
+		case string:
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return failed("permanent", "argument timeout %q is not a duration (like 30s)", v)
+			}
+			timeout = min(d, max(timeout, env.cfg.Timeout.Duration))
+		default:
+			if s := a.num("timeout"); s > 0 {
+				timeout = min(time.Duration(s)*time.Second, max(timeout, env.cfg.Timeout.Duration))
+			}
+		}
+		if a.err != nil {
+			return failed("permanent", "%v", a.err)
+		}
+		return runBash(ctx, env, cmd, timeout)
+	}
+	if err := os.MkdirAll(env.workspace, 0o755); err != nil {
+		return failed("permanent", "workspace: %v", err)
+	}
+	root, err := os.OpenRoot(env.workspace)
+	if err != nil {
+		return failed("permanent", "workspace: %v", err)
+	}
+	defer root.Close()
+	limit := env.cfg.MaxOutput
+	switch name {
+	case "read_file":
+		p := a.str("path", true)
+		offset, n := a.num("offset"), a.num("limit")
+		if a.err != nil {
+			return failed("permanent", "%v", a.err)
+		}
+		data, err := root.ReadFile(p)
+		if err != nil {
+			return failed("permanent", "%v", err)
+		}
+		lines := strings.SplitAfter(string(data), "\n")
+		if k := len(lines); k > 0 && lines[k-1] == "" {
+			lines = lines[:k-1]
+		}
+		from := max(offset, 1) - 1
+		to := len(lines)
+		if n > 0 {
+			to = min(to, from+n)
+		}
+		var out string
+		if from < len(lines) {
+			out = strings.Join(lines[from:to], "")
+		}
+		return capped(out, limit)
+	case "write_file":
+		p, content := a.str("path", true), a.str("content", true)
+		if a.err != nil {
+			return failed("permanent", "%v", a.err)
+		}
+		if dir := filepath.Dir(p); dir != "." {
+			if err := root.MkdirAll(dir, 0o755); err != nil {
+				return failed("permanent", "%v", err)
+			}
+		}
+		if err := root.WriteFile(p, []byte(content), 0o644); err != nil {
+			return failed("permanent", "%v", err)
+		}
+		return statefmt.ToolResult{Success: true, Output: fmt.Sprintf("wrote %d bytes to %s", len(content), p)}
+	case "edit_file":
+		p, old, new, all := a.str("path", true), a.str("old", true), a.str("new", true), a.flag("all")
+		if a.err != nil {
+			return failed("permanent", "%v", a.err)
+		}
+		if old == "" {
+			return failed("permanent", "argument old is empty: say which text to replace")
+		}
+		info, err := root.Stat(p)
+		if err != nil {
+			return failed("permanent", "%v", err)
+		}
+		data, err := root.ReadFile(p)
+		if err != nil {
+			return failed("permanent", "%v", err)
+		}
+		n := strings.Count(string(data), old)
+		switch {
+		case n == 0:
+			return failed("permanent", "%s does not contain the text to replace", p)
+		case n > 1 && !all:
+			return failed("permanent", "%s contains the text to replace %d times: give more context, or all: true", p, n)
+		}
+		if !all {
+			n = 1
+		}
+		out := strings.Replace(string(data), old, new, n)
+		if err := root.WriteFile(p, []byte(out), info.Mode().Perm()); err != nil {
+			return failed("permanent", "%v", err)
+		}
+		return statefmt.ToolResult{Success: true, Output: fmt.Sprintf("replaced %d occurrence(s) in %s", n, p)}
+	case "glob":
+		pattern := a.str("pattern", true)
+		if a.err != nil {
+			return failed("permanent", "%v", a.err)
+		}
+		if err := relativePattern(pattern); err != nil {
+			return failed("permanent", "pattern %q: %v", pattern, err)
+		}
+		matches, err := doublestar.Glob(root.FS(), pattern, doublestar.WithFilesOnly())
+		if err != nil {
+			return failed("permanent", "pattern %q: %v", pattern, err)
+		}
+		slices.Sort(matches)
+		if len(matches) == 0 {
+			return statefmt.ToolResult{Success: true}
+		}
+		return capped(strings.Join(matches, "\n")+"\n", limit)
+	case "grep":
+		pattern, dir, glob := a.str("pattern", true), a.str("path", false), a.str("glob", false)
+		if a.err != nil {
+			return failed("permanent", "%v", a.err)
+		}
+		return grep(ctx, root, pattern, dir, glob, limit)
+	}
+	return failed("permanent", "no built-in tool %s", name)
+}
+
+// relativePattern refuses glob patterns that name something outside the workspace.
+func relativePattern(p string) error {
+	if p == "" || path.IsAbs(p) || filepath.IsAbs(p) {
+		return errors.New("must be relative to the workspace")
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return errors.New("must not contain '..' (it stays inside the workspace)")
+		}
+	}
+	if !doublestar.ValidatePattern(p) {
+		return errors.New("is not a valid pattern")
+	}
+	return nil
+}
+
+// grep searches files under dir (default: the whole workspace) for a regular expression,
+// optionally only files matching glob; it reports "path:line:text" lines.
+func grep(ctx context.Context, root *os.Root, pattern, dir, glob string, limit int) statefmt.ToolResult {
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return failed("permanent", "pattern: %v", err)
+	}
+	if dir == "" {
+		dir = "."
+	}
+	dir = path.Clean(filepath.ToSlash(dir))
+	if !fs.ValidPath(dir) {
+		return failed("permanent", "path %q is not inside the workspace (use a relative path without '..')", dir)
+	}
+	if glob != "" && !doublestar.ValidatePattern(glob) {
+		return failed("permanent", "glob %q is not a valid pattern", glob)
+	}
+	fsys := root.FS()
+	var out bytes.Buffer
+	truncated := false
+	walkErr := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == dir {
+				return err
+			}
+			return nil // unreadable entries (and symlinks out of the workspace) are skipped
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if d.IsDir() {
+			if p != dir && d.Name() == ".git" {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if glob != "" {
+			target := p
+			if !strings.Contains(glob, "/") {
+				target = d.Name()
+			}
+			if ok, _ := doublestar.Match(glob, target); !ok {
+				return nil
+			}
+		}
+		info, err := d.Info()
+		if err != nil || !info.Mode().IsRegular() || info.Size() > 16<<20 {
+			return nil
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil || bytes.IndexByte(data[:min(len(data), 8000)], 0) >= 0 {
+			return nil // unreadable or binary
+		}
+		for n, line := range strings.Split(string(data), "\n") {
+			if re.MatchString(line) {
+				fmt.Fprintf(&out, "%s:%d:%s\n", p, n+1, line)
+				if out.Len() > limit {
+					truncated = true
+					return fs.SkipAll
+				}
+			}
+		}
+		return nil
+	})
+	if walkErr != nil {
+		if ctx.Err() != nil {
+			return failed("permanent", "cancelled")
+		}
+		return failed("permanent", "%v", walkErr)
+	}
+	res := capped(out.String(), limit)
+	res.Truncated = res.Truncated || truncated
+	return res
+}
+
+// capped returns out as a successful result, cut to limit bytes (at a UTF-8 boundary) and
+// marked truncated when longer.
+func capped(out string, limit int) statefmt.ToolResult {
+	if limit <= 0 {
+		limit = task.DefaultMaxOutput
+	}
+	if len(out) > limit {
+		return statefmt.ToolResult{Success: true, Output: strings.ToValidUTF8(out[:limit], ""), Truncated: true}
+	}
+	return statefmt.ToolResult{Success: true, Output: out}
+}
+
+// capWriter keeps the first max bytes written to it and counts the rest.
+type capWriter struct {
+	max   int
+	buf   bytes.Buffer
+	total int
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	w.total += len(p)
+	if room := w.max - w.buf.Len(); room > 0 {
+		w.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+func (w *capWriter) result() statefmt.ToolResult {
+	return statefmt.ToolResult{Success: true, Output: strings.ToValidUTF8(w.buf.String(), ""), Truncated: w.total > w.buf.Len()}
+}
+
+// ExitTransient is the exit code by which a command tool (or a bash command) says "try again
+// later".
+const ExitTransient = 75
+
+// baseEnv are the variables every subprocess tool sees (when harness-edge has them).
+var baseEnv = []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"}
+
+// cleanEnv is the environment of a subprocess tool: baseEnv and the tool's own list, nothing
+// else (no API keys, tokens or credentials it was not given).
+func cleanEnv(extra []string) []string {
+	var env []string
+	for _, k := range slices.Concat(baseEnv, extra) {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// subprocess runs cmd in its own process group, which it kills whole when ctx ends and again
+// when cmd exits (so nothing it started in the background outlives the call).
+func subprocess(ctx context.Context, cmd *exec.Cmd) error {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	err := cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	return err
+}
+
+// exitResult classifies how a subprocess tool ended.
+func exitResult(ctx context.Context, err error, timeout time.Duration, stderr string) (statefmt.ToolResult, bool) {
+	var ee *exec.ExitError
+	switch {
+	case timedOut(ctx):
+		return failed("timeout", "timed out after %v (its process group was killed)", timeout), false
+	case ctx.Err() != nil:
+		return failed("permanent", "cancelled"), false
+	case errors.As(err, &ee):
+		kind := "permanent"
+		if ee.ExitCode() == ExitTransient {
+			kind = "transient"
+		}
+		msg := strings.TrimSpace(stderr)
+		if msg == "" {
+			msg = ee.Error()
+		}
+		return statefmt.ToolResult{ErrorKind: kind, Error: msg}, false
+	case err != nil:
+		return failed("permanent", "%v", err), false
+	}
+	return statefmt.ToolResult{}, true
+}
+
+// runCommandTool runs a task-defined tool: JSON arguments on stdin, JSON result on stdout, in
+// the workspace, with a clean environment, in its own process group.
+func runCommandTool(ctx context.Context, env toolEnv, m map[string]any) statefmt.ToolResult {
+	ctx, cancel := withTimeout(ctx, env.clock, env.cfg.Timeout.Duration)
+	defer cancel()
+	in, err := statefmt.JSONOf(m)
+	if err != nil {
+		return failed("permanent", "arguments: %v", err)
+	}
+	if err := os.MkdirAll(env.workspace, 0o755); err != nil {
+		return failed("permanent", "workspace: %v", err)
+	}
+	cmd := exec.CommandContext(ctx, env.cfg.Command[0], env.cfg.Command[1:]...)
+	cmd.Dir, cmd.Env = env.workspace, cleanEnv(env.cfg.Env)
+	cmd.Stdin = bytes.NewReader(in)
+	stdout, stderr := &capWriter{max: env.cfg.MaxOutput}, &capWriter{max: 4 << 10}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	err = subprocess(ctx, cmd)
+	if res, ok := exitResult(ctx, err, env.cfg.Timeout.Duration, stderr.buf.String()); !ok {
+		return res
+	}
+	res := stdout.result()
+	if out := bytes.TrimSpace(stdout.buf.Bytes()); len(out) > 0 && !res.Truncated {
+		if v, err := statefmt.CanonicalJSON(out); err == nil {
+			res.Data = v
+		}
+	}
+	return res
+}
+
+// runBash runs a bash command in the workspace: checked against the allow and deny rules, with a
+// clean environment, in its own process group, stdout and stderr captured together (capped).
+// A non-zero exit is a failed call with the output kept; 75 is transient.
+func runBash(ctx context.Context, env toolEnv, command string, timeout time.Duration) statefmt.ToolResult {
+	if err := checkBash(command, env.cfg.Allow, env.cfg.Deny); err != nil {
+		return failed("permission", "%v", err)
+	}
+	if err := os.MkdirAll(env.workspace, 0o755); err != nil {
+		return failed("permanent", "workspace: %v", err)
+	}
+	ctx, cancel := withTimeout(ctx, env.clock, timeout)
+	defer cancel()
+	shell, err := exec.LookPath("bash")
+	if err != nil {
+		shell = "/bin/sh"
+	}
+	cmd := exec.CommandContext(ctx, shell, "-c", command)
+	cmd.Dir, cmd.Env = env.workspace, cleanEnv(env.cfg.Env)
+	out := &capWriter{max: env.cfg.MaxOutput}
+	cmd.Stdout, cmd.Stderr = out, out
+	err = subprocess(ctx, cmd)
+	res := out.result()
+	code := 0
+	if err != nil {
+		var ee *exec.ExitError
+		if ctx.Err() != nil || !errors.As(err, &ee) {
+			bad, _ := exitResult(ctx, err, timeout, "")
+			bad.Output, bad.Truncated = res.Output, res.Truncated
+			return bad
+		}
+		code = ee.ExitCode()
+		res.Success, res.ErrorKind, res.Error = false, "permanent", fmt.Sprintf("exit status %d", code)
+		if code == ExitTransient {
+			res.ErrorKind = "transient"
+		}
+	}
+	res.Data, _ = statefmt.JSONOf(map[string]any{"exitCode": code})
+	return res
+}
