@@ -101,7 +101,8 @@ func newRoot(g *globals, stdin io.Reader, stdout, stderr io.Writer) *cobra.Comma
 	root.PersistentFlags().StringVar(&g.store, "store", "", "store directory (default $"+EnvStore+", else $XDG_DATA_HOME/harness-edge, else ~/.local/share/harness-edge)")
 	root.AddCommand(newVersionCmd(g, stdout), newDoctorCmd(g, stdout), newStateCmd(stdin, stdout),
 		newLsCmd(g, stdout), newInspectCmd(g, stdout), newVerifyCmd(g, stdout), newExportCmd(g, stdout), newImportCmd(g, stdin, stdout),
-		newRunCmd(g, stdout), newResumeCmd(g, stdout), newShowCmd(g, stdout), newEventsCmd(g, stdout), newStopCmd(g, stdout))
+		newRunCmd(g, stdout), newResumeCmd(g, stdout), newShowCmd(g, stdout), newEventsCmd(g, stdout), newStopCmd(g, stdout),
+		newDecideCmd(g, stdout, true), newDecideCmd(g, stdout, false))
 	return root
 }
 

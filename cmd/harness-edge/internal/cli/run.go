@@ -54,6 +54,14 @@ func progress(w io.Writer) runtime.Sink {
 			fmt.Fprintf(w, "    tool %s (%.1f ms, ok=%v)\n", e.Tool, e.DurationMs, ok)
 		case runtime.EventWarning:
 			fmt.Fprintf(w, "  warning: %s\n", e.Message)
+		case runtime.EventGate:
+			fmt.Fprintf(w, "  ? gate %s (%s, step %s): %s %s\n", e.GateID, e.Kind, e.StepID, e.Action, e.Message+e.Reason)
+		case runtime.EventSubAgent:
+			fmt.Fprintf(w, "  = sub-agent %s (%s, step %s): %s %s\n", e.SubAgentID, e.Agent, e.StepID, e.Outcome, e.Message)
+		case runtime.EventSideEffect:
+			if e.Action != "intent" && e.Action != "receipt" {
+				fmt.Fprintf(w, "    side effect %s (step %s): %s %s\n", e.Tool, e.StepID, e.Action, e.Message)
+			}
 		}
 	})
 }
@@ -62,16 +70,16 @@ func progress(w io.Writer) runtime.Sink {
 type runFlags struct{ json bool }
 
 // runHarness runs h until it ends or is interrupted (SIGINT/SIGTERM pause it) and reports.
-func runHarness(h *runtime.Harness, f runFlags, stdout io.Writer) error {
+func runHarness(m *runtime.Manager, h *runtime.Harness, f runFlags, stdout io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := h.Run(ctx)
 	out := runtime.OutputOf(h.State(), "harness")
-	return report(out, err, f, stdout, h.Store())
+	return report(out, err, f, stdout, h.Store(), func() string { return pendingHint(m, h.ID()) })
 }
 
 // report prints a task's outcome and turns it into the exit code.
-func report(out runtime.TaskOutput, err error, f runFlags, stdout io.Writer, store *bridge.Store) error {
+func report(out runtime.TaskOutput, err error, f runFlags, stdout io.Writer, store *bridge.Store, hint func() string) error {
 	if err != nil && !errors.Is(err, runtime.ErrPaused) {
 		return err
 	}
@@ -96,7 +104,7 @@ func report(out runtime.TaskOutput, err error, f runFlags, stdout io.Writer, sto
 	case statefmt.StatusCompleted:
 		return nil
 	case statefmt.StatusPaused:
-		return exitError{ExitWaiting, fmt.Errorf("harness %s is paused: continue it with `harness-edge resume %s`", out.HarnessID, out.HarnessID)}
+		return exitError{ExitWaiting, fmt.Errorf("harness %s is paused: %s", out.HarnessID, hint())}
 	default:
 		return exitError{ExitError, fmt.Errorf("task %s %s: %s", out.TaskID, out.Status, out.Reason)}
 	}
@@ -171,7 +179,7 @@ pauses the harness cleanly (exit 3). Exit codes: 0 completed, 1 failed or error,
 				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 				defer stop()
 				out, err := runtime.RunDirect(ctx, t, runtime.RealClock{})
-				return report(out, err, f, stdout, nil)
+				return report(out, err, f, stdout, nil, nil)
 			}
 			m, closeStore, err := g.newManager(f, stdout)
 			if err != nil {
@@ -182,7 +190,7 @@ pauses the harness cleanly (exit 3). Exit codes: 0 completed, 1 failed or error,
 			if err != nil {
 				return err
 			}
-			return runHarness(h, f, stdout)
+			return runHarness(m, h, f, stdout)
 		},
 	}
 	c.Flags().BoolVar(&f.json, "json", false, "stream events as JSON lines, then the result")
@@ -205,7 +213,10 @@ func newResumeCmd(g *globals, stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runHarness(h, f, stdout)
+			if gates, _ := m.PendingGates(args[0]); len(gates) > 0 {
+				return exitError{ExitWaiting, fmt.Errorf("harness %s is paused: %s", args[0], pendingHint(m, args[0]))}
+			}
+			return runHarness(m, h, f, stdout)
 		},
 	}
 	c.Flags().BoolVar(&f.json, "json", false, "stream events as JSON lines, then the result")
@@ -256,6 +267,11 @@ func printState(w io.Writer, st *statefmt.HarnessState) {
 		last = st.LastCheckpointAt.Format(time.RFC3339)
 	}
 	fmt.Fprintf(w, "counts   %d tool calls, %d iterations, %d checkpoints (last %s)\n", st.TotalToolCalls, st.Iterations, st.CheckpointCount, last)
+	if b := st.Budget; b != nil {
+		fmt.Fprintf(w, "budget   tool calls %d/%s, tokens %d/%s, wall clock %v/%s\n", st.TotalToolCalls, limit(int64(b.ToolCalls)),
+			b.TokensUsed, limit(b.Tokens), b.WallClockUsed.Round(time.Millisecond), limitDur(b.WallClock))
+	}
+	defer printExtras(w, st)
 	if st.Plan == nil {
 		fmt.Fprintln(w, "plan     none yet")
 		return
@@ -281,6 +297,65 @@ func printState(w io.Writer, st *statefmt.HarnessState) {
 		fmt.Fprintf(tw, "  %s%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, crit, s.AssignedAgent, s.Status, s.Attempts, strings.Join(s.Dependencies, ","), res)
 	}
 	tw.Flush()
+}
+
+func limit(n int64) string {
+	if n == 0 {
+		return "unlimited"
+	}
+	return fmt.Sprint(n)
+}
+
+func limitDur(d time.Duration) string {
+	if d == 0 {
+		return "unlimited"
+	}
+	return d.String()
+}
+
+// printExtras prints a state's gates, sub-agents and side-effect journal.
+func printExtras(w io.Writer, st *statefmt.HarnessState) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	if len(st.Gates) > 0 {
+		fmt.Fprintln(tw, "gates")
+		fmt.Fprintln(tw, "  GATE\tKIND\tSTEP\tSTATUS\tOPENED\tREASON")
+		for _, g := range st.Gates {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Kind, g.StepID, g.Status, g.CreatedAt.Format(time.RFC3339), g.Reason)
+		}
+	}
+	if len(st.SubAgentIDs) > 0 {
+		fmt.Fprintln(tw, "sub-agents")
+		fmt.Fprintln(tw, "  HARNESS\tAGENT\tSTEP\tSTATUS\tTRY\tRESULT")
+		for _, id := range st.SubAgentIDs {
+			r := st.SubAgentResults[id]
+			res := ""
+			switch {
+			case r.Error != nil:
+				res = *r.Error
+			case r.Output != nil:
+				res = *r.Output
+			}
+			if i := strings.IndexByte(res, '\n'); i >= 0 {
+				res = res[:i] + " ..."
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\n", id, r.AgentName, r.StepID, r.Status, r.Attempts, res)
+		}
+	}
+	if len(st.SideEffects) > 0 {
+		fmt.Fprintln(tw, "side effects in flight")
+		fmt.Fprintln(tw, "  STEP\tTOOL\tARGUMENTS\tSTATE")
+		for _, e := range st.SideEffects {
+			state := "intent (may have run)"
+			if e.Result != nil {
+				state = fmt.Sprintf("receipt (success=%v)", e.Result.Success)
+			}
+			if e.GateID != "" {
+				state += ", gate " + e.GateID
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", e.StepID, e.Tool, e.Arguments, state)
+		}
+	}
 }
 
 func newEventsCmd(g *globals, stdout io.Writer) *cobra.Command {
@@ -337,8 +412,23 @@ func describe(e runtime.Event) string {
 	if e.Attempt > 0 {
 		add("attempt %d", e.Attempt)
 	}
-	if e.Tool != "" {
+	if e.GateID != "" {
+		add("gate %s %s", e.GateID, e.Kind)
+	}
+	if e.SubAgentID != "" {
+		add("sub-agent %s (%s) %s", e.SubAgentID, e.Agent, e.Outcome)
+	}
+	if e.Action != "" {
+		add("%s", e.Action)
+	}
+	if e.WaitMs > 0 {
+		add("waited %.1fs", e.WaitMs/1000)
+	}
+	switch {
+	case e.Type == runtime.EventToolCall:
 		add("tool %s %.1f ms ok=%v", e.Tool, e.DurationMs, e.Success != nil && *e.Success)
+	case e.Tool != "":
+		add("tool %s", e.Tool)
 	}
 	if e.Seq > 0 {
 		add("seq %d %s %d B", e.Seq, e.Kind, e.StoredBytes)
