@@ -317,6 +317,10 @@ func (h *Harness) Run(ctx context.Context) error {
 			}
 			return ErrWaiting
 		case errors.As(err, &be):
+			if h.task.Autonomy >= 4 { // the step fails here: its attempt is history
+				h.commitLocked(cur)
+				step.Attempts = attempt
+			}
 			err := h.budgetStopLocked(step, be)
 			h.mu.Unlock()
 			return err

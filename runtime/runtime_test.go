@@ -323,6 +323,12 @@ func checkEvents(e *env) string {
 			missing = ev.Steps == 0
 		case runtime.EventWarning:
 			missing = ev.Message == ""
+		case runtime.EventGate:
+			missing = ev.GateID == "" || ev.StepID == "" || ev.Action == "" || ev.Kind == ""
+		case runtime.EventSubAgent:
+			missing = ev.SubAgentID == "" || ev.StepID == "" || ev.Outcome == ""
+		case runtime.EventSideEffect:
+			missing = ev.Tool == "" || ev.StepID == "" || ev.Action == ""
 		default:
 			return "unknown event type " + string(ev.Type)
 		}

@@ -41,12 +41,12 @@ func (h *Harness) runChild(ctx context.Context, i int) (string, error) {
 		h.mu.Lock()
 		step := h.st.Plan.Steps[i]
 		cid := step.ChildHarnessID
-		tries, prevErr := 0, ""
+		tries, prevErr, prevID := 0, "", ""
 		for _, id := range h.st.SubAgentIDs {
 			if r := h.st.SubAgentResults[id]; r.StepID == step.ID {
 				tries++
 				if r.Status == statefmt.StatusFailed && r.Error != nil {
-					prevErr = *r.Error
+					prevErr, prevID = *r.Error, id
 				}
 			}
 		}
@@ -79,7 +79,7 @@ func (h *Harness) runChild(ctx context.Context, i int) (string, error) {
 		}
 		h.mu.Unlock()
 
-		child, err := h.m.child(h, cid, step, prevErr)
+		child, err := h.m.child(h, cid, step, prevID, prevErr)
 		if err != nil {
 			return "", err
 		}
@@ -141,8 +141,10 @@ func childOutput(st *statefmt.HarnessState) string {
 // child returns the child harness cid of parent for step: the stored one when it exists, else a
 // new one. Its task is the parent's with the step's agent as owner, the step's description (and
 // the previous child's failure) as prompt, and a one-step plan, unless the agent is a script
-// agent with its own plan. A step the parent's gate approved starts approved in the child.
-func (m *Manager) child(parent *Harness, cid string, step statefmt.ExecutionStep, prevErr string) (*Harness, error) {
+// agent with its own plan. A step the parent's gate approved starts approved in the child, and
+// a retry's step goes on counting attempts from the failed child's (a script's "fail ... times:
+// N" fails the step's first N attempts, whichever child makes them).
+func (m *Manager) child(parent *Harness, cid string, step statefmt.ExecutionStep, prevID, prevErr string) (*Harness, error) {
 	if h, err := m.Get(cid); err == nil {
 		return h, nil
 	} else if !errors.Is(err, bridge.ErrNotFound) {
@@ -160,6 +162,14 @@ func (m *Manager) child(parent *Harness, cid string, step statefmt.ExecutionStep
 	if a := t.Agents[step.AssignedAgent]; a.Script == nil || len(a.Script.Plan) == 0 {
 		t.Plan = []task.PlanStep{{ID: step.ID, Description: step.Description, Agent: step.AssignedAgent, Critical: step.Critical, Phase: step.Phase}}
 	}
+	carried := 0
+	if prevID != "" && len(t.Plan) == 1 {
+		if prev, err := m.Get(prevID); err == nil {
+			if p := prev.State().Plan; p != nil && len(p.Steps) == 1 {
+				carried = p.Steps[0].Attempts
+			}
+		}
+	}
 	parent.mu.Lock()
 	depth, autonomy := parent.st.Depth+1, parent.st.AutonomyLevel
 	var approved []statefmt.Gate
@@ -173,6 +183,9 @@ func (m *Manager) child(parent *Harness, cid string, step statefmt.ExecutionStep
 	return m.create(&t, func(st *statefmt.HarnessState) {
 		st.ParentHarnessID, st.Depth, st.AutonomyLevel = parent.ID(), depth, autonomy
 		st.Gates = approved
+		if st.Plan != nil && len(st.Plan.Steps) == 1 {
+			st.Plan.Steps[0].Attempts = carried
+		}
 	})
 }
 
