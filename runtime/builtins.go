@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -365,9 +366,15 @@ func cleanEnv(extra []string) []string {
 }
 
 // subprocess runs cmd in its own process group, which it kills whole when ctx ends and again
-// when cmd exits (so nothing it started in the background outlives the call).
+// when cmd exits (so nothing it started in the background outlives the call). The calling
+// goroutine's thread is locked while the child runs, so that Pdeathsig (sent when the thread
+// that started the child exits) fires only when the process dies.
 func subprocess(ctx context.Context, cmd *exec.Cmd) error {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
+	// Pdeathsig: if harness-edge itself dies (SIGKILL, power loss aside), the tool dies with it
+	// instead of running on unobserved.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()

@@ -74,8 +74,15 @@ func (h *Harness) journalIntent(step, tool string, args statefmt.JSONValue, repl
 	}
 	switch {
 	case g != nil && g.Status == statefmt.GateApproved:
+		// The approval covers one more run: it is used up (durably) before the call runs, so
+		// an interruption of this run asks again.
 		ev.Action, ev.Message = "retry", fmt.Sprintf("running the call again: gate %s approved it", g.ID)
+		e.GateID, e.StartedAt = "", h.now()
 		h.emit(ev)
+		if err := h.checkpoint(); err != nil {
+			e.GateID = g.ID
+			return -1, nil, err
+		}
 		return idx, nil, nil
 	case g != nil && g.Status == statefmt.GateRejected:
 		return answer("rejected", failed("permanent", "not run again: gate %s rejected it: %s", g.ID, g.Reason))
