@@ -117,13 +117,19 @@ func (h *Harness) extendBudgetLocked(kind string) {
 	if b == nil {
 		return
 	}
+	or := func(task, current int64) int64 { // the task's amount, else what the limit is now
+		if task > 0 {
+			return task
+		}
+		return current
+	}
 	switch strings.TrimPrefix(kind, GateBudget+":") {
 	case "toolCalls":
-		b.ToolCalls += max(h.task.Budget.ToolCalls, 1)
+		b.ToolCalls += int(or(int64(h.task.Budget.ToolCalls), int64(b.ToolCalls)))
 	case "tokens":
-		b.Tokens += max(h.task.Budget.Tokens, 1)
+		b.Tokens += or(h.task.Budget.Tokens, b.Tokens)
 	case "wallClock":
-		b.WallClock += max(h.task.Budget.WallClock.Duration, time.Minute)
+		b.WallClock += time.Duration(or(int64(h.task.Budget.WallClock.Duration), int64(b.WallClock)))
 	}
 }
 

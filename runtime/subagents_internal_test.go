@@ -1,0 +1,55 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/runtime/task"
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// Plans made at run time (by an agent, not the task file) cannot be checked at creation: a
+// harness already at the maximum depth refuses to spawn, before any child exists, and the step
+// fails with its dependents blocked.
+func TestSpawnBeyondMaxDepthIsRefusedAtRunTime(t *testing.T) {
+	s, err := bridge.OpenStore(filepath.Join(t.TempDir(), "store"), bridge.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	m := NewManager(s, Options{})
+	tk, err := task.Parse("t.yaml", []byte(`id: deep
+agent: A
+autonomy: 5
+maxDepth: 2
+agents:
+  A: {driver: script, script: {steps: {"*": [{output: a}]}}}
+  B: {driver: script, script: {steps: {"*": [{output: b}]}}}
+plan:
+  - {id: s1, description: delegated, agent: B}
+  - {id: s2, description: after, agent: A, dependsOn: [s1]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := m.Create(tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.st.Depth = 2 // as if it were a grandchild
+	if err := h.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := h.State()
+	if st.Status != statefmt.StatusFailed || st.Plan.Steps[0].Status != statefmt.StepFailed ||
+		!strings.Contains(*st.Plan.Steps[0].Error, "depth 3, above the maximum 2") || st.Plan.Steps[1].Status != statefmt.StepBlocked {
+		t.Fatalf("%s (%s), steps %+v", st.Status, st.StatusReason, st.Plan.Steps)
+	}
+	if _, err := s.Index(childID("deep", "s1", 1)); !errors.Is(err, bridge.ErrNotFound) || len(st.SubAgentIDs) != 0 {
+		t.Fatalf("a child was created: %v %v", err, st.SubAgentIDs)
+	}
+}
