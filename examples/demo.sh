@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The demo behind `make demo`: run examples/demo.yaml in a durable harness, kill the process
-# with SIGKILL part-way, resume the harness from its last checkpoint, and let it finish.
+# with SIGKILL part-way, resume the harness from its last checkpoint until it stops at a human
+# gate, approve the gate, and let it finish.
 # Usage: examples/demo.sh [BINARY]   (default: bin/harness-edge)
 set -euo pipefail
 bin=$(realpath "${1:-bin/harness-edge}")
@@ -24,11 +25,21 @@ echo "   what the store holds now:"
 he show demo | sed 's/^/   /'
 
 echo
-echo "== 2. resume from the last checkpoint (the step in flight runs again; completed ones do not)"
+echo "== 2. resume from the last checkpoint (the step in flight runs again; completed ones do not);"
+echo "   the draft runs in a sub-agent, and the critical publish step waits for a human (exit 3)"
+status=0
+he resume demo || status=$?
+[ "$status" -eq 3 ] || { echo "resume exited $status, want 3 (waiting for a human)"; exit 1; }
+
+echo
+echo "== 3. a human approves the gate, and the harness finishes"
+he approve demo
 he resume demo
 
 echo
-echo "== 3. what happened, from the durable event log"
-he events demo | grep -E 'state_transition|step_|plan_completed|warning' | sed 's/^/   /'
+echo "== 4. what happened, from the durable event log"
+he events demo | grep -E 'state_transition|step_|plan_completed|warning|gate|sub_agent' | sed 's/^/   /'
+echo
+he show demo | sed -n '/^sub-agents/,$p' | sed 's/^/   /'
 echo
 he inspect demo | tail -n 1 | sed 's/^/   /'
