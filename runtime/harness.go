@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -336,7 +338,7 @@ func (h *Harness) Run(ctx context.Context) error {
 		case isTransient(err) && attempt <= h.task.Retry.Retries():
 			msg := err.Error()
 			step.Status, step.Error = statefmt.StepReady, &msg
-			delay = h.backoff(attempt)
+			delay = h.backoff(step.ID, attempt)
 			h.emit(Event{Type: EventStepRetry, StepID: step.ID, Attempt: attempt, Message: msg, DelayMs: float64(delay.Milliseconds())})
 		default:
 			msg := err.Error()
@@ -377,12 +379,16 @@ func (h *Harness) commitLocked(cur *attemptState) {
 	}
 }
 
-// backoff is the wait before retry number `attempt` of a step: about base × factor^(attempt-1),
-// jitter adding up to 20%, at most the retry's maxDelay.
-func (h *Harness) backoff(attempt int) time.Duration {
+// backoff is the wait before retry number `attempt` of a step: the attempt-th wait of a jitter
+// sequence seeded by the harness and step ids, so that across attempts (and restarts) each wait
+// is at least factor times the one before, as for tool calls.
+func (h *Harness) backoff(stepID string, attempt int) time.Duration {
+	f := fnv.New64a()
+	f.Write([]byte(h.ID() + "\x00" + stepID))
+	r := rand.New(rand.NewPCG(f.Sum64(), 0))
 	var d time.Duration
 	for range attempt {
-		d = nextDelay(h.task.Retry, d)
+		d = nextDelay(h.task.Retry, d, r.Float64())
 	}
 	return d
 }

@@ -79,22 +79,23 @@ func runWithRetries(ctx context.Context, t *task.Task, clock Clock, name string,
 		if res.Success || res.ErrorKind != "transient" || retries >= t.Retry.Retries() || ctx.Err() != nil {
 			return res, retries
 		}
-		delay = nextDelay(t.Retry, delay)
+		delay = nextDelay(t.Retry, delay, rand.Float64())
 		if clock.Sleep(ctx, delay) != nil {
 			return res, retries
 		}
 	}
 }
 
-// nextDelay is the wait before the next retry, given the previous one (0 before the first):
-// about Base first, then Factor times the previous wait; jitter adds up to 20% and never takes
-// away, so each wait is at least Factor (≥ 2) times the one before, up to MaxDelay.
-func nextDelay(r task.RetryConfig, prev time.Duration) time.Duration {
+// nextDelay is the wait before the next retry, given the previous one (0 before the first) and
+// a jitter draw in [0, 1): about Base first, then Factor times the previous wait; jitter adds up
+// to 20% and never takes away, so each wait is at least Factor (≥ 2) times the one before, up to
+// MaxDelay.
+func nextDelay(r task.RetryConfig, prev time.Duration, jitter float64) time.Duration {
 	d := float64(r.Base.Duration)
 	if prev > 0 {
 		d = float64(prev) * r.Factor
 	}
-	d *= 1 + 0.2*rand.Float64()
+	d *= 1 + 0.2*jitter
 	if m := r.MaxDelay.Duration; m > 0 && d > float64(m) {
 		return m
 	}
