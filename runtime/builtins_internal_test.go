@@ -17,72 +17,6 @@ import (
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
-// manualClock is a Clock whose time moves only when the test says so.
-type manualClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*manualTimer
-	sleeps []time.Duration
-}
-
-type manualTimer struct {
-	at   time.Time
-	f    func()
-	done bool
-}
-
-func (c *manualClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *manualClock) Sleep(ctx context.Context, d time.Duration) error {
-	c.mu.Lock()
-	c.sleeps = append(c.sleeps, d)
-	c.mu.Unlock()
-	c.Advance(d)
-	return ctx.Err()
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	var due []func()
-	for _, t := range c.timers {
-		if !t.done && !t.at.After(c.now) {
-			t.done = true
-			due = append(due, t.f)
-		}
-	}
-	c.mu.Unlock()
-	for _, f := range due {
-		go f()
-	}
-}
-
-func (c *manualClock) AfterFunc(d time.Duration, f func()) func() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &manualTimer{at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		stopped := !t.done
-		t.done = true
-		return stopped
-	}
-}
-
-func (c *manualClock) pendingTimers() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, t := range c.timers {
-		if !t.done {
-			n++
-		}
-	}
-	return n
-}
-
 // sandbox is a workspace with a secret file next to it (outside) and links that point out.
 type sandbox struct {
 	ws, outside string
@@ -340,7 +274,7 @@ func TestTimeoutKillsTheProcessGroup(t *testing.T) {
 	for _, kind := range []string{"bash", "command"} {
 		t.Run(kind, func(t *testing.T) {
 			s := newSandbox(t)
-			clock := &manualClock{now: time.Unix(1e9, 0)}
+			clock := NewFakeClock()
 			s.env.clock = clock
 			script := `sleep 300 & echo $! > bg.pid; sleep 300`
 			done := make(chan statefmt.ToolResult)
@@ -401,7 +335,7 @@ func TestCommandToolProtocol(t *testing.T) {
 // permanent ones are not retried.
 func TestRunWithRetries(t *testing.T) {
 	s := newSandbox(t)
-	clock := &manualClock{now: time.Unix(1e9, 0)}
+	clock := NewFakeClock()
 	three := 3
 	tk := &task.Task{Workspace: s.ws, Retry: task.RetryConfig{MaxRetries: &three, Base: task.Duration{Duration: time.Second}, Factor: 2, MaxDelay: task.Duration{Duration: time.Hour}},
 		Tools: map[string]*task.ToolConfig{
@@ -410,25 +344,24 @@ func TestRunWithRetries(t *testing.T) {
 			"bad":   {Command: []string{"sh", "-c", `echo bad >&2; exit 1`}, Timeout: task.Duration{Duration: time.Minute}, MaxOutput: 1024},
 		}}
 	res, retries := runWithRetries(context.Background(), tk, clock, "flaky", nil)
-	if !res.Success || retries != 2 || len(clock.sleeps) != 2 {
-		t.Fatalf("flaky: %+v after %d retries, sleeps %v", res, retries, clock.sleeps)
+	if sleeps := clock.Sleeps(); !res.Success || retries != 2 || len(sleeps) != 2 {
+		t.Fatalf("flaky: %+v after %d retries, sleeps %v", res, retries, sleeps)
 	}
-	clock.sleeps = nil
 	res, retries = runWithRetries(context.Background(), tk, clock, "down", nil)
-	if res.Success || retries != 3 || len(clock.sleeps) != 3 {
-		t.Fatalf("down: %+v after %d retries, sleeps %v", res, retries, clock.sleeps)
+	sleeps := clock.Sleeps()
+	if res.Success || retries != 3 || len(sleeps) != 3 {
+		t.Fatalf("down: %+v after %d retries, sleeps %v", res, retries, sleeps)
 	}
-	for i, d := range clock.sleeps {
-		if i == 0 && (d < time.Second || d > 1200*time.Millisecond) || i > 0 && d < 2*clock.sleeps[i-1] {
-			t.Fatalf("backoff %v is not exponential from 1s", clock.sleeps)
+	for i, d := range sleeps {
+		if i == 0 && (d < time.Second || d > 1200*time.Millisecond) || i > 0 && d < 2*sleeps[i-1] {
+			t.Fatalf("backoff %v is not exponential from 1s", sleeps)
 		}
 	}
-	clock.sleeps = nil
-	if res, retries = runWithRetries(context.Background(), tk, clock, "bad", nil); res.Success || retries != 0 || len(clock.sleeps) != 0 {
+	if res, retries = runWithRetries(context.Background(), tk, clock, "bad", nil); res.Success || retries != 0 || len(clock.Sleeps()) != 0 {
 		t.Fatalf("permanent failure was retried: %+v %d", res, retries)
 	}
-	if clock.pendingTimers() != 0 {
-		t.Fatalf("%d timeout timers left running", clock.pendingTimers())
+	if clock.PendingTimers() != 0 {
+		t.Fatalf("%d timeout timers left running", clock.PendingTimers())
 	}
 }
 

@@ -1,7 +1,6 @@
 package runtime_test
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -13,94 +12,6 @@ import (
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
-
-// fakeClock advances only when something sleeps (or a test advances it), so tests never wait.
-// It records every sleep, and fires AfterFunc timers as it passes their deadlines.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	sleeps []time.Duration
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	at   time.Time
-	f    func()
-	done bool
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 11, 21, 3, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	now := c.now.Add(time.Millisecond) // time moves a little at every look
-	c.mu.Unlock()
-	c.advanceTo(now)
-	return now
-}
-
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.sleeps = append(c.sleeps, d)
-	now := c.now.Add(d)
-	c.mu.Unlock()
-	c.advanceTo(now)
-	return nil
-}
-
-// Advance moves the clock forward by d, firing the timers it passes.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	now := c.now.Add(d)
-	c.mu.Unlock()
-	c.advanceTo(now)
-}
-
-func (c *fakeClock) advanceTo(t time.Time) {
-	c.mu.Lock()
-	if t.After(c.now) {
-		c.now = t
-	}
-	var due []func()
-	for _, tm := range c.timers {
-		if !tm.done && !tm.at.After(c.now) {
-			tm.done = true
-			due = append(due, tm.f)
-		}
-	}
-	c.mu.Unlock()
-	for _, f := range due {
-		go f()
-	}
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
-	c.mu.Lock()
-	tm := &fakeTimer{at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, tm)
-	c.mu.Unlock()
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		stopped := !tm.done
-		tm.done = true
-		return stopped
-	}
-}
-
-// Sleeps returns the durations slept so far, and forgets them.
-func (c *fakeClock) Sleeps() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := c.sleeps
-	c.sleeps = nil
-	return s
-}
 
 // recorder is a sink that keeps every event.
 type recorder struct {
@@ -135,14 +46,14 @@ type env struct {
 	t     *testing.T
 	dir   string
 	store *bridge.Store
-	clock *fakeClock
+	clock *runtime.FakeClock
 	rec   *recorder
 	m     *runtime.Manager
 	ids   int
 }
 
 func newEnv(t *testing.T) *env {
-	e := &env{t: t, dir: t.TempDir(), clock: newFakeClock(), rec: &recorder{}}
+	e := &env{t: t, dir: t.TempDir(), clock: runtime.NewFakeClock(), rec: &recorder{}}
 	e.open()
 	t.Cleanup(func() { e.store.Close() })
 	return e

@@ -35,13 +35,14 @@ tools:
 `, ws, replay)
 }
 
-// interruptWhen runs h, cancelling it once the file appears in the workspace.
+// interruptWhen runs h, cancelling it once the file appears in the workspace (with content,
+// but for the empty marker "waiting").
 func interruptWhen(t *testing.T, h *runtime.Harness, ws, file string) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		for ctx.Err() == nil {
-			if _, err := os.Stat(filepath.Join(ws, file)); err == nil {
+			if fi, err := os.Stat(filepath.Join(ws, file)); err == nil && (fi.Size() > 0 || file == "waiting") {
 				cancel()
 				return
 			}

@@ -2,17 +2,14 @@ package cli
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -82,52 +79,7 @@ func TestRunKill9ResumeUntilDone(t *testing.T) {
 	}
 	store := filepath.Join(dir, "store")
 	taskFile := write("k.yaml", killTask("k", filepath.Join(dir, "ws")))
-	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
-	kills := 0
-	for attempt := 0; ; attempt++ {
-		if attempt > 200 {
-			t.Fatal("not done after 200 runs")
-		}
-		args := []string{"--store", store, "resume", "k", "--json"}
-		if attempt == 0 {
-			args = []string{"--store", store, "run", taskFile, "--json"}
-		}
-		cmd := child(args...)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		// Kill after a random number of events, at a random instant after it.
-		killAfter := 1 + r.IntN(12)
-		sc := bufio.NewScanner(out)
-		seen := 0
-		for seen < killAfter && sc.Scan() {
-			seen++
-		}
-		if seen == killAfter {
-			time.Sleep(time.Duration(r.IntN(3000)) * time.Microsecond)
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-		}
-		for sc.Scan() {
-		}
-		err = cmd.Wait()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			kills++
-			continue
-		}
-		if err != nil && attempt > 0 && strings.Contains(stderr.String(), "harness k is completed") {
-			break // the last kill landed after the final checkpoint
-		}
-		if err != nil {
-			t.Fatalf("run %d (%v) failed: %v: %s", attempt, args, err, stderr.String())
-		}
-		break
-	}
+	kills := killUntilDone(t, store, taskFile, "k", 200, false, func() { t.Fatal("waiting for a human at autonomy 3 without critical steps") })
 	if kills < 3 {
 		t.Fatalf("only %d runs were killed: the test tested little", kills)
 	}
