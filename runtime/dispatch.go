@@ -74,7 +74,8 @@ func (m *Manager) Dispatch(ctx context.Context, t *task.Task) (TaskOutput, error
 }
 
 // RunDirect runs a task's plan by calling its agents directly: nothing is persisted, no event
-// is emitted, each step runs once (a failure fails the task). Tool permissions still apply.
+// is emitted, each step runs once (a failure fails the task). Tool permissions, budgets,
+// retries and timeouts still apply; a plan with a step that needs a human gate is refused.
 func RunDirect(ctx context.Context, t *task.Task, clock Clock) (TaskOutput, error) {
 	start := clock.Now()
 	known := func(a string) bool { _, ok := t.Agents[a]; return ok }
@@ -109,6 +110,12 @@ func RunDirect(ctx context.Context, t *task.Task, clock Clock) (TaskOutput, erro
 		return finish(statefmt.StatusFailed, err.Error())
 	}
 	st.Plan = p
+	for _, s := range p.Steps {
+		if GateRequired(t.Autonomy, s.Critical) {
+			return TaskOutput{}, fmt.Errorf("task %s: step %s needs a human's approval at autonomy %d, and the direct path (longRunning: false) cannot wait for one: run it in a harness, or set autonomy 4 or 5",
+				t.ID, s.ID, t.Autonomy)
+		}
+	}
 	tools := &directTools{t: t, clock: clock}
 	for i := NextReady(p); i >= 0; i = NextReady(p) {
 		step := &p.Steps[i]

@@ -265,3 +265,29 @@ plan:
 		}
 	}
 }
+
+// The direct path cannot wait for a human: a task whose plan has a gated step is refused before
+// anything runs, rather than run without the approval its autonomy level asks for.
+func TestDirectPathRefusesGatedPlans(t *testing.T) {
+	ws := t.TempDir()
+	src := fmt.Sprintf(`longRunning: false
+agent: A
+autonomy: 3
+workspace: %s
+agents:
+  A: {driver: script, tools: [write_file], script: {steps: {"*": [{tool: write_file, args: {path: x.txt, content: x}}]}}}
+plan:
+  - {id: s1, description: risky, agent: A, critical: true}
+`, ws)
+	_, err := runtime.RunDirect(context.Background(), parseTask(t, src), runtime.RealClock{})
+	if err == nil || !strings.Contains(err.Error(), "cannot wait for one") {
+		t.Fatalf("direct path with a critical step at autonomy 3: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "x.txt")); err == nil {
+		t.Fatal("the step ran")
+	}
+	out, err := runtime.RunDirect(context.Background(), parseTask(t, strings.Replace(src, "autonomy: 3", "autonomy: 4", 1)), runtime.RealClock{})
+	if err != nil || out.Status != statefmt.StatusCompleted {
+		t.Fatalf("at autonomy 4: %v %+v", err, out)
+	}
+}
