@@ -50,9 +50,13 @@ func newLsCmd(g *globals, stdout io.Writer) *cobra.Command {
 					return writeJSON(stdout, list)
 				}
 				tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tAGENT\tSTATUS\tCHECKPOINTS\tUPDATED")
+				fmt.Fprintln(tw, "ID\tAGENT\tSTATUS\tPARENT\tCHECKPOINTS\tUPDATED")
 				for _, e := range list {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", e.ID, e.AgentName, e.Status, e.HeadSeq, e.UpdatedAt.Format("2006-01-02 15:04:05Z07:00"))
+					parent := e.ParentHarnessID
+					if parent == "" {
+						parent = "-"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.AgentName, e.Status, parent, e.HeadSeq, e.UpdatedAt.Format("2006-01-02 15:04:05Z07:00"))
 				}
 				return tw.Flush()
 			})
