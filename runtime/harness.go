@@ -373,6 +373,14 @@ func (h *Harness) commitLocked(cur *attemptState) {
 	if h.st.Budget != nil {
 		h.st.Budget.TokensUsed += cur.tokens
 	}
+	for _, e := range h.st.SideEffects {
+		if e.StepID == cur.step && e.Result == nil {
+			// The re-run did not make this call again (an agent that is not deterministic): it
+			// may have run before the interruption, and nobody will know but from this warning.
+			h.pending = append(h.pending, Event{Type: EventWarning, HarnessID: h.ID(), Time: h.now(), StepID: e.StepID, Tool: e.Tool,
+				Message: fmt.Sprintf("side-effecting call %s %s may have run before an interruption; the step's re-run did not make it again", e.Tool, e.Arguments)})
+		}
+	}
 	h.st.SideEffects = slices.DeleteFunc(h.st.SideEffects, func(e statefmt.SideEffect) bool { return e.StepID == cur.step })
 	if len(h.st.SideEffects) == 0 {
 		h.st.SideEffects = nil

@@ -53,3 +53,34 @@ plan:
 		t.Fatalf("a child was created: %v %v", err, st.SubAgentIDs)
 	}
 }
+
+// An intent the step's re-run does not match (an agent that called something else this time)
+// is not dropped silently: the step's end warns that the call may have run.
+func TestUnmatchedIntentWarns(t *testing.T) {
+	s, err := bridge.OpenStore(filepath.Join(t.TempDir(), "store"), bridge.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var warnings []Event
+	m := NewManager(s, Options{Sinks: []Sink{SinkFunc(func(e Event) {
+		if e.Type == EventWarning {
+			warnings = append(warnings, e)
+		}
+	})}})
+	tk, err := task.Parse("t.yaml", []byte("id: w\nagent: A\nautonomy: 5\nagents:\n  A: {driver: script, script: {steps: {\"*\": [{output: a}]}}}\nplan:\n  - {id: s, description: x, agent: A}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := m.Create(tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.st.SideEffects = []statefmt.SideEffect{{StepID: "s", Tool: "deploy", Arguments: statefmt.JSONValue(`{"v":1}`), Occurrence: 1}}
+	if err := h.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0].Message, `deploy {"v":1} may have run`) || len(h.State().SideEffects) != 0 {
+		t.Fatalf("warnings %+v, journal %+v", warnings, h.State().SideEffects)
+	}
+}
