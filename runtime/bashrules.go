@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -27,8 +28,9 @@ func checkBash(line string, allow, deny []string) error {
 	if hidden != "" && len(allow) > 0 {
 		return fmt.Errorf("bash: %s hides commands from the allow rules; write the commands out", hidden)
 	}
+	deny = append(slices.Clip(DefaultBashDeny), deny...)
 	for _, c := range cmds {
-		for _, d := range append(DefaultBashDeny[:len(DefaultBashDeny):len(DefaultBashDeny)], deny...) {
+		for _, d := range deny {
 			if wildcard(d, c) {
 				return fmt.Errorf("bash: %q is denied (rule %q)", c, d)
 			}

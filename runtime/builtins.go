@@ -100,17 +100,17 @@ func runBuiltin(ctx context.Context, env toolEnv, name string, m map[string]any)
 		if timeout == 0 {
 			timeout = task.DefaultBashTimeout
 		}
-		switch v := m["timeout"].(type) {
+		switch v := m["timeout"].(type) { // a call may ask for less than the tool allows
 		case nil:
 		case string:
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
 				return failed("permanent", "argument timeout %q is not a duration (like 30s)", v)
 			}
-			timeout = min(d, max(timeout, env.cfg.Timeout.Duration))
+			timeout = min(d, timeout)
 		default:
 			if s := a.num("timeout"); s > 0 {
-				timeout = min(time.Duration(s)*time.Second, max(timeout, env.cfg.Timeout.Duration))
+				timeout = min(time.Duration(s)*time.Second, timeout)
 			}
 		}
 		if a.err != nil {

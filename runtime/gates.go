@@ -65,16 +65,18 @@ func (h *Harness) openGateLocked(kind, stepID, why string) error {
 	return ErrWaiting
 }
 
-// overBudgetLocked says which budget is used up, if one is: tokens and wall clock always, tool
-// calls when calls is set (a step that makes no calls may still run). h.mu held.
-func (h *Harness) overBudgetLocked(calls bool) *BudgetError {
+// overBudgetLocked says which budget is used up, if one is: tokens and wall clock always; tool
+// calls only for a call within the attempt cur (before a step, cur is nil: a step that makes no
+// calls may still run). h.mu held.
+func (h *Harness) overBudgetLocked(cur *attemptState) *BudgetError {
 	b := h.st.Budget
 	if b == nil {
 		return nil
 	}
 	used, tokens, wall := h.st.TotalToolCalls, b.TokensUsed, b.WallClockUsed
-	if h.cur != nil {
-		used, tokens = used+h.cur.executed, tokens+h.cur.tokens
+	calls := cur != nil
+	if calls {
+		used, tokens = used+cur.executed, tokens+cur.tokens
 	}
 	if !h.runMark.IsZero() {
 		wall += h.now().Sub(h.runMark)
@@ -90,10 +92,10 @@ func (h *Harness) overBudgetLocked(calls bool) *BudgetError {
 	return nil
 }
 
-func (h *Harness) overBudget() *BudgetError {
+func (h *Harness) overBudget(cur *attemptState) *BudgetError {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.overBudgetLocked(true)
+	return h.overBudgetLocked(cur)
 }
 
 // budgetStopLocked decides what a used-up budget does: at autonomy 1-3 a human decides (a gate;

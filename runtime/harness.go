@@ -36,8 +36,6 @@ type Harness struct {
 	running bool
 	stop    context.CancelCauseFunc // cancels Run; its cause says why
 	last    bridge.Checkpoint
-	// cur is the step attempt in flight (nil between steps).
-	cur *attemptState
 	// runMark is when the wall-clock budget was last charged (zero when not running).
 	runMark time.Time
 }
@@ -146,35 +144,18 @@ func (h *Harness) transitionLocked(to statefmt.Status, reason string) error {
 	return nil
 }
 
-// recordToolCall adds a call to the attempt in flight, with its event; executed says whether
-// it ran (refusals are recorded but do not count against the budget).
-func (h *Harness) recordToolCall(r statefmt.ToolCallRecord, executed bool) {
+// recordToolCall adds a call to its attempt, with its event; executed says whether it ran
+// (refusals are recorded but do not count against the budget).
+func (h *Harness) recordToolCall(cur *attemptState, r statefmt.ToolCallRecord, executed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ok := r.Result.Success
-	ev := Event{Type: EventToolCall, HarnessID: h.ID(), Tool: r.CallName, DurationMs: float64(r.Duration.Microseconds()) / 1000, Success: &ok,
-		Message: r.Result.Error, Attempt: r.RetryCount, Time: r.Timestamp.Add(r.Duration)}
-	if h.cur == nil { // not inside a step: straight into the state
-		h.st.ToolCallHistory = append(h.st.ToolCallHistory, r)
-		if executed {
-			h.st.TotalToolCalls++
-		}
-		h.pending = append(h.pending, ev)
-		return
-	}
-	h.cur.records = append(h.cur.records, r)
-	h.cur.events = append(h.cur.events, ev)
+	cur.records = append(cur.records, r)
+	cur.events = append(cur.events, Event{Type: EventToolCall, HarnessID: h.ID(), Tool: r.CallName,
+		DurationMs: float64(r.Duration.Microseconds()) / 1000, Success: &ok, Message: r.Result.Error, Attempt: r.RetryCount,
+		Time: r.Timestamp.Add(r.Duration)})
 	if executed {
-		h.cur.executed++
-	}
-}
-
-// reportTokens charges model tokens to the attempt in flight.
-func (h *Harness) reportTokens(n int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.cur != nil && n > 0 {
-		h.cur.tokens += n
+		cur.executed++
 	}
 }
 
@@ -206,8 +187,9 @@ type suspended struct{ reason string }
 
 func (s *suspended) Error() string { return s.reason }
 
-// attemptState is what one step attempt has done so far. It joins the harness state when the
-// attempt ends; an attempt cut short (interrupt, crash, gate) is forgotten whole and runs again.
+// attemptState is what one step attempt has done so far; the attempt's ToolCaller and token
+// reports write to it (under h.mu). It joins the harness state when the attempt ends; an
+// attempt cut short (interrupt, crash, gate) is forgotten whole and runs again.
 type attemptState struct {
 	step     string
 	records  []statefmt.ToolCallRecord
@@ -260,7 +242,7 @@ func (h *Harness) Run(ctx context.Context) error {
 			return err
 		}
 		step := &h.st.Plan.Steps[i]
-		if be := h.overBudgetLocked(false); be != nil {
+		if be := h.overBudgetLocked(nil); be != nil {
 			err := h.budgetStopLocked(step, be)
 			h.mu.Unlock()
 			return err
@@ -276,30 +258,27 @@ func (h *Harness) Run(ctx context.Context) error {
 			h.mu.Unlock()
 			return err
 		}
-		h.cur = &attemptState{step: step.ID, occ: map[string]int{}}
-		delegated := step.AssignedAgent != h.st.AgentName
-		sc := &StepContext{HarnessID: h.ID(), Task: h.task, AgentName: step.AssignedAgent, Step: *step, Attempt: attempt,
-			Workspace: h.task.Workspace, Clock: h.m.clock, Tools: &toolCaller{h: h, agent: step.AssignedAgent, step: step.ID},
-			ReportTokens: h.reportTokens}
-		var a Agent
-		var err error
-		if !delegated {
-			a, err = h.agent(step.AssignedAgent)
+		cur := &attemptState{step: step.ID, occ: map[string]int{}}
+		var run func() (string, error)
+		if step.AssignedAgent != h.st.AgentName {
+			run = func() (string, error) { return h.runChild(ctx, i) }
+		} else if a, err := h.agent(step.AssignedAgent); err != nil {
+			run = func() (string, error) { return "", err }
+		} else {
+			sc := &StepContext{HarnessID: h.ID(), Task: h.task, AgentName: step.AssignedAgent, Step: *step, Attempt: attempt,
+				Workspace: h.task.Workspace, Clock: h.m.clock, Tools: &toolCaller{h: h, cur: cur, agent: step.AssignedAgent},
+				ReportTokens: func(n int64) {
+					h.mu.Lock()
+					defer h.mu.Unlock()
+					cur.tokens += max(n, 0)
+				}}
+			run = func() (string, error) { return a.RunStep(ctx, sc) }
 		}
 		h.mu.Unlock()
 
-		var out string
-		switch {
-		case err != nil:
-		case delegated:
-			out, err = h.runChild(ctx, i)
-		default:
-			out, err = a.RunStep(ctx, sc)
-		}
+		out, err := run()
 
 		h.mu.Lock()
-		cur := h.cur
-		h.cur = nil
 		step = &h.st.Plan.Steps[i]
 		var susp *suspended
 		var be *BudgetError

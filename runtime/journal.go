@@ -17,12 +17,13 @@ import (
 //     human decided, runs it again (approved) or not (rejected).
 //
 // It returns the entry's index when the call should run, or the result to use instead.
-func (h *Harness) journalIntent(step, tool string, args statefmt.JSONValue, replay string) (int, *statefmt.ToolResult, error) {
+func (h *Harness) journalIntent(cur *attemptState, tool string, args statefmt.JSONValue, replay string) (int, *statefmt.ToolResult, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	step := cur.step
 	key := tool + "\x00" + string(args)
-	h.cur.occ[key]++
-	occ := h.cur.occ[key]
+	cur.occ[key]++
+	occ := cur.occ[key]
 	idx := -1
 	for i, e := range h.st.SideEffects {
 		if e.StepID == step && e.Tool == tool && e.Occurrence == occ && bytes.Equal(e.Arguments, args) {

@@ -99,7 +99,7 @@ func (h *Harness) runChild(ctx context.Context, i int) (string, error) {
 		st := child.State()
 		h.noteChild(cid, st, "")
 		if st.Status == statefmt.StatusCompleted {
-			return childOutput(st), nil
+			return OutputOf(st, "harness").Output, nil
 		}
 	}
 }
@@ -113,7 +113,7 @@ func (h *Harness) noteChild(cid string, st *statefmt.HarnessState, outcome strin
 	var msg string
 	switch st.Status {
 	case statefmt.StatusCompleted:
-		out := childOutput(st)
+		out := OutputOf(st, "harness").Output
 		r.Output, r.CompletedAt, outcome = &out, &st.UpdatedAt, "completed"
 	case statefmt.StatusFailed:
 		reason := st.StatusReason
@@ -123,19 +123,6 @@ func (h *Harness) noteChild(cid string, st *statefmt.HarnessState, outcome strin
 	}
 	h.st.SubAgentResults[cid] = r
 	h.emit(Event{Type: EventSubAgent, SubAgentID: cid, StepID: r.StepID, Agent: r.AgentName, Outcome: outcome, Message: msg})
-}
-
-// childOutput is what a completed child hands its parent: its steps' outputs, in plan order.
-func childOutput(st *statefmt.HarnessState) string {
-	var out []string
-	if st.Plan != nil {
-		for _, s := range st.Plan.Steps {
-			if s.Output != nil && *s.Output != "" {
-				out = append(out, *s.Output)
-			}
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 // child returns the child harness cid of parent for step: the stored one when it exists, else a

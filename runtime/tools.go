@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -36,15 +35,11 @@ func toolSettings(t *task.Task, name string) *task.ToolConfig {
 	return &task.ToolConfig{MaxOutput: task.DefaultMaxOutput}
 }
 
-// permission refuses a call the agent may not make, or of a tool that does not exist.
+// permission refuses a call the agent may not make. (Every tool an agent lists exists: the
+// task file is refused otherwise.)
 func permission(t *task.Task, agent, name string) *statefmt.ToolResult {
-	tools := t.Agents[agent].Tools
-	if !slices.Contains(tools, name) {
+	if tools := t.Agents[agent].Tools; !slices.Contains(tools, name) {
 		res := failed("permission", "agent %s may not call %s (its tools: %v)", agent, name, tools)
-		return &res
-	}
-	if _, ok := t.Tools[name]; !ok && !slices.Contains(task.Builtins, name) {
-		res := failed("permanent", "no tool %s (built-ins: %v)", name, task.Builtins)
 		return &res
 	}
 	return nil
@@ -103,8 +98,8 @@ func nextDelay(r task.RetryConfig, prev time.Duration, jitter float64) time.Dura
 }
 
 // toolError is the step error a failed call gives: permanent (the tool's retries are spent, or
-// it was refused), except a budget refusal, which is a *BudgetError, and a call cut short, which
-// is the context's error.
+// it was refused), except for a call cut short, which gives the context's error. (A budget
+// refusal gives a *BudgetError, from the caller.)
 func toolError(ctx context.Context, name string, res statefmt.ToolResult) error {
 	if res.Success {
 		return nil
@@ -118,8 +113,8 @@ func toolError(ctx context.Context, name string, res statefmt.ToolResult) error 
 // toolCaller is the ToolCaller of one step attempt in a harness.
 type toolCaller struct {
 	h     *Harness
+	cur   *attemptState
 	agent string
-	step  string
 }
 
 func (c *toolCaller) Call(ctx context.Context, name string, args map[string]any) (statefmt.ToolResult, error) {
@@ -134,14 +129,14 @@ func (c *toolCaller) Call(ctx context.Context, name string, args map[string]any)
 		return res, toolError(ctx, name, res)
 	}
 	record := func(res statefmt.ToolResult, retries int, executed bool) {
-		h.recordToolCall(statefmt.ToolCallRecord{CallName: name, Arguments: argsJSON, Result: res,
+		h.recordToolCall(c.cur, statefmt.ToolCallRecord{CallName: name, Arguments: argsJSON, Result: res,
 			Duration: max(h.now().Sub(start), time.Nanosecond), RetryCount: retries, Timestamp: start}, executed)
 	}
 	if res := permission(h.task, c.agent, name); res != nil {
 		record(*res, 0, false)
 		return *res, toolError(ctx, name, *res)
 	}
-	if be := h.overBudget(); be != nil {
+	if be := h.overBudget(c.cur); be != nil {
 		res := failed("budget", "%s", be.Msg)
 		record(res, 0, false)
 		return res, be
@@ -150,7 +145,7 @@ func (c *toolCaller) Call(ctx context.Context, name string, args map[string]any)
 	var entry int = -1
 	if cfg.SideEffects {
 		var res *statefmt.ToolResult
-		entry, res, err = h.journalIntent(c.step, name, argsJSON, cfg.Replay)
+		entry, res, err = h.journalIntent(c.cur, name, argsJSON, cfg.Replay)
 		if err != nil {
 			return failed("permanent", "%v", err), err
 		}
@@ -196,6 +191,3 @@ func (d *directTools) Call(ctx context.Context, name string, args map[string]any
 	res, _ := runWithRetries(ctx, d.t, d.clock, name, args)
 	return res, toolError(ctx, name, res)
 }
-
-// errSuspended is returned by a step attempt that stopped at a gate; the harness pauses.
-var errSuspended = errors.New("waiting for a human")
