@@ -9,22 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leanovate/gopter"
 	"github.com/leanovate/gopter/gen"
 	"github.com/leanovate/gopter/prop"
 
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
-
-func props(t *testing.T) *gopter.Properties {
-	p := gopter.DefaultTestParametersWithSeed(20261121)
-	p.MinSuccessfulTests = 200
-	if testing.Short() {
-		p.MinSuccessfulTests = 100
-	}
-	return gopter.NewProperties(p)
-}
 
 // Property 1: any sequence of requested transitions: the allowed ones (SPEC section 3, written
 // out again here) succeed and land on the target; the others fail, naming both statuses, and
@@ -34,9 +24,9 @@ func TestPropertyLifecycle(t *testing.T) {
 		{"created", "running"}: true, {"running", "paused"}: true, {"running", "completed"}: true,
 		{"running", "failed"}: true, {"paused", "running"}: true, {"paused", "failed"}: true,
 	}
-	p := props(t)
+	p := Props(t, 200)
 	p.Property("transitions follow the table; refused ones change nothing", prop.ForAll(func(ops []int) bool {
-		return report(t, func() string {
+		return Report(t, func() string {
 			s := &statefmt.HarnessState{HarnessID: "h", Status: statefmt.StatusCreated}
 			now := time.Unix(0, 0)
 			for _, op := range ops {
@@ -119,9 +109,9 @@ func reference(steps []task.PlanStep, completed, failed map[string]bool) map[str
 // step's status matches the reference computation after every event; step failures block
 // exactly the transitive dependents; the plan is done exactly when all steps completed.
 func TestPropertyDependencyResolution(t *testing.T) {
-	p := props(t)
+	p := Props(t, 200)
 	p.Property("readiness and blocking match the reference", prop.ForAll(func(seed uint64, n int) bool {
-		return report(t, func() string {
+		return Report(t, func() string {
 			r := rand.New(rand.NewPCG(seed, 7))
 			steps := randomDAG(r, n)
 			plan, err := NewPlan("t", steps, func(string) bool { return true }, time.Unix(0, 0))
@@ -210,9 +200,9 @@ func hasCycle(steps []task.PlanStep) bool {
 // agents, duplicate ids): NewPlan refuses exactly the invalid ones, with a message naming the
 // problem.
 func TestPropertyPlanValidation(t *testing.T) {
-	p := props(t)
+	p := Props(t, 200)
 	p.Property("NewPlan refuses exactly the invalid plans", prop.ForAll(func(seed uint64, n int) bool {
-		return report(t, func() string {
+		return Report(t, func() string {
 			r := rand.New(rand.NewPCG(seed, 9))
 			steps := make([]task.PlanStep, n)
 			for i := range steps {
@@ -252,10 +242,3 @@ func TestPropertyPlanValidation(t *testing.T) {
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 // report turns a property's failure message into its verdict, logging the message.
-func report(t *testing.T, f func() string) bool {
-	if msg := f(); msg != "" {
-		t.Log(msg)
-		return false
-	}
-	return true
-}

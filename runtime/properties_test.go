@@ -60,9 +60,9 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 // Property 6: a call outside the agent's permitted tools is rejected without running (its effect
 // never happens), recorded and evented; a permitted one runs.
 func TestProperty6PermissionEnforcement(t *testing.T) {
-	p := props(t)
+	p := runtime.Props(t, 100)
 	p.Property("calls outside the permitted set are refused unexecuted", prop.ForAll(func(seed uint64) bool {
-		return report(t, func() string {
+		return runtime.Report(t, func() string {
 			r := rand.New(rand.NewPCG(seed, 6))
 			var permitted []string
 			for _, tool := range allTools {
@@ -125,9 +125,9 @@ func TestProperty6PermissionEnforcement(t *testing.T) {
 // Property 7: every successful call is recorded with its name, arguments, result and a positive
 // duration, and evented with tool, duration, success and harness id.
 func TestProperty7RecordingCompleteness(t *testing.T) {
-	p := props(t)
+	p := runtime.Props(t, 100)
 	p.Property("successful calls are recorded whole", prop.ForAll(func(seed uint64) bool {
-		return report(t, func() string {
+		return runtime.Report(t, func() string {
 			r := rand.New(rand.NewPCG(seed, 7))
 			var calls []string
 			var plan, steps strings.Builder
@@ -183,9 +183,9 @@ func TestProperty7RecordingCompleteness(t *testing.T) {
 // Property 8: a call failing transiently is retried up to the configured maximum, each wait at
 // least double the one before (the fake clock records the waits); success ends the retries.
 func TestProperty8RetryBackoff(t *testing.T) {
-	p := props(t)
+	p := runtime.Props(t, 100)
 	p.Property("transient failures retry with exponential backoff", prop.ForAll(func(fails, maxRetries int, baseMs int, factor float64) bool {
-		return report(t, func() string {
+		return runtime.Report(t, func() string {
 			ws := workspace(t)
 			e := newEnv(t)
 			h, err := e.m.Create(parseTask(t, fmt.Sprintf(`id: p8
@@ -238,9 +238,9 @@ tools:
 // autonomy 4-5 the harness then fails; at 3 a human decides (each approval extends the budget
 // by N), and the task ends having run exactly its calls.
 func TestProperty9BudgetEnforcement(t *testing.T) {
-	p := props(t)
+	p := runtime.Props(t, 100)
 	p.Property("the tool-call budget holds", prop.ForAll(func(limit, calls, autonomy int) bool {
-		return report(t, func() string {
+		return runtime.Report(t, func() string {
 			var actions strings.Builder
 			for i := range calls {
 				fmt.Fprintf(&actions, "          - {tool: write_file, args: {path: f%d.txt, content: x}}\n", i)
@@ -322,9 +322,9 @@ func randomGatedPlan(r *rand.Rand, id string, autonomy int, ws string) (src stri
 // Property 10: gates are placed by the autonomy rule: 1-2 before every step, 3 before critical
 // steps, 4-5 nowhere; each gated step waits for its approval before it starts.
 func TestProperty10GatePlacement(t *testing.T) {
-	p := props(t)
+	p := runtime.Props(t, 100)
 	p.Property("gates follow the autonomy level", prop.ForAll(func(seed uint64, autonomy int) bool {
-		return report(t, func() string {
+		return runtime.Report(t, func() string {
 			r := rand.New(rand.NewPCG(seed, 10))
 			src, critical := randomGatedPlan(r, "p10", autonomy, t.TempDir())
 			e := newEnv(t)
@@ -384,9 +384,9 @@ func TestProperty10GatePlacement(t *testing.T) {
 // waiting_for_human and suspends; approving lets it go on, rejecting records the reason and
 // leaves it paused. Decisions survive a restart.
 func TestProperty11GateSuspend(t *testing.T) {
-	p := props(t)
+	p := runtime.Props(t, 100)
 	p.Property("gates suspend, approve resumes, reject pauses with the reason", prop.ForAll(func(seed uint64, approve bool) bool {
-		return report(t, func() string {
+		return runtime.Report(t, func() string {
 			r := rand.New(rand.NewPCG(seed, 11))
 			src, _ := randomGatedPlan(r, "p11", 2, t.TempDir())
 			e := newEnv(t)
@@ -505,9 +505,9 @@ func delegatingTask(r *rand.Rand, id, ws string, failB int) (string, map[string]
 // parent tracks (id, status) and that is persisted with its parent's id; the child's output
 // becomes the step's output.
 func TestProperty15And16SubAgents(t *testing.T) {
-	p := props(t)
+	p := runtime.Props(t, 100)
 	p.Property("sub-agents are spawned, tracked and their outputs incorporated", prop.ForAll(func(seed uint64) bool {
-		return report(t, func() string {
+		return runtime.Report(t, func() string {
 			r := rand.New(rand.NewPCG(seed, 15))
 			src, agentOf := delegatingTask(r, "p15", t.TempDir(), 0)
 			e := newEnv(t)
@@ -565,9 +565,9 @@ func TestProperty15And16SubAgents(t *testing.T) {
 // Property 17: a failed sub-agent is retried exactly once, with its error as context, before the
 // step fails (and its dependents block).
 func TestProperty17SubAgentRetry(t *testing.T) {
-	p := props(t)
+	p := runtime.Props(t, 100)
 	p.Property("a failed child is retried once, then the step fails", prop.ForAll(func(seed uint64, failB int) bool {
-		return report(t, func() string {
+		return runtime.Report(t, func() string {
 			r := rand.New(rand.NewPCG(seed, 17))
 			src, agentOf := delegatingTask(r, "p17", t.TempDir(), failB)
 			e := newEnv(t)
@@ -631,9 +631,9 @@ func TestProperty17SubAgentRetry(t *testing.T) {
 // to the next, is refused at creation (nothing stored) when it is deeper; otherwise it runs, and
 // its deepest child is at exactly its depth.
 func TestProperty18DepthLimit(t *testing.T) {
-	p := props(t)
+	p := runtime.Props(t, 100)
 	p.Property("nesting deeper than maxDepth is refused before anything runs", prop.ForAll(func(chain, maxDepth int) bool {
-		return report(t, func() string {
+		return runtime.Report(t, func() string {
 			var agents strings.Builder
 			for i := 0; i <= chain; i++ {
 				fmt.Fprintf(&agents, "  L%d:\n    driver: script\n    tools: [write_file]\n    script:\n      plan:\n        - {id: own%d, description: level %d work, agent: L%d}\n", i, i, i, i)

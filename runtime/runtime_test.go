@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leanovate/gopter"
 	"github.com/leanovate/gopter/gen"
 	"github.com/leanovate/gopter/prop"
 
@@ -20,20 +19,6 @@ import (
 	"github.com/harness-edge/harness-edge/runtime"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
-
-func props(t *testing.T) *gopter.Properties {
-	p := gopter.DefaultTestParametersWithSeed(20261121)
-	p.MinSuccessfulTests = 100
-	return gopter.NewProperties(p)
-}
-
-func report(t *testing.T, f func() string) bool {
-	if msg := f(); msg != "" {
-		t.Log(msg)
-		return false
-	}
-	return true
-}
 
 // randomTask writes a task file with a random plan (a DAG) whose steps write files, output
 // text, sleep, and (flaky) fail transiently, never more often than the retries allow; permanent
@@ -223,9 +208,9 @@ agents:
 // plan completes the harness with plan_completed, and every event has its fields and is in the
 // durable log exactly as the live sinks saw it.
 func TestPropertyInterruptResumeMatchesUninterrupted(t *testing.T) {
-	p := props(t)
+	p := runtime.Props(t, 100)
 	p.Property("pause/resume and crash/resume reach the uninterrupted final state", prop.ForAll(func(seed uint64, crash bool) bool {
-		return report(t, func() string {
+		return runtime.Report(t, func() string {
 			r := rand.New(rand.NewPCG(seed, 1))
 			src := randomTask(r, "x", "WS", r.IntN(4) == 0, true)
 			// Uninterrupted.
@@ -361,9 +346,9 @@ func checkEvents(e *env) string {
 
 // Property 3: every created harness has a unique id, its agent, status created, and is listed.
 func TestPropertyCreation(t *testing.T) {
-	p := props(t)
+	p := runtime.Props(t, 100)
 	p.Property("creation invariants", prop.ForAll(func(agents []int) bool {
-		return report(t, func() string {
+		return runtime.Report(t, func() string {
 			e := newEnv(t)
 			e.m = runtime.NewManager(e.store, runtime.Options{Clock: e.clock}) // real id source
 			ids := map[string]bool{}
@@ -402,9 +387,9 @@ func TestPropertyCreation(t *testing.T) {
 // Property 20: a long-running task runs in a harness (the store holds it), any other on the
 // direct path (the store holds nothing); both report the same steps and output.
 func TestPropertyDispatchPaths(t *testing.T) {
-	p := props(t)
+	p := runtime.Props(t, 100)
 	p.Property("long-running tasks get a harness, others the direct path", prop.ForAll(func(seed uint64) bool {
-		return report(t, func() string {
+		return runtime.Report(t, func() string {
 			r := rand.New(rand.NewPCG(seed, 3))
 			src := randomTask(r, "d", "WS", false, false) // the direct path does not retry
 			e := newEnv(t)
