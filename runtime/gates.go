@@ -153,16 +153,20 @@ func (m *Manager) PendingGates(id string) ([]PendingGate, error) {
 
 func (m *Manager) pendingGates(h *Harness) []PendingGate {
 	var out []PendingGate
-	st := h.State()
-	for _, g := range st.Gates {
+	var children []string
+	h.mu.Lock()
+	for _, g := range h.st.Gates {
 		if g.Status == statefmt.GatePending {
-			out = append(out, PendingGate{st.HarnessID, g})
+			out = append(out, PendingGate{h.st.HarnessID, g})
 		}
 	}
-	for _, cid := range st.SubAgentIDs {
-		if r, ok := st.SubAgentResults[cid]; ok && (r.Status == statefmt.StatusCompleted || r.Status == statefmt.StatusFailed) {
-			continue
+	for _, cid := range h.st.SubAgentIDs {
+		if r, ok := h.st.SubAgentResults[cid]; !ok || r.Status != statefmt.StatusCompleted && r.Status != statefmt.StatusFailed {
+			children = append(children, cid)
 		}
+	}
+	h.mu.Unlock()
+	for _, cid := range children {
 		if c, err := m.Get(cid); err == nil {
 			out = append(out, m.pendingGates(c)...)
 		}

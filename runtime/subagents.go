@@ -89,8 +89,9 @@ func (h *Harness) runChild(ctx context.Context, i int) (string, error) {
 				return "", ctx.Err()
 			}
 			if errors.Is(err, ErrPaused) {
-				h.noteChild(cid, child.State(), "waiting")
-				return "", &suspended{fmt.Sprintf("sub-agent %s: %s", cid, child.State().StatusReason)}
+				st := child.State()
+				h.noteChild(cid, st, "waiting")
+				return "", &suspended{fmt.Sprintf("sub-agent %s: %s", cid, st.StatusReason)}
 			}
 			if err != nil {
 				return "", err
