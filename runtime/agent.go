@@ -31,6 +31,8 @@ type StepContext struct {
 	Task      *task.Task
 	AgentName string
 	Step      statefmt.ExecutionStep
+	// Inputs are the outputs of the steps Step depends on, in its dependency order.
+	Inputs []StepInput
 	// Attempt counts from 1; attempts cut short by a crash or a pause are not counted.
 	Attempt   int
 	Workspace string
@@ -38,6 +40,79 @@ type StepContext struct {
 	Clock     Clock
 	// ReportTokens charges model tokens the agent used to the harness's token budget.
 	ReportTokens func(n int64)
+	// Resume is the loop snapshot the step's interrupted attempt saved last (nil: start afresh).
+	Resume *statefmt.AgentLoopSnapshot
+
+	save func(*statefmt.AgentLoopSnapshot) error
+	ask  func(kind, why string) error
+	emit func(Event)
+}
+
+// Save makes the attempt's progress durable: the tool calls made so far join the history, the
+// tokens reported join the budget, queued events are written, and loop becomes the harness's
+// agent-loop snapshot. After a crash or a pause the step's next attempt gets loop as Resume and
+// goes on from there. Each Save with a higher loop.Iteration counts one iteration. On the
+// direct path nothing is persisted and Save does nothing.
+func (sc *StepContext) Save(loop *statefmt.AgentLoopSnapshot) error {
+	if sc.save == nil {
+		return nil
+	}
+	return sc.save(loop)
+}
+
+// AskHuman asks a human whether the attempt may go on; kind ("hook:...", "doom_loop:...")
+// identifies the question within the step. It returns nil once a human approved it (an
+// approval covers the question for the rest of the step), a *RejectedError once one rejected
+// it, and otherwise opens a gate and returns an error that the agent must return at once: the
+// harness pauses, durably, and the step resumes (from its last Save) after the decision.
+func (sc *StepContext) AskHuman(kind, why string) error {
+	if sc.ask == nil {
+		return &StepError{Msg: fmt.Sprintf("%s needs a human's decision, and the direct path cannot wait for one: %s", kind, why)}
+	}
+	return sc.ask(kind, why)
+}
+
+// Emit queues an event; it is written with the next Save or when the attempt ends.
+func (sc *StepContext) Emit(e Event) {
+	if sc.emit != nil {
+		sc.emit(e)
+	}
+}
+
+// RejectedError is a human's no to an AskHuman question.
+type RejectedError struct {
+	GateID string
+	Reason string
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("gate %s rejected it: %s", e.GateID, e.Reason)
+}
+
+// PauseError is returned by an agent that must stop until a human looked (a circuit breaker
+// that opened): the harness pauses with Reason, keeping the step's snapshot, and resume goes on.
+type PauseError struct{ Reason string }
+
+func (e *PauseError) Error() string { return e.Reason }
+
+// StepPrompt is what a step asks of its agent: the task's prompt, the step, and the outputs of
+// the steps it depends on.
+func StepPrompt(sc *StepContext) string {
+	var b strings.Builder
+	if sc.Task != nil && sc.Task.Prompt != "" {
+		fmt.Fprintf(&b, "Task: %s\n\n", strings.TrimSpace(sc.Task.Prompt))
+	}
+	fmt.Fprintf(&b, "Step %s: %s\n", sc.Step.ID, sc.Step.Description)
+	for _, d := range sc.Inputs {
+		fmt.Fprintf(&b, "\nOutput of step %s:\n%s\n", d.StepID, d.Output)
+	}
+	return b.String()
+}
+
+// StepInput is the output of a step the running step depends on.
+type StepInput struct {
+	StepID string
+	Output string
 }
 
 // StepError is a failed step attempt.

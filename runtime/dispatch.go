@@ -63,7 +63,7 @@ func OutputOf(st *statefmt.HarnessState, path string) TaskOutput {
 // any other by calling its agent directly (no harness, no checkpoint). Both report a TaskOutput.
 func (m *Manager) Dispatch(ctx context.Context, t *task.Task) (TaskOutput, error) {
 	if t.LongRunning != nil && !*t.LongRunning {
-		return RunDirect(ctx, t, m.clock)
+		return runDirect(ctx, t, m.clock, m.hooks)
 	}
 	h, err := m.Create(t)
 	if err != nil {
@@ -77,6 +77,10 @@ func (m *Manager) Dispatch(ctx context.Context, t *task.Task) (TaskOutput, error
 // is emitted, each step runs once (a failure fails the task). Tool permissions, budgets,
 // retries and timeouts still apply; a plan with a step that needs a human gate is refused.
 func RunDirect(ctx context.Context, t *task.Task, clock Clock) (TaskOutput, error) {
+	return runDirect(ctx, t, clock, Hooks{})
+}
+
+func runDirect(ctx context.Context, t *task.Task, clock Clock, hooks Hooks) (TaskOutput, error) {
 	start := clock.Now()
 	known := func(a string) bool { _, ok := t.Agents[a]; return ok }
 	agents := map[string]Agent{}
@@ -116,7 +120,7 @@ func RunDirect(ctx context.Context, t *task.Task, clock Clock) (TaskOutput, erro
 				t.ID, s.ID, t.Autonomy)
 		}
 	}
-	tools := &directTools{t: t, clock: clock}
+	tools := &directTools{t: t, clock: clock, hooks: hooks}
 	for i := NextReady(p); i >= 0; i = NextReady(p) {
 		step := &p.Steps[i]
 		a, err := get(step.AssignedAgent)
@@ -125,7 +129,7 @@ func RunDirect(ctx context.Context, t *task.Task, clock Clock) (TaskOutput, erro
 		}
 		tools.agent = step.AssignedAgent
 		out, err := a.RunStep(ctx, &StepContext{Task: t, AgentName: step.AssignedAgent, Step: *step, Attempt: 1,
-			Workspace: t.Workspace, Tools: tools, Clock: clock})
+			Inputs: stepInputs(p, step), Workspace: t.Workspace, Tools: tools, Clock: clock})
 		step.Attempts = 1
 		if ctx.Err() != nil {
 			return TaskOutput{}, ctx.Err()

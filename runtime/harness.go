@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -197,6 +198,7 @@ type attemptState struct {
 	executed int   // tool calls that ran (refusals are recorded but not counted)
 	tokens   int64 // model tokens the agent reported
 	occ      map[string]int
+	saved    bool // the agent saved a loop snapshot (StepContext.Save)
 }
 
 // Run executes the harness until it completes, fails, is paused or waits for a human. It starts
@@ -251,6 +253,14 @@ func (h *Harness) Run(ctx context.Context) error {
 			h.mu.Unlock()
 			return err
 		}
+		// The loop snapshot belongs to the step at CurrentStepIndex: an attempt of it that was
+		// cut short saved it, and the step goes on from there.
+		var resume *statefmt.AgentLoopSnapshot
+		if h.st.AgentLoopSnapshot != nil && h.st.CurrentStepIndex == i {
+			resume = cloneLoop(h.st.AgentLoopSnapshot)
+		} else {
+			h.st.AgentLoopSnapshot = nil
+		}
 		step.Status, h.st.CurrentStepIndex = statefmt.StepRunning, i
 		attempt := step.Attempts + 1
 		h.emit(Event{Type: EventStepStarted, StepID: step.ID, Attempt: attempt})
@@ -266,11 +276,27 @@ func (h *Harness) Run(ctx context.Context) error {
 			run = func() (string, error) { return "", err }
 		} else {
 			sc := &StepContext{HarnessID: h.ID(), Task: h.task, AgentName: step.AssignedAgent, Step: *step, Attempt: attempt,
-				Workspace: h.task.Workspace, Clock: h.m.clock, Tools: &toolCaller{h: h, cur: cur, agent: step.AssignedAgent},
+				Inputs: stepInputs(h.st.Plan, step), Workspace: h.task.Workspace, Clock: h.m.clock, Resume: resume,
+				Tools: &toolCaller{h: h, cur: cur, agent: step.AssignedAgent},
 				ReportTokens: func(n int64) {
 					h.mu.Lock()
 					defer h.mu.Unlock()
 					cur.tokens += max(n, 0)
+				},
+				save: func(loop *statefmt.AgentLoopSnapshot) error { return h.saveLoop(cur, loop) },
+				ask: func(kind, why string) error {
+					h.mu.Lock()
+					defer h.mu.Unlock()
+					return h.askLocked(cur.step, kind, why)
+				},
+				emit: func(e Event) {
+					h.mu.Lock()
+					defer h.mu.Unlock()
+					e.HarnessID, e.StepID = h.ID(), cmp.Or(e.StepID, cur.step)
+					if e.Time.IsZero() {
+						e.Time = h.now()
+					}
+					cur.events = append(cur.events, e)
 				}}
 			run = func() (string, error) { return a.RunStep(ctx, sc) }
 		}
@@ -282,6 +308,7 @@ func (h *Harness) Run(ctx context.Context) error {
 		step = &h.st.Plan.Steps[i]
 		var susp *suspended
 		var be *BudgetError
+		var pe *PauseError
 		switch {
 		case ctx.Err() != nil:
 			// Cut short: the attempt does not count and is forgotten; it runs again, whole, on
@@ -297,18 +324,27 @@ func (h *Harness) Run(ctx context.Context) error {
 				return err
 			}
 			return ErrWaiting
+		case errors.As(err, &pe):
+			// The agent stopped for a human to look (its circuit breaker): the attempt is put
+			// back as at a gate, its snapshot kept, and resume goes on from it.
+			step.Status = statefmt.StepReady
+			err := h.transitionLocked(statefmt.StatusPaused, pe.Reason)
+			h.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			return ErrPaused
 		case errors.As(err, &be):
 			if h.task.Autonomy >= 4 { // the step fails here: its attempt is history
-				h.commitLocked(cur)
+				h.endAttemptLocked(cur)
 				step.Attempts = attempt
 			}
 			err := h.budgetStopLocked(step, be)
 			h.mu.Unlock()
 			return err
 		}
-		h.commitLocked(cur)
+		h.endAttemptLocked(cur)
 		step.Attempts = attempt
-		h.st.Iterations++
 		var delay time.Duration
 		switch {
 		case err == nil:
@@ -364,6 +400,77 @@ func (h *Harness) commitLocked(cur *attemptState) {
 	if len(h.st.SideEffects) == 0 {
 		h.st.SideEffects = nil
 	}
+}
+
+// endAttemptLocked commits an attempt that ended (completed, failed, or to be retried afresh):
+// its loop snapshot goes, and an attempt that never saved one counts one iteration. h.mu held.
+func (h *Harness) endAttemptLocked(cur *attemptState) {
+	h.commitLocked(cur)
+	if !cur.saved {
+		h.st.Iterations++
+	}
+	h.st.AgentLoopSnapshot = nil
+}
+
+// saveLoop is StepContext.Save: the attempt's calls, events and tokens so far are committed and
+// loop becomes the snapshot, in one checkpoint. If the checkpoint fails, what was committed stays
+// in memory and goes with the next one.
+func (h *Harness) saveLoop(cur *attemptState, loop *statefmt.AgentLoopSnapshot) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.commitLocked(cur)
+	cur.records, cur.events, cur.executed, cur.tokens, cur.occ = nil, nil, 0, 0, map[string]int{}
+	cur.saved = true
+	prev := 0
+	if h.st.AgentLoopSnapshot != nil {
+		prev = h.st.AgentLoopSnapshot.Iteration
+	}
+	if loop.Iteration > prev {
+		h.st.Iterations += loop.Iteration - prev
+	}
+	h.st.AgentLoopSnapshot = cloneLoop(loop)
+	return h.checkpoint()
+}
+
+// askLocked is StepContext.AskHuman. h.mu held.
+func (h *Harness) askLocked(stepID, kind, why string) error {
+	var last *statefmt.Gate
+	for i := range h.st.Gates {
+		if g := &h.st.Gates[i]; g.Kind == kind && g.StepID == stepID {
+			last = g
+		}
+	}
+	switch {
+	case last == nil:
+		last = h.addGateLocked(kind, stepID, why)
+	case last.Status == statefmt.GateApproved:
+		return nil
+	case last.Status == statefmt.GateRejected:
+		return &RejectedError{GateID: last.ID, Reason: last.Reason}
+	}
+	return &suspended{fmt.Sprintf("gate %s: %s", last.ID, why)}
+}
+
+// cloneLoop deep-copies a loop snapshot (the agent goes on changing its own).
+func cloneLoop(l *statefmt.AgentLoopSnapshot) *statefmt.AgentLoopSnapshot {
+	c := *l
+	c.Messages = slices.Clone(l.Messages)
+	for i := range c.Messages {
+		c.Messages[i].ToolCalls = slices.Clone(c.Messages[i].ToolCalls)
+	}
+	c.Handoff, c.Data = slices.Clone(l.Handoff), slices.Clone(l.Data)
+	return &c
+}
+
+// stepInputs are the outputs of the steps step depends on.
+func stepInputs(p *statefmt.ExecutionPlan, step *statefmt.ExecutionStep) []StepInput {
+	var in []StepInput
+	for _, d := range step.Dependencies {
+		if i := stepIndex(p, d); i >= 0 && p.Steps[i].Output != nil {
+			in = append(in, StepInput{StepID: d, Output: *p.Steps[i].Output})
+		}
+	}
+	return in
 }
 
 // backoff is the wait before retry number `attempt` of a step: the attempt-th wait of a jitter

@@ -20,6 +20,8 @@ type Options struct {
 	NewID func() string
 	// Sinks receive every event after it is durable.
 	Sinks []Sink
+	// Hooks run around every tool call, before the task file's shell hooks.
+	Hooks Hooks
 }
 
 // Manager creates, finds, lists, runs, stops and resumes harnesses over one store.
@@ -28,6 +30,7 @@ type Manager struct {
 	clock Clock
 	newID func() string
 	sinks []Sink
+	hooks Hooks
 
 	mu        sync.Mutex
 	harnesses map[string]*Harness
@@ -35,7 +38,7 @@ type Manager struct {
 
 // NewManager returns a manager over an open store.
 func NewManager(store *bridge.Store, o Options) *Manager {
-	m := &Manager{store: store, clock: o.Clock, newID: o.NewID, sinks: o.Sinks, harnesses: map[string]*Harness{}}
+	m := &Manager{store: store, clock: o.Clock, newID: o.NewID, sinks: o.Sinks, hooks: o.Hooks, harnesses: map[string]*Harness{}}
 	if m.clock == nil {
 		m.clock = RealClock{}
 	}

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -136,6 +137,26 @@ func (c *toolCaller) Call(ctx context.Context, name string, args map[string]any)
 		record(*res, 0, false)
 		return *res, toolError(ctx, name, *res)
 	}
+	req := ToolRequest{HarnessID: h.ID(), StepID: c.cur.step, Agent: c.agent, Tool: name, Arguments: argsJSON}
+	switch d, why := preTool(ctx, h.m.hooks, h.task, h.m.clock, req); d {
+	case HookBlock:
+		res := failed("blocked", "blocked by a hook: %s", why)
+		record(res, 0, false)
+		return res, toolError(ctx, name, res)
+	case HookInterrupt:
+		var rejected *RejectedError
+		h.mu.Lock()
+		err := h.askLocked(c.cur.step, hookGateKind(name, argsJSON), fmt.Sprintf("a hook interrupted %s %s: %s", name, argsJSON, why))
+		h.mu.Unlock()
+		switch {
+		case errors.As(err, &rejected):
+			res := failed("blocked", "a human rejected this call at gate %s: %s", rejected.GateID, rejected.Reason)
+			record(res, 0, false)
+			return res, toolError(ctx, name, res)
+		case err != nil:
+			return failed("permanent", "%v", err), err
+		}
+	}
 	if be := h.overBudget(c.cur); be != nil {
 		res := failed("budget", "%s", be.Msg)
 		record(res, 0, false)
@@ -166,6 +187,11 @@ func (c *toolCaller) Call(ctx context.Context, name string, args map[string]any)
 			return res, err
 		}
 	}
+	for _, he := range postTool(ctx, h.m.hooks, h.task, h.m.clock, req, res) {
+		h.mu.Lock()
+		c.cur.events = append(c.cur.events, Event{Type: EventWarning, HarnessID: h.ID(), Time: h.now(), StepID: c.cur.step, Tool: name, Message: he.msg})
+		h.mu.Unlock()
+	}
 	record(res, retries, true)
 	return res, toolError(ctx, name, res)
 }
@@ -174,6 +200,7 @@ func (c *toolCaller) Call(ctx context.Context, name string, args map[string]any)
 // retries and timeouts as in a harness; nothing is recorded or journaled.
 type directTools struct {
 	t     *task.Task
+	hooks Hooks
 	clock Clock
 	agent string
 	calls int
@@ -187,7 +214,22 @@ func (d *directTools) Call(ctx context.Context, name string, args map[string]any
 		be := &BudgetError{Budget: "toolCalls", Msg: fmt.Sprintf("the task has used its budget of %d tool calls", limit)}
 		return failed("budget", "%s", be.Msg), be
 	}
+	argsJSON, err := statefmt.JSONOf(args)
+	if err != nil {
+		res := failed("permanent", "arguments are not JSON: %v", err)
+		return res, toolError(ctx, name, res)
+	}
+	req := ToolRequest{Agent: d.agent, Tool: name, Arguments: argsJSON}
+	switch dec, why := preTool(ctx, d.hooks, d.t, d.clock, req); dec {
+	case HookBlock:
+		res := failed("blocked", "blocked by a hook: %s", why)
+		return res, toolError(ctx, name, res)
+	case HookInterrupt:
+		res := failed("blocked", "a hook asks a human about this call (%s), and the direct path cannot wait for one", why)
+		return res, toolError(ctx, name, res)
+	}
 	d.calls++
 	res, _ := runWithRetries(ctx, d.t, d.clock, name, args)
+	postTool(ctx, d.hooks, d.t, d.clock, req, res) // nothing to warn into on the direct path
 	return res, toolError(ctx, name, res)
 }

@@ -138,7 +138,8 @@ type ToolResult struct {
 	Data JSONValue `json:"data,omitempty"`
 	// Error is the failure message.
 	Error string `json:"error,omitempty"`
-	// ErrorKind classifies a failure: transient, permanent, timeout, permission, budget.
+	// ErrorKind classifies a failure: transient, permanent, timeout, permission, budget, blocked
+	// (by a hook, a human, or doom-loop detection).
 	ErrorKind string `json:"errorKind,omitempty"`
 	Truncated bool   `json:"truncated,omitempty"`
 }

@@ -31,7 +31,24 @@ const (
 	DefaultBashTimeout        = 2 * time.Minute  // a bash call that names no timeout
 	DefaultMaxOutput          = 64 << 10         // bytes of a tool's output kept (the rest is cut, marked truncated)
 	DefaultMaxIterations      = 10
-	DefaultWorkspace          = "." // relative to the task file's directory
+	DefaultIterationTimeout   = 30 * time.Minute
+	DefaultAgentOutput        = 1 << 20 // bytes of a command agent's stdout (and stderr) kept per iteration
+	DefaultHandoffFile        = "handoff.json"
+	DefaultNoProgress         = 3
+	DefaultSameError          = 5
+	DefaultRateLimits         = 10
+	DefaultRateLimitWait      = 5 * time.Minute
+	DefaultRateLimitMaxWait   = 5 * time.Hour
+	DefaultContextWindow      = 8192
+	DefaultMaxTurns           = 50
+	DefaultRequestTimeout     = 5 * time.Minute
+	DefaultCompactThreshold   = 0.85
+	DefaultProtectTurns       = 4
+	DefaultDoomLoop           = 3
+	DefaultHookTimeout        = 30 * time.Second
+	DefaultContinuationPrompt = "You are continuing a long-running task in a fresh session: nothing of earlier sessions is in your context. " +
+		"Review the workspace files to see what is done, then continue with what is left."
+	DefaultWorkspace = "." // relative to the task file's directory
 )
 
 // Task is a parsed, validated task file with its defaults filled in.
@@ -56,6 +73,7 @@ type Task struct {
 	Workspace string                 `yaml:"workspace" json:"workspace,omitempty"`
 	Agents    map[string]*Agent      `yaml:"agents" json:"agents"`
 	Tools     map[string]*ToolConfig `yaml:"tools" json:"tools,omitempty"`
+	Hooks     HooksConfig            `yaml:"hooks" json:"hooks,omitzero"`
 	Plan      []PlanStep             `yaml:"plan" json:"plan,omitempty"`
 }
 
@@ -89,21 +107,93 @@ func (r RetryConfig) Retries() int {
 	return *r.MaxRetries
 }
 
-// Agent is a named agent configuration.
+// Agent is a named agent configuration. Which fields apply depends on the driver; a field of
+// another driver is an error.
 type Agent struct {
 	Driver string `yaml:"driver" json:"driver"`
 	// Tools the agent may call (built-in or the task's own).
 	Tools []string `yaml:"tools" json:"tools,omitempty"`
+	// Instructions are the agent's standing instructions: the system prompt of an openai agent,
+	// the head of every prompt of a command agent.
+	Instructions string `yaml:"instructions" json:"instructions,omitempty"`
 	// Script is the script driver's actions.
 	Script *Script `yaml:"script" json:"script,omitempty"`
-	// The command driver (issue 7).
-	Command           []string `yaml:"command" json:"command,omitempty"`
-	CompletionPromise string   `yaml:"completionPromise" json:"completionPromise,omitempty"`
-	MaxIterations     int      `yaml:"maxIterations" json:"maxIterations,omitempty"`
-	// The openai driver (issue 7).
-	Endpoint  string `yaml:"endpoint" json:"endpoint,omitempty"`
-	Model     string `yaml:"model" json:"model,omitempty"`
-	APIKeyEnv string `yaml:"apiKeyEnv" json:"apiKeyEnv,omitempty"`
+
+	// The command driver: Command runs once per iteration (a fresh process: fresh context).
+	Command []string `yaml:"command" json:"command,omitempty"`
+	// PromptVia is how the prompt reaches the command: "stdin" (the default) or "arg" (it
+	// replaces a "{prompt}" argument, or is appended).
+	PromptVia string `yaml:"promptVia" json:"promptVia,omitempty"`
+	// Env names variables of harness-edge's environment the command sees (API keys, say),
+	// besides PATH, HOME, LANG, LC_ALL, TZ and TMPDIR.
+	Env              []string `yaml:"env" json:"env,omitempty"`
+	IterationTimeout Duration `yaml:"iterationTimeout" json:"iterationTimeout,omitzero"`
+	// MaxOutput caps the bytes of stdout (and of stderr) kept per iteration.
+	MaxOutput int `yaml:"maxOutput" json:"maxOutput,omitempty"`
+	// CompletionPromise is the text whose appearance in an iteration's final output completes
+	// the step; without one, an iteration that exits 0 completes it.
+	CompletionPromise string `yaml:"completionPromise" json:"completionPromise,omitempty"`
+	MaxIterations     int    `yaml:"maxIterations" json:"maxIterations,omitempty"`
+	// HandoffFile is the workspace file an iteration may leave for the next (default
+	// handoff.json); its content goes into the next iteration's prompt.
+	HandoffFile string `yaml:"handoffFile" json:"handoffFile,omitempty"`
+	// ContinuationPrompt opens the prompt of every iteration after the first.
+	ContinuationPrompt string          `yaml:"continuationPrompt" json:"continuationPrompt,omitempty"`
+	CircuitBreaker     BreakerConfig   `yaml:"circuitBreaker" json:"circuitBreaker,omitzero"`
+	RateLimit          RateLimitConfig `yaml:"rateLimit" json:"rateLimit,omitzero"`
+
+	// The openai driver: chat completions at Endpoint (".../v1"), the key in the environment
+	// variable APIKeyEnv (never stored).
+	Endpoint       string           `yaml:"endpoint" json:"endpoint,omitempty"`
+	Model          string           `yaml:"model" json:"model,omitempty"`
+	APIKeyEnv      string           `yaml:"apiKeyEnv" json:"apiKeyEnv,omitempty"`
+	ContextWindow  int              `yaml:"contextWindow" json:"contextWindow,omitempty"`
+	MaxTurns       int              `yaml:"maxTurns" json:"maxTurns,omitempty"`
+	RequestTimeout Duration         `yaml:"requestTimeout" json:"requestTimeout,omitzero"`
+	Temperature    *float64         `yaml:"temperature" json:"temperature,omitempty"`
+	Compaction     CompactionConfig `yaml:"compaction" json:"compaction,omitzero"`
+	// DoomLoop is how many identical tool calls in a row are blocked (same tool, same arguments).
+	DoomLoop int `yaml:"doomLoop" json:"doomLoop,omitempty"`
+}
+
+// BreakerConfig: the command driver's circuit breaker opens (and pauses the harness) after
+// NoProgress iterations in a row that changed nothing (same output, same workspace), SameError
+// iterations in a row that failed the same way, or RateLimits rate-limited iterations in a row.
+type BreakerConfig struct {
+	NoProgress int `yaml:"noProgress" json:"noProgress,omitempty"`
+	SameError  int `yaml:"sameError" json:"sameError,omitempty"`
+	RateLimits int `yaml:"rateLimits" json:"rateLimits,omitempty"`
+}
+
+// RateLimitConfig: Patterns (regular expressions, added to the built-in ones) recognise a
+// rate-limited iteration; it waits for the reset time the output states, else Wait (doubling
+// while it repeats), never more than MaxWait.
+type RateLimitConfig struct {
+	Patterns []string `yaml:"patterns" json:"patterns,omitempty"`
+	Wait     Duration `yaml:"wait" json:"wait,omitzero"`
+	MaxWait  Duration `yaml:"maxWait" json:"maxWait,omitzero"`
+}
+
+// CompactionConfig: when a conversation reaches Threshold of the context window, the turns
+// before the ProtectTurns most recent ones are replaced by a summary.
+type CompactionConfig struct {
+	Threshold    float64 `yaml:"threshold" json:"threshold,omitempty"`
+	ProtectTurns int     `yaml:"protectTurns" json:"protectTurns,omitempty"`
+}
+
+// HooksConfig: shell hooks run before (PreTool) and after (PostTool) tool calls.
+type HooksConfig struct {
+	PreTool  []HookConfig `yaml:"preTool" json:"preTool,omitempty"`
+	PostTool []HookConfig `yaml:"postTool" json:"postTool,omitempty"`
+}
+
+// HookConfig is one shell hook: Command gets the call as JSON on stdin; Tools limits it to
+// those tools (empty: every tool).
+type HookConfig struct {
+	Command []string `yaml:"command" json:"command"`
+	Tools   []string `yaml:"tools" json:"tools,omitempty"`
+	Timeout Duration `yaml:"timeout" json:"timeout,omitzero"`
+	Env     []string `yaml:"env" json:"env,omitempty"`
 }
 
 // ToolConfig configures a user-defined command tool, or a built-in one (then without Command).
@@ -125,6 +215,9 @@ type ToolConfig struct {
 	Deny  []string `yaml:"deny" json:"deny,omitempty"`
 	// MaxOutput caps the bytes of output kept (default 64 KiB).
 	MaxOutput int `yaml:"maxOutput" json:"maxOutput,omitempty"`
+	// Description and Parameters (a JSON schema) describe a command tool to models.
+	Description string         `yaml:"description" json:"description,omitempty"`
+	Parameters  map[string]any `yaml:"parameters" json:"parameters,omitempty"`
 }
 
 // Builtins are the built-in tools (SPEC section 8), confined to the harness workspace.
@@ -405,9 +498,7 @@ func (t *Task) validate() []fieldErr {
 		default:
 			bad(fmt.Sprintf("%q is not one of %v", a.Driver, Drivers), append(p, "driver")...)
 		}
-		if a.MaxIterations < 0 {
-			bad("cannot be negative", append(p, "maxIterations")...)
-		}
+		errs = append(errs, validateDriverFields(a, p)...)
 		for i, tool := range a.Tools {
 			if _, ok := t.Tools[tool]; !ok && !slices.Contains(Builtins, tool) {
 				bad(fmt.Sprintf("%q is neither a built-in tool %v nor one of the task's tools", tool, Builtins), append(p, "tools", idx(i))...)
@@ -451,8 +542,92 @@ func (t *Task) validate() []fieldErr {
 			bad("cannot be negative", append(p, "maxOutput")...)
 		}
 	}
+	for _, h := range []struct {
+		name  string
+		hooks []HookConfig
+	}{{"preTool", t.Hooks.PreTool}, {"postTool", t.Hooks.PostTool}} {
+		for i, hc := range h.hooks {
+			p := []string{"hooks", h.name, idx(i)}
+			if len(hc.Command) == 0 {
+				bad("a hook needs a command", append(p, "command")...)
+			}
+			checkDur(hc.Timeout, append(p, "timeout")...)
+			for j, tool := range hc.Tools {
+				if _, ok := t.Tools[tool]; !ok && !slices.Contains(Builtins, tool) {
+					bad(fmt.Sprintf("%q is neither a built-in tool %v nor one of the task's tools", tool, Builtins), append(p, "tools", idx(j))...)
+				}
+			}
+		}
+	}
 	if len(t.Plan) > 0 {
 		errs = append(errs, validatePlan(t.Plan, t.Agents, []string{"plan"})...)
+	}
+	return errs
+}
+
+// validateDriverFields checks the settings of the agent's driver, and that it has none of
+// another driver's.
+func validateDriverFields(a *Agent, p []string) []fieldErr {
+	var errs []fieldErr
+	bad := func(msg string, sub ...string) { errs = append(errs, fieldErr{append(slices.Clone(p), sub...), msg}) }
+	command := map[string]bool{"command": len(a.Command) > 0, "promptVia": a.PromptVia != "", "env": len(a.Env) > 0,
+		"iterationTimeout": a.IterationTimeout.raw != "", "maxOutput": a.MaxOutput != 0, "completionPromise": a.CompletionPromise != "",
+		"maxIterations": a.MaxIterations != 0, "handoffFile": a.HandoffFile != "", "continuationPrompt": a.ContinuationPrompt != "",
+		"circuitBreaker": a.CircuitBreaker != BreakerConfig{}, "rateLimit": len(a.RateLimit.Patterns) > 0 || a.RateLimit.Wait.raw != "" || a.RateLimit.MaxWait.raw != ""}
+	openai := map[string]bool{"endpoint": a.Endpoint != "", "model": a.Model != "", "apiKeyEnv": a.APIKeyEnv != "",
+		"contextWindow": a.ContextWindow != 0, "maxTurns": a.MaxTurns != 0, "requestTimeout": a.RequestTimeout.raw != "",
+		"temperature": a.Temperature != nil, "compaction": a.Compaction != CompactionConfig{}, "doomLoop": a.DoomLoop != 0}
+	for driver, fields := range map[string]map[string]bool{"command": command, "openai": openai} {
+		if driver == a.Driver {
+			continue
+		}
+		for _, f := range sortedKeys(fields) {
+			if fields[f] {
+				bad(fmt.Sprintf("is a setting of the %s driver, and this agent's driver is %q", driver, a.Driver), f)
+			}
+		}
+	}
+	if a.Script != nil && a.Driver != "script" {
+		bad(fmt.Sprintf("is a setting of the script driver, and this agent's driver is %q", a.Driver), "script")
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"maxIterations", a.MaxIterations}, {"maxOutput", a.MaxOutput}, {"contextWindow", a.ContextWindow}, {"maxTurns", a.MaxTurns},
+		{"doomLoop", a.DoomLoop}, {"circuitBreaker.noProgress", a.CircuitBreaker.NoProgress}, {"circuitBreaker.sameError", a.CircuitBreaker.SameError},
+		{"circuitBreaker.rateLimits", a.CircuitBreaker.RateLimits}, {"compaction.protectTurns", a.Compaction.ProtectTurns}} {
+		if n.v < 0 {
+			bad("cannot be negative", strings.Split(n.name, ".")...)
+		}
+	}
+	if a.PromptVia != "" && a.PromptVia != "stdin" && a.PromptVia != "arg" {
+		bad(fmt.Sprintf("%q is not stdin or arg", a.PromptVia), "promptVia")
+	}
+	if a.HandoffFile != "" && (filepath.IsAbs(a.HandoffFile) || !filepath.IsLocal(a.HandoffFile)) {
+		bad(fmt.Sprintf("%q is not a path inside the workspace", a.HandoffFile), "handoffFile")
+	}
+	for i, pat := range a.RateLimit.Patterns {
+		if _, err := regexp.Compile(pat); err != nil {
+			bad(fmt.Sprintf("is not a regular expression: %v", err), "rateLimit", "patterns", fmt.Sprintf("[%d]", i))
+		}
+	}
+	for _, d := range []struct {
+		d    Duration
+		path []string
+	}{{a.IterationTimeout, []string{"iterationTimeout"}}, {a.RequestTimeout, []string{"requestTimeout"}},
+		{a.RateLimit.Wait, []string{"rateLimit", "wait"}}, {a.RateLimit.MaxWait, []string{"rateLimit", "maxWait"}}} {
+		if d.d.bad {
+			bad(fmt.Sprintf("%q is not a duration (write it like 50ms, 5m or 8h)", d.d.raw), d.path...)
+		}
+	}
+	if th := a.Compaction.Threshold; th != 0 && (th < 0.1 || th > 1) {
+		bad(fmt.Sprintf("%g is outside 0.1..1 (a fraction of the context window)", th), "compaction", "threshold")
+	}
+	if a.Temperature != nil && (*a.Temperature < 0 || *a.Temperature > 2) {
+		bad(fmt.Sprintf("%g is outside 0..2", *a.Temperature), "temperature")
+	}
+	if a.Driver == "openai" && a.Endpoint != "" && !strings.HasPrefix(a.Endpoint, "http://") && !strings.HasPrefix(a.Endpoint, "https://") {
+		bad(fmt.Sprintf("%q is not an http:// or https:// URL", a.Endpoint), "endpoint")
 	}
 	return errs
 }
@@ -630,8 +805,13 @@ func (t *Task) applyDefaults() {
 		t.Workspace = DefaultWorkspace
 	}
 	for _, a := range t.Agents {
-		if a.MaxIterations == 0 {
-			a.MaxIterations = DefaultMaxIterations
+		a.applyDefaults()
+	}
+	for _, hooks := range [][]HookConfig{t.Hooks.PreTool, t.Hooks.PostTool} {
+		for i := range hooks {
+			if hooks[i].Timeout.Duration == 0 {
+				hooks[i].Timeout.Duration = DefaultHookTimeout
+			}
 		}
 	}
 	for name, tc := range t.Tools {
@@ -643,6 +823,49 @@ func (t *Task) applyDefaults() {
 		}
 		if tc.Timeout.Duration == 0 && !slices.Contains(Builtins, name) {
 			tc.Timeout.Duration = DefaultToolTimeout
+		}
+	}
+}
+
+// applyDefaults fills in the defaults of the agent's driver.
+func (a *Agent) applyDefaults() {
+	setInt := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	setDur := func(v *Duration, d time.Duration) {
+		if v.Duration == 0 {
+			v.Duration = d
+		}
+	}
+	switch a.Driver {
+	case "command":
+		setInt(&a.MaxIterations, DefaultMaxIterations)
+		setInt(&a.MaxOutput, DefaultAgentOutput)
+		setInt(&a.CircuitBreaker.NoProgress, DefaultNoProgress)
+		setInt(&a.CircuitBreaker.SameError, DefaultSameError)
+		setInt(&a.CircuitBreaker.RateLimits, DefaultRateLimits)
+		setDur(&a.IterationTimeout, DefaultIterationTimeout)
+		setDur(&a.RateLimit.Wait, DefaultRateLimitWait)
+		setDur(&a.RateLimit.MaxWait, DefaultRateLimitMaxWait)
+		if a.PromptVia == "" {
+			a.PromptVia = "stdin"
+		}
+		if a.HandoffFile == "" {
+			a.HandoffFile = DefaultHandoffFile
+		}
+		if a.ContinuationPrompt == "" {
+			a.ContinuationPrompt = DefaultContinuationPrompt
+		}
+	case "openai":
+		setInt(&a.ContextWindow, DefaultContextWindow)
+		setInt(&a.MaxTurns, DefaultMaxTurns)
+		setInt(&a.Compaction.ProtectTurns, DefaultProtectTurns)
+		setInt(&a.DoomLoop, DefaultDoomLoop)
+		setDur(&a.RequestTimeout, DefaultRequestTimeout)
+		if a.Compaction.Threshold == 0 {
+			a.Compaction.Threshold = DefaultCompactThreshold
 		}
 	}
 }

@@ -44,7 +44,8 @@ func TestParseGoodFileAndDefaults(t *testing.T) {
 	}
 	if tk.ID != "nightly" || tk.Autonomy != 2 || tk.Budget.ToolCalls != 7 || tk.Budget.WallClock.Duration != 8*time.Hour ||
 		tk.Workspace != filepath.Join(dir, "work") || !*tk.LongRunning || tk.Checkpoint.Interval.Duration != task.DefaultCheckpointInterval ||
-		tk.Retry.Retries() != task.DefaultMaxRetries || tk.MaxDepth != task.DefaultMaxDepth || tk.Agents["MARS"].MaxIterations != 4 || tk.Agents["PLUTO"].MaxIterations != task.DefaultMaxIterations ||
+		tk.Retry.Retries() != task.DefaultMaxRetries || tk.MaxDepth != task.DefaultMaxDepth || tk.Agents["MARS"].MaxIterations != 4 || tk.Agents["PLUTO"].MaxTurns != task.DefaultMaxTurns ||
+		tk.Agents["PLUTO"].DoomLoop != task.DefaultDoomLoop || tk.Agents["MARS"].PromptVia != "stdin" || tk.Agents["MARS"].CircuitBreaker.NoProgress != task.DefaultNoProgress ||
 		tk.Tools["deploy"].Timeout.Duration != 30*time.Second || tk.Tools["deploy"].MaxOutput != task.DefaultMaxOutput || !tk.Plan[1].Critical {
 		t.Fatalf("parsed %+v", tk)
 	}
@@ -89,6 +90,16 @@ func TestBadFilesNameFileLineAndField(t *testing.T) {
 		{"rules on a non-bash tool", "agent: A\nagents:\n  A: {driver: script, script: {}}\ntools:\n  t: {command: [x], deny: [rm]}\n", []string{"tools.t:", "bash's"}},
 		{"slow backoff", "agent: A\nretry: {factor: 1.5}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: retry.factor:", "outside 2..10"}},
 		{"replay without side effects", "agent: A\nagents:\n  A: {driver: script, script: {}}\ntools:\n  t: {command: [x], replay: skip}\n", []string{"t.yaml:5: tools.t.replay:", "sideEffects"}},
+		{"another driver's setting", "agent: A\nagents:\n  A: {driver: command, command: [x], model: m, doomLoop: 2}\n",
+			[]string{"agents.A.model: is a setting of the openai driver", "agents.A.doomLoop: is a setting of the openai driver"}},
+		{"bad promptVia", "agent: A\nagents:\n  A: {driver: command, command: [x], promptVia: pipe}\n", []string{"agents.A.promptVia:", "stdin or arg"}},
+		{"bad rate-limit pattern", "agent: A\nagents:\n  A:\n    driver: command\n    command: [x]\n    rateLimit: {patterns: [\"(\"]}\n",
+			[]string{"agents.A.rateLimit.patterns[0]:", "not a regular expression"}},
+		{"handoff outside", "agent: A\nagents:\n  A: {driver: command, command: [x], handoffFile: ../h.json}\n", []string{"agents.A.handoffFile:", "inside the workspace"}},
+		{"bad threshold", "agent: A\nagents:\n  A: {driver: openai, endpoint: \"http://x/v1\", model: m, compaction: {threshold: 3}}\n", []string{"agents.A.compaction.threshold:", "outside 0.1..1"}},
+		{"bad endpoint", "agent: A\nagents:\n  A: {driver: openai, endpoint: \"ftp://x\", model: m}\n", []string{"agents.A.endpoint:", "not an http"}},
+		{"hook without command", "agent: A\nagents:\n  A: {driver: script, script: {}}\nhooks:\n  preTool: [{tools: [bash]}]\n", []string{"hooks.preTool[0].command:", "needs a command"}},
+		{"hook on unknown tool", "agent: A\nagents:\n  A: {driver: script, script: {}}\nhooks:\n  postTool: [{command: [x], tools: [nope]}]\n", []string{"t.yaml:5: hooks.postTool[0].tools[0]:", `"nope" is neither`}},
 		{"bad replay", "agent: A\nagents:\n  A: {driver: script, script: {}}\ntools:\n  t: {command: [x], sideEffects: true, replay: sometimes}\n", []string{"t.yaml:5: tools.t.replay:", "retry, skip or ask"}},
 	} {
 		_, err := task.Parse("t.yaml", []byte(c.src))

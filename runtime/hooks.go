@@ -1,0 +1,168 @@
+package runtime
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/harness-edge/harness-edge/runtime/task"
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// HookDecision is what a pre-tool hook says about a call.
+type HookDecision string
+
+const (
+	// HookContinue lets the call run.
+	HookContinue HookDecision = "continue"
+	// HookBlock refuses the call unexecuted; the agent is told the reason.
+	HookBlock HookDecision = "block"
+	// HookInterrupt pauses the harness durably at a gate; a human approves the call (it runs)
+	// or rejects it (it is blocked).
+	HookInterrupt HookDecision = "interrupt"
+)
+
+// ToolRequest is a tool call as hooks see it.
+type ToolRequest struct {
+	HarnessID string             `json:"harnessId,omitempty"`
+	StepID    string             `json:"stepId,omitempty"`
+	Agent     string             `json:"agent"`
+	Tool      string             `json:"tool"`
+	Arguments statefmt.JSONValue `json:"arguments"`
+}
+
+// PreToolHook decides about a call before it runs, with a reason for block and interrupt.
+type PreToolHook func(ctx context.Context, req ToolRequest) (HookDecision, string)
+
+// PostToolHook sees a call's result after it ran.
+type PostToolHook func(ctx context.Context, req ToolRequest, res statefmt.ToolResult)
+
+// Hooks run around every tool call: the Go hooks of Options.Hooks, then the task file's shell
+// hooks. The first pre-hook that does not say continue decides.
+type Hooks struct {
+	Pre  []PreToolHook
+	Post []PostToolHook
+}
+
+// hookError is a post-hook that failed; it becomes a warning event.
+type hookError struct{ msg string }
+
+// preTool runs the pre-hooks of a call: Go hooks first, then the task's shell hooks that apply.
+func preTool(ctx context.Context, goHooks Hooks, t *task.Task, clock Clock, req ToolRequest) (HookDecision, string) {
+	for _, h := range goHooks.Pre {
+		if d, why := h(ctx, req); d != HookContinue && d != "" {
+			return d, why
+		}
+	}
+	for i, hc := range t.Hooks.PreTool {
+		if len(hc.Tools) > 0 && !slices.Contains(hc.Tools, req.Tool) {
+			continue
+		}
+		if d, why := runShellPreHook(ctx, t, clock, hc, req); d != HookContinue {
+			return d, fmt.Sprintf("hooks.preTool[%d] %s: %s", i, hc.Command[0], why)
+		}
+	}
+	return HookContinue, ""
+}
+
+// postTool runs the post-hooks of a call; it returns the failures of shell hooks.
+func postTool(ctx context.Context, goHooks Hooks, t *task.Task, clock Clock, req ToolRequest, res statefmt.ToolResult) []hookError {
+	for _, h := range goHooks.Post {
+		h(ctx, req, res)
+	}
+	var errs []hookError
+	for i, hc := range t.Hooks.PostTool {
+		if len(hc.Tools) > 0 && !slices.Contains(hc.Tools, req.Tool) {
+			continue
+		}
+		in, _ := json.Marshal(struct {
+			Event string `json:"event"`
+			ToolRequest
+			Result statefmt.ToolResult `json:"result"`
+		}{"postTool", req, res})
+		if _, _, err := runHook(ctx, t, clock, hc, in); err != nil {
+			errs = append(errs, hookError{fmt.Sprintf("hooks.postTool[%d] %s: %v", i, hc.Command[0], err)})
+		}
+	}
+	return errs
+}
+
+// ExitBlock is the exit code by which a shell pre-hook blocks a call (its stderr is the reason),
+// as Claude Code's hooks do.
+const ExitBlock = 2
+
+// runShellPreHook runs one shell pre-hook. The call is on stdin as JSON; the hook answers by its
+// exit code (0 continue, 2 block with stderr as the reason) or, exiting 0, by a JSON object
+// {"decision": "continue"|"block"|"interrupt", "reason": "..."} on stdout. A hook that fails
+// otherwise (another exit code, a timeout, an answer that is not one of those) blocks the call:
+// a guard that cannot answer does not let calls through.
+func runShellPreHook(ctx context.Context, t *task.Task, clock Clock, hc task.HookConfig, req ToolRequest) (HookDecision, string) {
+	in, _ := json.Marshal(struct {
+		Event string `json:"event"`
+		ToolRequest
+	}{"preTool", req})
+	stdout, stderr, err := runHook(ctx, t, clock, hc, in)
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee) && ee.ExitCode() == ExitBlock:
+		return HookBlock, cmp.Or(strings.TrimSpace(stderr), "blocked (exit 2)")
+	case err != nil:
+		return HookBlock, fmt.Sprintf("the hook failed, so the call is blocked: %v", err)
+	}
+	out := bytes.TrimSpace([]byte(stdout))
+	if len(out) == 0 {
+		return HookContinue, ""
+	}
+	var ans struct {
+		Decision HookDecision `json:"decision"`
+		Reason   string       `json:"reason"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ans); err != nil {
+		return HookBlock, fmt.Sprintf("the hook's answer is not {\"decision\": ..., \"reason\": ...}, so the call is blocked: %v", err)
+	}
+	switch ans.Decision {
+	case HookContinue, "":
+		return HookContinue, ""
+	case HookBlock, HookInterrupt:
+		return ans.Decision, cmp.Or(ans.Reason, string(ans.Decision))
+	}
+	return HookBlock, fmt.Sprintf("the hook's decision %q is not continue, block or interrupt, so the call is blocked", ans.Decision)
+}
+
+// runHook runs a shell hook with in on stdin, in the workspace, in a clean environment and its
+// own process group, within its timeout.
+func runHook(ctx context.Context, t *task.Task, clock Clock, hc task.HookConfig, in []byte) (stdout, stderr string, err error) {
+	ctx, cancel := withTimeout(ctx, clock, hc.Timeout.Duration)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, hc.Command[0], hc.Command[1:]...)
+	cmd.Dir, cmd.Env = t.Workspace, cleanEnv(hc.Env)
+	cmd.Stdin = bytes.NewReader(in)
+	out, errOut := &capWriter{max: 64 << 10}, &capWriter{max: 4 << 10}
+	cmd.Stdout, cmd.Stderr = out, errOut
+	err = subprocess(ctx, cmd)
+	if timedOut(ctx) {
+		err = fmt.Errorf("timed out after %v", hc.Timeout.Duration)
+	} else if err != nil && errOut.buf.Len() > 0 {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != ExitBlock {
+			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(errOut.buf.String()))
+		}
+	}
+	return out.buf.String(), errOut.buf.String(), err
+}
+
+// hookGateKind names the gate of an interrupted call: the tool and a hash of its arguments, so
+// that an approval covers that call (and identical ones) for the rest of the step.
+func hookGateKind(tool string, args statefmt.JSONValue) string {
+	return fmt.Sprintf("hook:%s:%08x", tool, uint32(xxhash.Sum64(args)))
+}
