@@ -43,16 +43,16 @@ type StepContext struct {
 	// Resume is the loop snapshot the step's interrupted attempt saved last (nil: start afresh).
 	Resume *statefmt.AgentLoopSnapshot
 
-	save func(*statefmt.AgentLoopSnapshot) error
-	ask  func(kind, why string) error
-	emit func(Event)
+	save  func(*statefmt.AgentLoopSnapshot) error
+	ask   func(kind, why string) error
+	emit  func(Event)
+	count func()
 }
 
 // Save makes the attempt's progress durable: the tool calls made so far join the history, the
 // tokens reported join the budget, queued events are written, and loop becomes the harness's
 // agent-loop snapshot. After a crash or a pause the step's next attempt gets loop as Resume and
-// goes on from there. Each Save with a higher loop.Iteration counts one iteration. On the
-// direct path nothing is persisted and Save does nothing.
+// goes on from there. On the direct path nothing is persisted and Save does nothing.
 func (sc *StepContext) Save(loop *statefmt.AgentLoopSnapshot) error {
 	if sc.save == nil {
 		return nil
@@ -70,6 +70,14 @@ func (sc *StepContext) AskHuman(kind, why string) error {
 		return &StepError{Msg: fmt.Sprintf("%s needs a human's decision, and the direct path cannot wait for one: %s", kind, why)}
 	}
 	return sc.ask(kind, why)
+}
+
+// CountIteration counts one agent iteration (a CLI agent's run, a model turn) in the harness's
+// iteration counter. An attempt whose agent counts none counts as one.
+func (sc *StepContext) CountIteration() {
+	if sc.count != nil {
+		sc.count()
+	}
 }
 
 // Emit queues an event; it is written with the next Save or when the attempt ends.
@@ -134,8 +142,10 @@ func NewAgent(name string, cfg *task.Agent) (Agent, error) {
 	switch cfg.Driver {
 	case "script":
 		return &scriptAgent{name: name, script: cfg.Script}, nil
+	case "command":
+		return newCommandAgent(name, cfg)
 	default:
-		return nil, fmt.Errorf("agent %s: the %s driver is not part of this build yet (available: script)", name, cfg.Driver)
+		return nil, fmt.Errorf("agent %s: the %s driver is not part of this build yet (available: script, command)", name, cfg.Driver)
 	}
 }
 

@@ -246,8 +246,8 @@ func TestBashRunsCleanConfinedAndCapped(t *testing.T) {
 	}
 }
 
-// pidAlive reports whether a process exists (and is not a zombie we reaped).
-func pidAlive(pid int) bool {
+// PidAlive reports whether a process exists (and is not a zombie).
+func PidAlive(pid int) bool {
 	if syscall.Kill(pid, 0) != nil {
 		return false
 	}
@@ -287,7 +287,7 @@ func TestTimeoutKillsTheProcessGroup(t *testing.T) {
 				done <- runCommandTool(context.Background(), s.env, map[string]any{})
 			}()
 			pid, _ := strconv.Atoi(waitFile(t, filepath.Join(s.ws, "bg.pid")))
-			if !pidAlive(pid) {
+			if !PidAlive(pid) {
 				t.Fatal("the background process is not running")
 			}
 			clock.Advance(29 * time.Second)
@@ -302,7 +302,7 @@ func TestTimeoutKillsTheProcessGroup(t *testing.T) {
 				t.Fatalf("result %+v, want a timeout", res)
 			}
 			for range 200 {
-				if !pidAlive(pid) {
+				if !PidAlive(pid) {
 					return
 				}
 				time.Sleep(10 * time.Millisecond)

@@ -27,6 +27,8 @@ const (
 	EventGate            EventType = "gate"             // gateId, stepId, kind, action (waiting_for_human, approved, rejected), waitMs, reason
 	EventSubAgent        EventType = "sub_agent"        // subAgentId, stepId, agent, outcome (spawned, completed, failed, waiting), message
 	EventSideEffect      EventType = "side_effect"      // tool, stepId, action (intent, receipt, replayed, retry, skip, ask, rejected)
+	EventIteration       EventType = "iteration"        // stepId, iteration, outcome, exitCode, durationMs, delayMs (rate limited), message
+	EventCompaction      EventType = "compaction"       // stepId, outcome (summarised, dropped), message
 )
 
 // Event is one structured event. Every event has its type, harness id and timestamp; the other
@@ -63,6 +65,10 @@ type Event struct {
 	// SubAgentID is the child harness of a sub_agent event; Agent its agent.
 	SubAgentID string `json:"subAgentId,omitempty"`
 	Agent      string `json:"agent,omitempty"`
+	// Iteration is an agent-loop iteration (a CLI agent's run, a model turn); ExitCode is how
+	// the agent's command exited.
+	Iteration int  `json:"iteration,omitempty"`
+	ExitCode  *int `json:"exitCode,omitempty"`
 
 	Message string `json:"message,omitempty"`
 }

@@ -198,7 +198,10 @@ type attemptState struct {
 	executed int   // tool calls that ran (refusals are recorded but not counted)
 	tokens   int64 // model tokens the agent reported
 	occ      map[string]int
-	saved    bool // the agent saved a loop snapshot (StepContext.Save)
+	// iterations the agent counted (StepContext.CountIteration) since the last Save; counted
+	// says whether it ever did.
+	iterations int
+	counted    bool
 }
 
 // Run executes the harness until it completes, fails, is paused or waits for a human. It starts
@@ -284,6 +287,12 @@ func (h *Harness) Run(ctx context.Context) error {
 					cur.tokens += max(n, 0)
 				},
 				save: func(loop *statefmt.AgentLoopSnapshot) error { return h.saveLoop(cur, loop) },
+				count: func() {
+					h.mu.Lock()
+					defer h.mu.Unlock()
+					cur.iterations++
+					cur.counted = true
+				},
 				ask: func(kind, why string) error {
 					h.mu.Lock()
 					defer h.mu.Unlock()
@@ -384,6 +393,7 @@ func (h *Harness) commitLocked(cur *attemptState) {
 	}
 	h.st.ToolCallHistory = append(h.st.ToolCallHistory, cur.records...)
 	h.st.TotalToolCalls += cur.executed
+	h.st.Iterations += cur.iterations
 	h.pending = append(h.pending, cur.events...)
 	if h.st.Budget != nil {
 		h.st.Budget.TokensUsed += cur.tokens
@@ -403,12 +413,12 @@ func (h *Harness) commitLocked(cur *attemptState) {
 }
 
 // endAttemptLocked commits an attempt that ended (completed, failed, or to be retried afresh):
-// its loop snapshot goes, and an attempt that never saved one counts one iteration. h.mu held.
+// its loop snapshot goes, and an attempt whose agent counted no iterations counts one. h.mu held.
 func (h *Harness) endAttemptLocked(cur *attemptState) {
-	h.commitLocked(cur)
-	if !cur.saved {
-		h.st.Iterations++
+	if !cur.counted {
+		cur.iterations++
 	}
+	h.commitLocked(cur)
 	h.st.AgentLoopSnapshot = nil
 }
 
@@ -419,15 +429,7 @@ func (h *Harness) saveLoop(cur *attemptState, loop *statefmt.AgentLoopSnapshot) 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.commitLocked(cur)
-	cur.records, cur.events, cur.executed, cur.tokens, cur.occ = nil, nil, 0, 0, map[string]int{}
-	cur.saved = true
-	prev := 0
-	if h.st.AgentLoopSnapshot != nil {
-		prev = h.st.AgentLoopSnapshot.Iteration
-	}
-	if loop.Iteration > prev {
-		h.st.Iterations += loop.Iteration - prev
-	}
+	cur.records, cur.events, cur.executed, cur.tokens, cur.iterations, cur.occ = nil, nil, 0, 0, 0, map[string]int{}
 	h.st.AgentLoopSnapshot = cloneLoop(loop)
 	return h.checkpoint()
 }
