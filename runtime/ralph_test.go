@@ -126,7 +126,6 @@ func TestRalphLoopResumesTheIterationInFlight(t *testing.T) {
 	}
 }
 
-
 // The circuit breaker: iterations that change nothing, or fail the same way, pause the harness
 // with a reason; resume starts the counts again.
 func TestCircuitBreaker(t *testing.T) {
