@@ -69,6 +69,8 @@ type loopState struct {
 	WaitUntil   *time.Time `json:"waitUntil,omitempty"`
 	// BreakerOpen is set when the breaker paused the harness; resume closes it.
 	BreakerOpen bool `json:"breakerOpen,omitempty"`
+	// Running is the process group of the iteration in flight (saved as it starts).
+	Running *ProcRef `json:"running,omitempty"`
 }
 
 // iteration is what one run of the agent's command gave.
@@ -106,6 +108,13 @@ func (a *commandAgent) RunStep(ctx context.Context, sc *StepContext) (string, er
 			st = loopState{OutputHash: st.OutputHash, WorkspaceHash: st.WorkspaceHash}
 		}
 	}
+	if st.Running != nil {
+		// The iteration in flight when the harness was killed: what it started may live on.
+		if n := killStaleGroup(st.Running); n > 0 {
+			sc.Emit(Event{Type: EventWarning, Message: fmt.Sprintf("killed %d leftover processes of the iteration cut short (process group %d)", n, st.Running.PGID)})
+		}
+		st.Running = nil
+	}
 	if st.WorkspaceHash == "" {
 		st.WorkspaceHash = workspaceHash(sc.Workspace)
 	}
@@ -130,7 +139,13 @@ func (a *commandAgent) RunStep(ctx context.Context, sc *StepContext) (string, er
 		}
 		n := loop.Iteration + 1
 		prompt := a.prompt(sc, loop, n)
-		it, err := a.run(ctx, sc, prompt, n)
+		it, err := a.run(ctx, sc, prompt, n, func(pid int) {
+			// Durable before the iteration gets far: a crash from here on leaves the group's id
+			// for the next run to clean up. (A failed save only loses that clean-up.)
+			st.Running = refOf(pid)
+			_ = save()
+		})
+		st.Running = nil
 		if err != nil {
 			return "", err
 		}
@@ -229,7 +244,7 @@ func (a *commandAgent) openBreaker(sc *StepContext, st *loopState, ev Event, sav
 func (a *commandAgent) rateLimitWait(rl RateLimit, inRow int, now time.Time) time.Duration {
 	wait := a.cfg.RateLimit.Wait.Duration << min(inRow-1, 20)
 	if !rl.Reset.IsZero() {
-		wait = rl.Reset.Sub(now) + 5*time.Second // a margin for clocks that disagree
+		wait = rl.Reset.Sub(now) + 2*time.Second // a margin for clocks that disagree
 	}
 	return min(max(wait, time.Second), a.cfg.RateLimit.MaxWait.Duration)
 }
@@ -260,7 +275,7 @@ func (a *commandAgent) prompt(sc *StepContext, loop *statefmt.AgentLoopSnapshot,
 // run runs iteration n: the command in the workspace, in its own process group, with a clean
 // environment, killed whole at the iteration timeout. A context cancelled meanwhile is returned
 // as an error (the iteration is cut short and runs again).
-func (a *commandAgent) run(ctx context.Context, sc *StepContext, prompt string, n int) (iteration, error) {
+func (a *commandAgent) run(ctx context.Context, sc *StepContext, prompt string, n int, started func(pid int)) (iteration, error) {
 	if err := os.MkdirAll(sc.Workspace, 0o755); err != nil {
 		return iteration{}, &StepError{Msg: fmt.Sprintf("agent %s: workspace: %v", a.name, err)}
 	}
@@ -284,7 +299,7 @@ func (a *commandAgent) run(ctx context.Context, sc *StepContext, prompt string, 
 	stdout, stderr := &capWriter{max: a.cfg.MaxOutput}, &capWriter{max: a.cfg.MaxOutput}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	start := sc.Clock.Now()
-	err := subprocess(ictx, cmd)
+	err := subprocessStarted(ictx, cmd, started)
 	it := iteration{stdout: stdout.buf.String(), stderr: stderr.buf.String(), took: sc.Clock.Now().Sub(start)}
 	var ee *exec.ExitError
 	switch {

@@ -85,7 +85,7 @@ func TestRalphLoopWithAStandInCLIAgent(t *testing.T) {
 				t.Fatalf("runs.log %q", runs)
 			}
 			// The rate limit said "try again in 2 seconds": the loop waited that (plus a margin).
-			if sl := e.clock.Sleeps(); len(sl) != 1 || sl[0] < 6*time.Second || sl[0] > 8*time.Second {
+			if sl := e.clock.Sleeps(); len(sl) != 1 || sl[0] < 3*time.Second || sl[0] > 5*time.Second {
 				t.Fatalf("sleeps %v", sl)
 			}
 		})
