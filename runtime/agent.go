@@ -47,6 +47,21 @@ type StepContext struct {
 	ask   func(kind, why string) error
 	emit  func(Event)
 	count func()
+	// budget reports a used-up token or wall-clock budget.
+	budget func() *BudgetError
+}
+
+// CheckBudget returns a *BudgetError when the harness's token or wall-clock budget is used up
+// (counting what the attempt reported so far): an agent checks it before an expensive request
+// and returns the error as it is (the harness then asks a human or fails, by autonomy).
+func (sc *StepContext) CheckBudget() error {
+	if sc.budget == nil {
+		return nil
+	}
+	if be := sc.budget(); be != nil {
+		return be
+	}
+	return nil
 }
 
 // Save makes the attempt's progress durable: the tool calls made so far join the history, the
@@ -144,8 +159,10 @@ func NewAgent(name string, cfg *task.Agent) (Agent, error) {
 		return &scriptAgent{name: name, script: cfg.Script}, nil
 	case "command":
 		return newCommandAgent(name, cfg)
+	case "openai":
+		return newOpenAIAgent(name, cfg), nil
 	default:
-		return nil, fmt.Errorf("agent %s: the %s driver is not part of this build yet (available: script, command)", name, cfg.Driver)
+		return nil, fmt.Errorf("agent %s: the %s driver is not part of this build (available: %v)", name, cfg.Driver, task.Drivers)
 	}
 }
 

@@ -287,6 +287,14 @@ func (h *Harness) Run(ctx context.Context) error {
 					cur.tokens += max(n, 0)
 				},
 				save: func(loop *statefmt.AgentLoopSnapshot) error { return h.saveLoop(cur, loop) },
+				budget: func() *BudgetError {
+					h.mu.Lock()
+					defer h.mu.Unlock()
+					if be := h.overBudgetLocked(cur); be != nil && be.Budget != "toolCalls" {
+						return be
+					}
+					return nil
+				},
 				count: func() {
 					h.mu.Lock()
 					defer h.mu.Unlock()

@@ -1,0 +1,206 @@
+// Package openaitest is a fake OpenAI-compatible chat-completions server for tests and examples:
+// real HTTP on a loopback port, answering from a script of replies (text, tool calls, errors,
+// 429s with Retry-After, malformed bodies, replies that never come) and recording every request
+// it got, decoded independently of the driver that sent it.
+package openaitest
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+)
+
+// Message is a chat message as the server decoded it.
+type Message struct {
+	Role       string     `json:"role"`
+	Content    *string    `json:"content"`
+	Name       string     `json:"name,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// Text is the message's content ("" when null).
+func (m Message) Text() string {
+	if m.Content == nil {
+		return ""
+	}
+	return *m.Content
+}
+
+// ToolCall is a tool call in a message.
+type ToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// Request is one chat-completions request the server got.
+type Request struct {
+	Model    string    `json:"model"`
+	Messages []Message `json:"messages"`
+	Tools    []struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name       string         `json:"name"`
+			Parameters map[string]any `json:"parameters"`
+		} `json:"function"`
+	} `json:"tools"`
+	Temperature *float64 `json:"temperature"`
+	// Auth is the Authorization header.
+	Auth string `json:"-"`
+}
+
+// Call is a tool call a scripted reply makes.
+type Call struct {
+	Name string
+	Args string // raw JSON text, as a model writes it
+}
+
+// Reply is one scripted answer.
+type Reply struct {
+	// Content and Calls make a normal answer (status 200).
+	Content string
+	Calls   []Call
+	// PromptTokens and CompletionTokens are the usage reported (default: a quarter of the
+	// request's message bytes, as a tokenizer would roughly count, and 10).
+	PromptTokens, CompletionTokens int
+	// Status other than 200 answers with Body (default: an API error object saying ErrorMsg).
+	Status     int
+	ErrorMsg   string
+	RetryAfter string
+	// Body, when set, is sent as it is (malformed JSON, say).
+	Body string
+	// Hang holds the reply until the client gives up (its request context ends).
+	Hang bool
+}
+
+// Server is the fake server. Replies are served in order; when the script is empty, Respond
+// answers (or, when nil, a 500 saying the script ran out).
+type Server struct {
+	*httptest.Server
+	// Respond answers requests beyond the script.
+	Respond func(Request) Reply
+
+	mu       sync.Mutex
+	script   []Reply
+	requests []Request
+	arrived  chan int
+}
+
+// New starts a server; Close it when done. Its API base URL is URL + "/v1".
+func New() *Server {
+	s := &Server{arrived: make(chan int, 1024)}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// Endpoint is the base URL to configure an openai agent with.
+func (s *Server) Endpoint() string { return s.URL + "/v1" }
+
+// Push appends replies to the script.
+func (s *Server) Push(r ...Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.script = append(s.script, r...)
+}
+
+// Requests returns the requests received so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Arrived delivers the number of each request as it arrives (before it is answered).
+func (s *Server) Arrived() <-chan int { return s.arrived }
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+		http.Error(w, `{"error": {"message": "not found: `+r.Method+" "+r.URL.Path+`"}}`, http.StatusNotFound)
+		return
+	}
+	var req Request
+	body, _ := io.ReadAll(r.Body)
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "bad request body: "+err.Error(), "")
+		return
+	}
+	req.Auth = r.Header.Get("Authorization")
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	n := len(s.requests)
+	var rep Reply
+	scripted := len(s.script) > 0
+	if scripted {
+		rep, s.script = s.script[0], s.script[1:]
+	}
+	respond := s.Respond
+	s.mu.Unlock()
+	select {
+	case s.arrived <- n:
+	default:
+	}
+	if !scripted {
+		if respond == nil {
+			writeError(w, http.StatusInternalServerError, fmt.Sprintf("fake server: no reply scripted for request %d", n), "")
+			return
+		}
+		rep = respond(req)
+	}
+	switch {
+	case rep.Hang:
+		<-r.Context().Done()
+		return
+	case rep.Body != "":
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(cmp.Or(rep.Status, http.StatusOK))
+		io.WriteString(w, rep.Body)
+		return
+	case rep.Status != 0 && rep.Status != http.StatusOK:
+		writeError(w, rep.Status, rep.ErrorMsg, rep.RetryAfter)
+		return
+	}
+	msg := map[string]any{"role": "assistant", "content": rep.Content}
+	if len(rep.Calls) > 0 {
+		var calls []map[string]any
+		for i, c := range rep.Calls {
+			calls = append(calls, map[string]any{"id": "call_" + strconv.Itoa(n) + "_" + strconv.Itoa(i), "type": "function",
+				"function": map[string]any{"name": c.Name, "arguments": c.Args}})
+		}
+		msg["tool_calls"] = calls
+		if rep.Content == "" {
+			msg["content"] = nil
+		}
+	}
+	size := 0
+	for _, m := range req.Messages {
+		size += len(m.Text()) + 16
+		for _, c := range m.ToolCalls {
+			size += len(c.Function.Name) + len(c.Function.Arguments) + 16
+		}
+	}
+	pt, ct := cmp.Or(rep.PromptTokens, size/4), cmp.Or(rep.CompletionTokens, 10)
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{
+		"id": "chatcmpl-" + strconv.Itoa(n), "object": "chat.completion", "model": req.Model,
+		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": map[bool]string{true: "tool_calls", false: "stop"}[len(rep.Calls) > 0]}},
+		"usage":   map[string]int{"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
+	})
+}
+
+func writeError(w http.ResponseWriter, status int, msg, retryAfter string) {
+	if retryAfter != "" {
+		w.Header().Set("Retry-After", retryAfter)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": http.StatusText(status)}})
+}
