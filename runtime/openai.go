@@ -425,9 +425,9 @@ func retryAfter(h string, now time.Time) time.Duration {
 	return 0
 }
 
-// scrub keeps a secret out of a message.
+// scrub keeps a secret out of a message (one too short to be a real key would only garble it).
 func scrub(msg, secret string) string {
-	if secret == "" {
+	if len(secret) < 8 {
 		return msg
 	}
 	return strings.ReplaceAll(msg, secret, "[api key]")
