@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -142,6 +143,9 @@ func runShellPreHook(ctx context.Context, t *task.Task, clock Clock, hc task.Hoo
 // runHook runs a shell hook with in on stdin, in the workspace, in a clean environment and its
 // own process group, within its timeout.
 func runHook(ctx context.Context, t *task.Task, clock Clock, hc task.HookConfig, in []byte) (stdout, stderr string, err error) {
+	if err := os.MkdirAll(t.Workspace, 0o755); err != nil {
+		return "", "", fmt.Errorf("workspace: %w", err)
+	}
 	ctx, cancel := withTimeout(ctx, clock, hc.Timeout.Duration)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, hc.Command[0], hc.Command[1:]...)
