@@ -156,7 +156,7 @@ stress: engine ## Crash tests at length: 500 kill -9 runs of a checkpointing chi
 	HARNESS_EDGE_CRASH_KILLS=$${HARNESS_EDGE_CRASH_KILLS:-500} CGO_ENABLED=1 $(GO) test -count=1 -tags invariants \
 		-run 'TestCrashKill9|TestPowerLoss|TestInjectedIOErrors' -v ./bridge/ | grep -E '^(---|ok|FAIL)|kills|operations'
 
-FUZZ_TARGETS := FuzzDeltaApply FuzzDeltaRoundTrip FuzzStateJSON FuzzStateBinary FuzzRecord FuzzFrames
+FUZZ_TARGETS := FuzzDeltaApply FuzzDeltaRoundTrip FuzzStateJSON FuzzStateBinary FuzzRecord FuzzFrames FuzzAgentOutput
 
 .PHONY: fuzz
 fuzz: engine ## Fuzz each target for FUZZTIME (default 10s) across all backends

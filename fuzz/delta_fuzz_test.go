@@ -75,7 +75,8 @@ func TestSeedCorpus(t *testing.T) {
 	}
 	js, bin, rec := StateSeeds(seedJSON, v0JSON)
 	for target, seeds := range map[string][]Seed{"FuzzDeltaApply": apply, "FuzzDeltaRoundTrip": roundTrip,
-		"FuzzStateJSON": js, "FuzzStateBinary": bin, "FuzzRecord": rec, "FuzzFrames": FrameSeeds()} {
+		"FuzzStateJSON": js, "FuzzStateBinary": bin, "FuzzRecord": rec, "FuzzFrames": FrameSeeds(),
+		"FuzzAgentOutput": AgentOutputSeeds()} {
 		dir := filepath.Join("testdata", "fuzz", target)
 		for _, s := range seeds {
 			path := filepath.Join(dir, s.Name)

@@ -3,6 +3,7 @@ package fuzz
 import (
 	"bytes"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/bridge/workload"
@@ -98,6 +99,25 @@ func FrameSeeds() []Seed {
 		{"seed-one-frame", withLen(7, append(statefmt.AppendFrameTable(nil, []int{7}, []int{3}), "xyz"...))},
 		{"seed-zero-frames", withLen(0, []byte{0})},
 		{"seed-short-table", withLen(2<<20+5, three[:4])},
+	}
+}
+
+// AgentOutputSeeds returns the seeds of FuzzAgentOutput (output, promise): the output formats of
+// common CLI agents, a model server's answers, rate-limit messages and broken JSON.
+func AgentOutputSeeds() []Seed {
+	seed := func(name, out, promise string) Seed { return Seed{name, [][]byte{[]byte(out), []byte(promise)}} }
+	return []Seed{
+		seed("seed-plain", "working\n<promise>DONE</promise>\n", "DONE"),
+		seed("seed-ansi", "\x1b[1;32mdone\x1b[0m\r\n\x1b]0;t\x07DONE\n", "DONE"),
+		seed("seed-claude-json", `{"type":"result","is_error":false,"result":"ok <promise>DONE</promise>"}`, "DONE"),
+		seed("seed-stream-json", "{\"type\":\"assistant\",\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}}\n{\"type\":\"result\",\"result\":\"bye\"}\n", "bye"),
+		seed("seed-broken-json", `{"result": "unterminated`, "x"),
+		seed("seed-deep-json", strings.Repeat("[", 200)+strings.Repeat("]", 200), "x"),
+		seed("seed-rate-limit", "Claude AI usage limit reached|1795000000", "DONE"),
+		seed("seed-retry-in", "You've hit your usage limit. Try again in 2 hours 5 minutes.", ""),
+		seed("seed-reset-clock", "rate limited, resets at 13:99pm", ""),
+		seed("seed-chat-response", `{"choices":[{"message":{"content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]}}],"usage":{"total_tokens":5}}`, ""),
+		seed("seed-chat-no-choices", `{"choices":[]}`, ""),
 	}
 }
 

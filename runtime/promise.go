@@ -146,11 +146,11 @@ func KeptPromise(text, promise, prompt string) bool {
 	if p := strings.TrimSpace(prompt); p != "" {
 		text = strings.ReplaceAll(text, p, "")
 	}
-	tag := regexp.MustCompile(`<promise>\s*` + regexp.QuoteMeta(promise) + `\s*</promise>`)
 	var echoed []string // lines of the prompt that mention the promise among other words
 	for _, l := range strings.Split(prompt, "\n") {
-		if l = strings.TrimSpace(l); strings.Contains(l, promise) && strings.Trim(tag.ReplaceAllString(l, ""), " \t`*") != "" &&
-			strings.Trim(l, " \t`*") != promise {
+		l = strings.TrimSpace(l)
+		rest := strings.NewReplacer("<promise>", "", "</promise>", "", promise, "").Replace(l)
+		if strings.Contains(l, promise) && strings.Trim(rest, " \t`*") != "" {
 			echoed = append(echoed, l)
 		}
 	}
@@ -161,11 +161,29 @@ lines:
 				continue lines
 			}
 		}
-		if tag.MatchString(l) || strings.Trim(l, " \t`*") == promise {
+		if hasTag(l, promise) || strings.Trim(l, " \t`*") == promise {
 			return true
 		}
 	}
 	return false
+}
+
+// hasTag reports whether line holds <promise>PROMISE</promise> (spaces inside allowed).
+func hasTag(line, promise string) bool {
+	for {
+		i := strings.Index(line, "<promise>")
+		if i < 0 {
+			return false
+		}
+		line = line[i+len("<promise>"):]
+		j := strings.Index(line, "</promise>")
+		if j < 0 {
+			return false
+		}
+		if strings.TrimSpace(line[:j]) == promise {
+			return true
+		}
+	}
 }
 
 // DefaultRateLimitPatterns recognise the limit messages of common CLI agents and APIs: HTTP 429
