@@ -182,6 +182,11 @@ demo: build ## Build, then run the demo: a script task killed with SIGKILL part-
 	bin/harness-edge version
 	examples/demo.sh bin/harness-edge
 
+.PHONY: demo-agents
+demo-agents: build ## The agent drivers' demo: a Ralph loop around a stand-in CLI agent (killed, resumed), an openai agent against a fake server
+	$(GO) build -o bin/fake-openai ./examples/fake-openai
+	examples/agents.sh bin/harness-edge bin/fake-openai
+
 .PHONY: clean
 clean: ## Remove build outputs
 	rm -rf bin eternal/lib eternal/target

@@ -95,6 +95,9 @@ func TestOpenAIToolLoop(t *testing.T) {
 	if st.Budget.TokensUsed < 4*10 {
 		t.Fatalf("tokens used %d", st.Budget.TokensUsed)
 	}
+	if msg := checkEvents(e); msg != "" {
+		t.Fatal(msg)
+	}
 	// The key is nowhere in the store: not in any checkpoint, nor in the event log.
 	storeBytes := readTree(t, filepath.Join(e.dir, "store"))
 	if strings.Contains(storeBytes, "sk-test-secret-123") {
@@ -329,6 +332,9 @@ func TestOpenAICompaction(t *testing.T) {
 			}
 			if st := h.State(); st.Status != statefmt.StatusCompleted {
 				t.Fatalf("status %s: %s", st.Status, st.StatusReason)
+			}
+			if msg := checkEvents(e); msg != "" {
+				t.Fatal(msg)
 			}
 			comp := e.rec.of(runtime.EventCompaction)
 			want := map[bool]string{false: "summarised", true: "dropped"}[summaryFails]

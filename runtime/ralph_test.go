@@ -84,6 +84,9 @@ func TestRalphLoopWithAStandInCLIAgent(t *testing.T) {
 			if runs, _ := os.ReadFile(filepath.Join(ws, "runs.log")); string(runs) != "started 1\nstarted 2\nstarted 3\n" {
 				t.Fatalf("runs.log %q", runs)
 			}
+			if msg := checkEvents(e); msg != "" {
+				t.Fatal(msg)
+			}
 			// The rate limit said "try again in 2 seconds": the loop waited that (plus a margin).
 			if sl := e.clock.Sleeps(); len(sl) != 1 || sl[0] < 3*time.Second || sl[0] > 5*time.Second {
 				t.Fatalf("sleeps %v", sl)

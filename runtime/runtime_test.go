@@ -314,6 +314,10 @@ func checkEvents(e *env) string {
 			missing = ev.SubAgentID == "" || ev.StepID == "" || ev.Outcome == ""
 		case runtime.EventSideEffect:
 			missing = ev.Tool == "" || ev.StepID == "" || ev.Action == ""
+		case runtime.EventIteration:
+			missing = ev.StepID == "" || ev.Iteration == 0 || ev.Outcome == ""
+		case runtime.EventCompaction:
+			missing = ev.StepID == "" || ev.Outcome == "" || ev.Message == ""
 		default:
 			return "unknown event type " + string(ev.Type)
 		}

@@ -95,12 +95,16 @@ type Server struct {
 	arrived  chan int
 }
 
-// New starts a server; Close it when done. Its API base URL is URL + "/v1".
+// New starts a server on a loopback port; Close it when done. Its API base URL is Endpoint().
 func New() *Server {
-	s := &Server{arrived: make(chan int, 1024)}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	s := NewHandler()
+	s.Server = httptest.NewServer(s)
 	return s
 }
+
+// NewHandler returns the fake as an http.Handler, to serve on a listener of one's own (its
+// embedded httptest server stays nil).
+func NewHandler() *Server { return &Server{arrived: make(chan int, 1024)} }
 
 // Endpoint is the base URL to configure an openai agent with.
 func (s *Server) Endpoint() string { return s.URL + "/v1" }
@@ -122,7 +126,8 @@ func (s *Server) Requests() []Request {
 // Arrived delivers the number of each request as it arrives (before it is answered).
 func (s *Server) Arrived() <-chan int { return s.arrived }
 
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP answers a chat-completions request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
 		http.Error(w, `{"error": {"message": "not found: `+r.Method+" "+r.URL.Path+`"}}`, http.StatusNotFound)
 		return
@@ -203,4 +208,28 @@ func writeError(w http.ResponseWriter, status int, msg, retryAfter string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": http.StatusText(status)}})
+}
+
+// NotesSession answers like a small model doing the examples' task: it writes NOTES.md with
+// write_file, reads it back with read_file, and then reports. Each answer depends only on the
+// conversation it is sent (so a resumed conversation gets the right next answer); a request
+// without tools (a compaction summary) gets a summary.
+func NotesSession(r Request) Reply {
+	if len(r.Tools) == 0 {
+		return Reply{Content: "Summary: NOTES.md was written and read back."}
+	}
+	var results []string
+	for _, m := range r.Messages {
+		if m.Role == "tool" {
+			results = append(results, m.Text())
+		}
+	}
+	switch len(results) {
+	case 0:
+		return Reply{Content: "I will write the notes first.", Calls: []Call{{Name: "write_file",
+			Args: `{"path": "NOTES.md", "content": "# Notes\n\n- harness-edge checkpoints every model turn\n- a crash loses at most the turn in flight\n"}`}}}
+	case 1:
+		return Reply{Calls: []Call{{Name: "read_file", Args: `{"path": "NOTES.md"}`}}}
+	}
+	return Reply{Content: "NOTES.md is written and reads back as intended: " + strconv.Itoa(len(results[len(results)-1])) + " bytes checked."}
 }

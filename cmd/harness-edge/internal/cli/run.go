@@ -62,12 +62,23 @@ func progress(w io.Writer) runtime.Sink {
 			if e.Action != "intent" && e.Action != "receipt" {
 				fmt.Fprintf(w, "    side effect %s (step %s): %s %s\n", e.Tool, e.StepID, e.Action, e.Message)
 			}
+		case runtime.EventIteration:
+			line := fmt.Sprintf("    iteration %d (step %s): %s", e.Iteration, e.StepID, e.Outcome)
+			if e.DurationMs > 0 {
+				line += fmt.Sprintf(", %.1fs", e.DurationMs/1000)
+			}
+			if e.Outcome != runtime.IterContinue && e.Outcome != runtime.IterCompleted && e.Message != "" {
+				line += ": " + firstLine(e.Message)
+			}
+			fmt.Fprintln(w, line)
+		case runtime.EventCompaction:
+			fmt.Fprintf(w, "    context compacted (step %s, %s): %s\n", e.StepID, e.Outcome, e.Message)
 		}
 	})
 }
 
 // runFlags are shared by run and resume.
-type runFlags struct{ json bool }
+type runFlags struct{ json, progress bool }
 
 // runHarness runs h until it ends or is interrupted (SIGINT/SIGTERM pause it) and reports.
 func runHarness(m *runtime.Manager, h *runtime.Harness, f runFlags, stdout io.Writer) error {
@@ -153,7 +164,7 @@ func (g *globals) newManager(f runFlags, stdout io.Writer) (*runtime.Manager, fu
 	switch {
 	case f.json:
 		sinks = append(sinks, runtime.NewJSONLines(stdout))
-	case isTerminal(stdout):
+	case f.progress || isTerminal(stdout):
 		sinks = append(sinks, progress(stdout))
 	}
 	m := runtime.NewManager(s, runtime.Options{Sinks: sinks})
@@ -194,6 +205,7 @@ pauses the harness cleanly (exit 3). Exit codes: 0 completed, 1 failed or error,
 		},
 	}
 	c.Flags().BoolVar(&f.json, "json", false, "stream events as JSON lines, then the result")
+	c.Flags().BoolVar(&f.progress, "progress", false, "print progress lines even when stdout is not a terminal (a log, a pipe)")
 	return c
 }
 
@@ -220,6 +232,7 @@ func newResumeCmd(g *globals, stdout io.Writer) *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&f.json, "json", false, "stream events as JSON lines, then the result")
+	c.Flags().BoolVar(&f.progress, "progress", false, "print progress lines even when stdout is not a terminal (a log, a pipe)")
 	return c
 }
 
@@ -342,6 +355,13 @@ func printExtras(w io.Writer, st *statefmt.HarnessState) {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\n", id, r.AgentName, r.StepID, r.Status, r.Attempts, res)
 		}
 	}
+	if l := st.AgentLoopSnapshot; l != nil && st.Plan != nil && st.CurrentStepIndex < len(st.Plan.Steps) {
+		fmt.Fprintf(tw, "agent loop  step %s, iteration %d, %d messages", st.Plan.Steps[st.CurrentStepIndex].ID, l.Iteration, len(l.Messages))
+		if len(l.Handoff) > 0 {
+			fmt.Fprintf(tw, ", handoff %s", l.Handoff)
+		}
+		fmt.Fprintln(tw)
+	}
 	if len(st.SideEffects) > 0 {
 		fmt.Fprintln(tw, "side effects in flight")
 		fmt.Fprintln(tw, "  STEP\tTOOL\tARGUMENTS\tSTATE")
@@ -421,6 +441,18 @@ func describe(e runtime.Event) string {
 	if e.Action != "" {
 		add("%s", e.Action)
 	}
+	if e.Iteration > 0 {
+		add("iteration %d", e.Iteration)
+	}
+	if e.Outcome != "" && e.SubAgentID == "" {
+		add("%s", e.Outcome)
+	}
+	if e.ExitCode != nil {
+		add("exit %d", *e.ExitCode)
+	}
+	if e.DelayMs > 0 {
+		add("wait %.1fs", e.DelayMs/1000)
+	}
 	if e.WaitMs > 0 {
 		add("waited %.1fs", e.WaitMs/1000)
 	}
@@ -467,4 +499,12 @@ func newStopCmd(g *globals, stdout io.Writer) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// firstLine is the first line of s, marked when there is more.
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " ..."
+	}
+	return s
 }
