@@ -217,4 +217,3 @@ func TestGoHooksAndTheModelIsTold(t *testing.T) {
 		t.Fatalf("post-hook saw %v", seen)
 	}
 }
-
