@@ -1,9 +1,16 @@
 package runtime_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/leanovate/gopter/gen"
+	"github.com/leanovate/gopter/prop"
 
 	"github.com/harness-edge/harness-edge/runtime"
 )
@@ -94,4 +101,49 @@ func TestDetectRateLimit(t *testing.T) {
 			t.Errorf("%s: hit %v reset %v, want %v %v", c.name, hit, rl.Reset, c.hit, c.reset)
 		}
 	}
+}
+
+// The promise reader over random agent output: text without the promise never completes, not
+// even when it echoes the prompt (verbatim, quoted line by line, coloured); the same text with
+// the promise tag on a line of its own, or the bare promise alone on a line, completes, also
+// when wrapped in escapes or in a CLI's JSON output (read through FinalText).
+func TestPropertyPromiseDetection(t *testing.T) {
+	words := []string{"done", "DONE", "promise", "<promise>", "</promise>", "task", "complete", "TASK", "iteration", "wrote", "file", "`", "**", "{", "\"result\":"}
+	p := runtime.Props(t, 200)
+	p.Property("only a kept promise completes", prop.ForAll(func(seed uint64) bool {
+		return runtime.Report(t, func() string {
+			r := rand.New(rand.NewPCG(seed, 77))
+			promise := fmt.Sprintf("P_%d_DONE", r.IntN(1000))
+			var lines []string
+			for range r.IntN(8) {
+				var l []string
+				for range 1 + r.IntN(6) {
+					l = append(l, words[r.IntN(len(words))])
+				}
+				lines = append(lines, strings.Join(l, " "))
+			}
+			text := strings.Join(lines, "\n")
+			prompt := "Step s: do it\nWhen the step is completely done, and only then, end your final answer with the completion promise: <promise>" + promise + "</promise>\n"
+			echo := []string{prompt + text, "> " + strings.ReplaceAll(prompt, "\n", "\n> ") + "\n" + text, "\x1b[2m" + prompt + "\x1b[0m" + text}[r.IntN(3)]
+			if runtime.KeptPromise(echo, promise, prompt) {
+				return fmt.Sprintf("completed without the promise:\n%s", echo)
+			}
+			kept := []string{"<promise>" + promise + "</promise>", "  " + promise + "  ", "\x1b[1m<promise> " + promise + " </promise>\x1b[0m", "**" + promise + "**"}[r.IntN(4)]
+			out := echo + "\n" + kept + "\n"
+			switch r.IntN(3) {
+			case 1: // claude -p --output-format json
+				b, _ := json.Marshal(map[string]any{"type": "result", "is_error": false, "result": text + "\n" + kept})
+				out = string(b)
+			case 2: // stream-json: the last result line
+				first, _ := json.Marshal(map[string]any{"type": "assistant", "message": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}})
+				last, _ := json.Marshal(map[string]any{"type": "result", "result": kept})
+				out = string(first) + "\n" + string(last) + "\n"
+			}
+			if !runtime.KeptPromise(runtime.FinalText(out), promise, prompt) {
+				return fmt.Sprintf("a kept promise was missed:\n%q", out)
+			}
+			return ""
+		})
+	}, gen.UInt64()))
+	p.TestingRun(t)
 }
