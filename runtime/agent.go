@@ -23,6 +23,7 @@ type Agent interface {
 type PlanContext struct {
 	HarnessID string
 	Task      *task.Task
+	Clock     Clock
 }
 
 // StepContext is what an agent knows when it runs a step attempt.

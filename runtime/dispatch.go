@@ -105,7 +105,7 @@ func runDirect(ctx context.Context, t *task.Task, clock Clock, hooks Hooks) (Tas
 		if err != nil {
 			return TaskOutput{}, err
 		}
-		if steps, err = a.Plan(ctx, &PlanContext{Task: t}); err != nil {
+		if steps, err = a.Plan(ctx, &PlanContext{Task: t, Clock: clock}); err != nil {
 			return finish(statefmt.StatusFailed, "planning: "+err.Error())
 		}
 	}

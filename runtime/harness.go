@@ -524,7 +524,7 @@ func (h *Harness) startLocked(ctx context.Context) error {
 			return h.failLocked(err.Error())
 		}
 		h.mu.Unlock()
-		steps, err := a.Plan(ctx, &PlanContext{HarnessID: h.ID(), Task: h.task})
+		steps, err := a.Plan(ctx, &PlanContext{HarnessID: h.ID(), Task: h.task, Clock: h.m.clock})
 		h.mu.Lock()
 		if ctx.Err() != nil {
 			return nil // Run halts

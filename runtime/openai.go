@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -38,8 +39,67 @@ func newOpenAIAgent(name string, cfg *task.Agent) *openaiAgent {
 	return &openaiAgent{name: name, cfg: cfg, client: &http.Client{}}
 }
 
-func (a *openaiAgent) Plan(context.Context, *PlanContext) ([]task.PlanStep, error) {
-	return nil, fmt.Errorf("agent %s: an openai agent does not produce plans (yet): declare the task's plan", a.name)
+// Plan asks the model for the task's plan, as JSON; an answer that is not a valid plan is sent
+// back once with what is wrong.
+func (a *openaiAgent) Plan(ctx context.Context, pc *PlanContext) ([]task.PlanStep, error) {
+	clock := pc.Clock
+	if clock == nil {
+		clock = RealClock{}
+	}
+	sc := &StepContext{HarnessID: pc.HarnessID, Task: pc.Task, Clock: clock}
+	var agents strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(pc.Task.Agents)) {
+		cfg := pc.Task.Agents[name]
+		fmt.Fprintf(&agents, "- %s (%s driver; tools: %s)\n", name, cfg.Driver, strings.Join(cfg.Tools, ", "))
+	}
+	msgs := []statefmt.Message{
+		{Role: "system", Content: "You plan work for a team of agents. Answer with JSON only: " +
+			`{"steps": [{"id": "short-id", "description": "what to do", "agent": "AGENT", "dependsOn": ["id"], "critical": false}]}. ` +
+			"Use only the agents listed; mark steps that change things outside the workspace critical."},
+		{Role: "user", Content: fmt.Sprintf("Task: %s\n\nAgents:\n%s", strings.TrimSpace(pc.Task.Prompt), agents.String())},
+	}
+	known := func(n string) bool { _, ok := pc.Task.Agents[n]; return ok }
+	for try := 1; ; try++ {
+		resp, err := a.complete(ctx, sc, msgs, nil)
+		if err != nil {
+			return nil, err
+		}
+		answer := resp.Choices[0].Message.Content
+		steps, problem := parsePlan(answer, known)
+		if problem == "" {
+			return steps, nil
+		}
+		if try == 2 {
+			return nil, fmt.Errorf("agent %s: no valid plan after %d answers: %s", a.name, try, problem)
+		}
+		msgs = append(msgs, statefmt.Message{Role: "assistant", Content: answer},
+			statefmt.Message{Role: "user", Content: "That is not a valid plan: " + problem + ". Answer with the corrected JSON only."})
+	}
+}
+
+// parsePlan reads a plan from a model's answer (JSON, possibly in a code fence or with text
+// around it) and checks it; it returns what is wrong, or "".
+func parsePlan(answer string, known func(string) bool) ([]task.PlanStep, string) {
+	s := answer
+	if i, j := strings.IndexByte(s, '{'), strings.LastIndexByte(s, '}'); i >= 0 && j > i {
+		s = s[i : j+1]
+	}
+	var p struct {
+		Steps []task.PlanStep `json:"steps"`
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return nil, "the answer is not the JSON object asked for (" + err.Error() + ")"
+	}
+	if errs := task.CheckPlan(p.Steps, known); len(errs) > 0 {
+		var msgs []string
+		for _, e := range errs {
+			msgs = append(msgs, e.Msg)
+		}
+		return nil, strings.Join(msgs, "; ")
+	}
+	return p.Steps, ""
 }
 
 // oaState is the driver's part of the loop snapshot (AgentLoopSnapshot.Data).

@@ -353,3 +353,40 @@ func TestOpenAICompaction(t *testing.T) {
 		})
 	}
 }
+
+// An openai agent that owns a task without a plan asks the model for one; an answer that is not
+// a valid plan goes back once with what is wrong.
+func TestOpenAIPlans(t *testing.T) {
+	t.Setenv("FAKE_OPENAI_KEY", "k")
+	e := newEnv(t)
+	srv := openaitest.New()
+	defer srv.Close()
+	plans := 0
+	srv.Respond = func(r openaitest.Request) openaitest.Reply {
+		if strings.HasPrefix(r.Messages[0].Text(), "You plan work") {
+			plans++
+			if plans == 1 {
+				return openaitest.Reply{Content: `{"steps": [{"id": "a", "description": "first", "agent": "NOBODY"}]}`}
+			}
+			return openaitest.Reply{Content: "Here is the plan:\n```json\n" +
+				`{"steps": [{"id": "a", "description": "first", "agent": "M"}, {"id": "b", "description": "second", "agent": "M", "dependsOn": ["a"]}]}` + "\n```"}
+		}
+		return openaitest.Reply{Content: "did " + strings.Fields(r.Messages[1].Text())[len(strings.Fields(r.Messages[1].Text()))-1]}
+	}
+	src := strings.Replace(openaiTask(filepath.Join(e.dir, "ws"), srv.Endpoint(), "", ""), "plan: [{id: notes, description: write the notes, agent: M}]\n", "", 1)
+	h, err := e.m.Create(parseTask(t, src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := h.State()
+	if st.Status != statefmt.StatusCompleted || len(st.Plan.Steps) != 2 || st.Plan.Steps[1].Dependencies[0] != "a" || plans != 2 {
+		t.Fatalf("status %s (%s), plan %+v, plan requests %d", st.Status, st.StatusReason, st.Plan, plans)
+	}
+	if fix := srv.Requests()[1].Messages; !strings.HasPrefix(fix[len(fix)-1].Text(), "That is not a valid plan: ") ||
+		!strings.Contains(fix[len(fix)-1].Text(), `"NOBODY"`) {
+		t.Fatalf("the correction request: %+v", fix)
+	}
+}
