@@ -202,7 +202,7 @@ func (a *commandAgent) RunStep(ctx context.Context, sc *StepContext) (string, er
 			ev.Outcome = IterContinue
 			st.SameError, st.LastError = 0, ""
 		}
-		ev.Message = tail(loop.Scratchpad, 600)
+		ev.Message = loop.Scratchpad // the end of its final output and error output, as the next prompt gets them
 		switch {
 		case st.NoProgress >= a.cfg.CircuitBreaker.NoProgress:
 			return "", a.openBreaker(sc, &st, ev, save, fmt.Sprintf("%d iterations in a row changed nothing (same output, same workspace)", st.NoProgress))
