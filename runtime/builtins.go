@@ -370,24 +370,15 @@ func cleanEnv(extra []string) []string {
 // goroutine's thread is locked while the child runs, so that Pdeathsig (sent when the thread
 // that started the child exits) fires only when the process dies.
 func subprocess(ctx context.Context, cmd *exec.Cmd) error {
-	return subprocessStarted(ctx, cmd, nil)
-}
-
-// subprocessStarted is subprocess, calling started (when not nil) with the process id, which is
-// also its process group id, once it runs.
-func subprocessStarted(ctx context.Context, cmd *exec.Cmd, started func(pid int)) error {
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
 	// Pdeathsig: if harness-edge itself dies (SIGKILL, power loss aside), the tool dies with it
-	// instead of running on unobserved. (Its own children are not signalled: see killStaleGroup.)
+	// instead of running on unobserved. (Its own children are not signalled: see killMarked.)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	if err := cmd.Start(); err != nil {
 		return err
-	}
-	if started != nil {
-		started(cmd.Process.Pid)
 	}
 	err := cmd.Wait()
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)

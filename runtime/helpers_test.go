@@ -42,6 +42,18 @@ func (r *recorder) of(t runtime.EventType) []runtime.Event {
 	return out
 }
 
+// toolWarnings are the warnings about tool calls (hooks, doom loops): not the one the fallback
+// backend adds when the engine is unavailable.
+func (r *recorder) toolWarnings() []runtime.Event {
+	var out []runtime.Event
+	for _, e := range r.of(runtime.EventWarning) {
+		if e.Tool != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 type env struct {
 	t     *testing.T
 	dir   string

@@ -170,7 +170,7 @@ plan: [{id: s, description: s, agent: A}]
 		if err := h.Run(context.Background()); err != nil || h.Status() != statefmt.StatusCompleted {
 			t.Fatalf("run: %v, %s", err, h.Status())
 		}
-		if w := e.rec.of(runtime.EventWarning); len(w) != 1 || !strings.Contains(w[0].Message, "hooks.postTool[0] sh: exit status 7") {
+		if w := e.rec.toolWarnings(); len(w) != 1 || !strings.Contains(w[0].Message, "hooks.postTool[0] sh: exit status 7") {
 			t.Fatalf("warnings %+v", w)
 		}
 	})

@@ -288,7 +288,7 @@ func TestOpenAIDoomLoop(t *testing.T) {
 					t.Fatalf("status %s (%s), ran %d", st.Status, st.StatusReason, ran)
 				}
 			}
-			if w := e.rec.of(runtime.EventWarning); len(w) < 3 || !strings.Contains(w[0].Message, "doom loop") {
+			if w := e.rec.toolWarnings(); len(w) != 3 || !strings.Contains(w[0].Message, "doom loop") {
 				t.Fatalf("warnings %+v", w)
 			}
 		})

@@ -69,8 +69,8 @@ type loopState struct {
 	WaitUntil   *time.Time `json:"waitUntil,omitempty"`
 	// BreakerOpen is set when the breaker paused the harness; resume closes it.
 	BreakerOpen bool `json:"breakerOpen,omitempty"`
-	// Running is the process group of the iteration in flight (saved as it starts).
-	Running *ProcRef `json:"running,omitempty"`
+	// RunToken marks the processes of the iteration in flight (saved before it starts).
+	RunToken string `json:"runToken,omitempty"`
 }
 
 // iteration is what one run of the agent's command gave.
@@ -108,12 +108,12 @@ func (a *commandAgent) RunStep(ctx context.Context, sc *StepContext) (string, er
 			st = loopState{OutputHash: st.OutputHash, WorkspaceHash: st.WorkspaceHash}
 		}
 	}
-	if st.Running != nil {
+	if st.RunToken != "" {
 		// The iteration in flight when the harness was killed: what it started may live on.
-		if n := killStaleGroup(st.Running); n > 0 {
-			sc.Emit(Event{Type: EventWarning, Message: fmt.Sprintf("killed %d leftover processes of the iteration cut short (process group %d)", n, st.Running.PGID)})
+		if n := killMarked(st.RunToken); n > 0 {
+			sc.Emit(Event{Type: EventWarning, Message: fmt.Sprintf("killed %d leftover processes of the iteration cut short", n)})
 		}
-		st.Running = nil
+		st.RunToken = ""
 	}
 	if st.WorkspaceHash == "" {
 		st.WorkspaceHash = workspaceHash(sc.Workspace)
@@ -139,13 +139,14 @@ func (a *commandAgent) RunStep(ctx context.Context, sc *StepContext) (string, er
 		}
 		n := loop.Iteration + 1
 		prompt := a.prompt(sc, loop, n)
-		it, err := a.run(ctx, sc, prompt, n, func(pid int) {
-			// Durable before the iteration gets far: a crash from here on leaves the group's id
-			// for the next run to clean up. (A failed save only loses that clean-up.)
-			st.Running = refOf(pid)
-			_ = save()
-		})
-		st.Running = nil
+		// The token is durable before the iteration starts: a crash from here on leaves it for
+		// the next run to find the iteration's processes by.
+		st.RunToken = newRunToken()
+		if err := save(); err != nil {
+			return "", err
+		}
+		it, err := a.run(ctx, sc, prompt, n, st.RunToken)
+		st.RunToken = ""
 		if err != nil {
 			return "", err
 		}
@@ -275,7 +276,7 @@ func (a *commandAgent) prompt(sc *StepContext, loop *statefmt.AgentLoopSnapshot,
 // run runs iteration n: the command in the workspace, in its own process group, with a clean
 // environment, killed whole at the iteration timeout. A context cancelled meanwhile is returned
 // as an error (the iteration is cut short and runs again).
-func (a *commandAgent) run(ctx context.Context, sc *StepContext, prompt string, n int, started func(pid int)) (iteration, error) {
+func (a *commandAgent) run(ctx context.Context, sc *StepContext, prompt string, n int, token string) (iteration, error) {
 	if err := os.MkdirAll(sc.Workspace, 0o755); err != nil {
 		return iteration{}, &StepError{Msg: fmt.Sprintf("agent %s: workspace: %v", a.name, err)}
 	}
@@ -292,14 +293,14 @@ func (a *commandAgent) run(ctx context.Context, sc *StepContext, prompt string, 
 	cmd := exec.CommandContext(ictx, args[0], args[1:]...)
 	cmd.Dir = sc.Workspace
 	cmd.Env = append(cleanEnv(a.cfg.Env), "HARNESS_EDGE_HARNESS_ID="+sc.HarnessID, "HARNESS_EDGE_STEP_ID="+sc.Step.ID,
-		"HARNESS_EDGE_ITERATION="+strconv.Itoa(n), "HARNESS_EDGE_PROMISE="+a.cfg.CompletionPromise)
+		"HARNESS_EDGE_ITERATION="+strconv.Itoa(n), "HARNESS_EDGE_PROMISE="+a.cfg.CompletionPromise, runTokenVar+"="+token)
 	if a.cfg.PromptVia == "stdin" {
 		cmd.Stdin = strings.NewReader(prompt)
 	}
 	stdout, stderr := &capWriter{max: a.cfg.MaxOutput}, &capWriter{max: a.cfg.MaxOutput}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	start := sc.Clock.Now()
-	err := subprocessStarted(ictx, cmd, started)
+	err := subprocess(ictx, cmd)
 	it := iteration{stdout: stdout.buf.String(), stderr: stderr.buf.String(), took: sc.Clock.Now().Sub(start)}
 	var ee *exec.ExitError
 	switch {
