@@ -83,12 +83,13 @@ type iteration struct {
 
 // Iteration outcomes, as the iteration event reports them.
 const (
-	IterCompleted   = "completed"    // the promise was kept (or, without one, the command exited 0)
-	IterContinue    = "continue"     // not done yet: another iteration follows
-	IterFailed      = "failed"       // the command failed (non-zero exit): another iteration follows
-	IterTimeout     = "timeout"      // the iteration ran out of time; its process group was killed
-	IterRateLimited = "rate_limited" // a rate limit: waits, does not count
-	IterBreaker     = "breaker_open" // the circuit breaker opened: the harness pauses
+	IterCompleted   = "completed"      // the promise was kept (or, without one, the command exited 0)
+	IterContinue    = "continue"       // not done yet: another iteration follows
+	IterFailed      = "failed"         // the command failed (non-zero exit): another iteration follows
+	IterTimeout     = "timeout"        // the iteration ran out of time; its process group was killed
+	IterRateLimited = "rate_limited"   // a rate limit: waits, does not count
+	IterBreaker     = "breaker_open"   // the circuit breaker opened: the harness pauses
+	IterBreakerDone = "breaker_closed" // resume closed it: the counts start again
 	IterExhausted   = "max_iterations"
 )
 
@@ -103,7 +104,7 @@ func (a *commandAgent) RunStep(ctx context.Context, sc *StepContext) (string, er
 			}
 		}
 		if st.BreakerOpen {
-			sc.Emit(Event{Type: EventIteration, Iteration: loop.Iteration, Outcome: "breaker_closed",
+			sc.Emit(Event{Type: EventIteration, Iteration: loop.Iteration, Outcome: IterBreakerDone,
 				Message: "resumed by a human: the circuit breaker's counts start again"})
 			st = loopState{OutputHash: st.OutputHash, WorkspaceHash: st.WorkspaceHash}
 		}
