@@ -8,8 +8,9 @@
 #   - from iteration 2 on, fails unless its prompt carries the handoff state.
 # With --json it prints its final message the way `claude -p --output-format json` does (and
 # does not echo the prompt). Environment (pass it with the agent's env: list):
-#   FAKE_AGENT_PAUSE=SECONDS  pause halfway through each iteration (touches working.N first)
-#   FAKE_AGENT_LINGER=SECONDS stay alive that long after printing the promise
+#   FAKE_AGENT_PAUSE=SECONDS  pause halfway through each iteration, in a child process whose pid
+#                             it writes to working.N
+#   FAKE_AGENT_LINGER=SECONDS stay alive that long after printing the promise (pid in promised.N)
 #   FAKE_AGENT_RESET=TEXT     when the rate limit resets, as the message says it (default "2 seconds")
 set -eu
 prompt=$(cat)
@@ -34,16 +35,18 @@ if [ "$n" = 2 ] && [ ! -e .rate-limited ]; then
 fi
 echo "started $n" >> runs.log
 if [ -n "${FAKE_AGENT_PAUSE:-}" ]; then
-	: > "working.$n"
-	sleep "$FAKE_AGENT_PAUSE"
+	sleep "$FAKE_AGENT_PAUSE" & # a child of its own, like a real agent's tools and servers
+	echo $! > "working.$n"
+	wait
 fi
 echo "part $n" > "part$n.txt"
 printf '{"phase": "writing parts", "completed": ["part%s"], "next_step": "part %s"}\n' "$n" "$((n + 1))" > handoff.json
 if [ "$n" -ge 3 ]; then
 	say "All three parts are written. <promise>$promise</promise>"
 	if [ -n "${FAKE_AGENT_LINGER:-}" ]; then
-		: > "promised.$n"
-		sleep "$FAKE_AGENT_LINGER"
+		sleep "$FAKE_AGENT_LINGER" &
+		echo $! > "promised.$n"
+		wait
 	fi
 else
 	say "Wrote part $n; more to do."

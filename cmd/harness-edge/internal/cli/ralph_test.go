@@ -45,14 +45,14 @@ plan: [{id: write, description: write the parts, agent: R}]
 	t.Setenv("FAKE_AGENT_LINGER", "1")
 	t.Setenv("FAKE_AGENT_RESET", "1 second")
 
-	// killAt runs (or resumes) the task and kills the process once marker exists.
+	// killAt runs (or resumes) the task and kills the process once marker holds a pid.
 	killAt := func(args []string, marker string) {
 		cmd := child(args...)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(60 * time.Second)
-		for !fileExists(filepath.Join(ws, marker)) {
+		for b, _ := os.ReadFile(filepath.Join(ws, marker)); !strings.HasSuffix(string(b), "\n"); b, _ = os.ReadFile(filepath.Join(ws, marker)) {
 			if time.Now().After(deadline) {
 				_ = cmd.Process.Kill()
 				t.Fatalf("%s never appeared", marker)
@@ -69,6 +69,14 @@ plan: [{id: write, description: write the parts, agent: R}]
 	killAt([]string{"--store", store, "resume", "ralph"}, "promised.3")
 	if code, out, stderr := run(t, "--store", store, "resume", "ralph"); code != ExitOK {
 		t.Fatalf("final resume: exit %d: %s%s", code, out, stderr)
+	}
+	// The agent's own child (its "sleep") of each killed iteration outlived the kill (Pdeathsig
+	// reaches the agent only) and was killed by the next run before it ran the iteration again.
+	for _, marker := range []string{"working.2", "promised.3"} {
+		b, _ := os.ReadFile(filepath.Join(ws, marker))
+		if pid := strings.TrimSpace(string(b)); pid == "" || processLives(pid) {
+			t.Errorf("the killed iteration's child %s (%s) still runs", pid, marker)
+		}
 	}
 
 	runs, _ := os.ReadFile(filepath.Join(ws, "runs.log"))
@@ -89,8 +97,6 @@ plan: [{id: write, description: write the parts, agent: R}]
 	}
 	var log strings.Builder
 	_ = s.Events("ralph", 0, func(le bridge.LoggedEvent) bool { log.Write(le.Data); log.WriteByte('\n'); return true })
-	// Each killed iteration left its agent's sleep running (Pdeathsig reaches the agent only);
-	// the next run killed it before running the iteration again.
 	if n := len(regexp.MustCompile(`killed [1-9]\d* leftover processes of the iteration cut short`).FindAllString(log.String(), -1)); n != 2 {
 		t.Fatalf("%d clean-ups of a killed iteration's processes, want 2:\n%s", n, log.String())
 	}
@@ -102,3 +108,9 @@ plan: [{id: write, description: write the parts, agent: R}]
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// processLives reports whether a process runs (a zombie does not).
+func processLives(pid string) bool {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
