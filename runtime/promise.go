@@ -14,8 +14,9 @@ import (
 // is whatever a third-party program wrote, and none of it may panic or loop.
 
 // ansi matches terminal escape sequences: CSI (colours, cursor moves), OSC (titles, links) and
-// two-byte escapes.
-var ansi = regexp.MustCompile(`\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]`)
+// two-byte escapes. An OSC without its terminator ends at the line's end: a stray one must not
+// swallow the rest of the output (and a promise in it).
+var ansi = regexp.MustCompile(`\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]`)
 
 // StripANSI removes terminal escape sequences and carriage returns.
 func StripANSI(s string) string {

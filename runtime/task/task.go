@@ -600,6 +600,9 @@ func validateDriverFields(a *Agent, p []string) []fieldErr {
 			bad("cannot be negative", strings.Split(n.name, ".")...)
 		}
 	}
+	if p := a.CompletionPromise; p != "" && (strings.ContainsAny(p, "<>\r\n\x1b") || strings.TrimSpace(p) != p) {
+		bad(fmt.Sprintf("%q: a promise is one line of text without '<', '>' or surrounding spaces", p), "completionPromise")
+	}
 	if a.PromptVia != "" && a.PromptVia != "stdin" && a.PromptVia != "arg" {
 		bad(fmt.Sprintf("%q is not stdin or arg", a.PromptVia), "promptVia")
 	}

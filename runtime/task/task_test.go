@@ -92,6 +92,7 @@ func TestBadFilesNameFileLineAndField(t *testing.T) {
 		{"replay without side effects", "agent: A\nagents:\n  A: {driver: script, script: {}}\ntools:\n  t: {command: [x], replay: skip}\n", []string{"t.yaml:5: tools.t.replay:", "sideEffects"}},
 		{"another driver's setting", "agent: A\nagents:\n  A: {driver: command, command: [x], model: m, doomLoop: 2}\n",
 			[]string{"agents.A.model: is a setting of the openai driver", "agents.A.doomLoop: is a setting of the openai driver"}},
+		{"bad promise", "agent: A\nagents:\n  A: {driver: command, command: [x], completionPromise: \"</promise>\"}\n", []string{"agents.A.completionPromise:", "without '<'"}},
 		{"bad promptVia", "agent: A\nagents:\n  A: {driver: command, command: [x], promptVia: pipe}\n", []string{"agents.A.promptVia:", "stdin or arg"}},
 		{"bad rate-limit pattern", "agent: A\nagents:\n  A:\n    driver: command\n    command: [x]\n    rateLimit: {patterns: [\"(\"]}\n",
 			[]string{"agents.A.rateLimit.patterns[0]:", "not a regular expression"}},
