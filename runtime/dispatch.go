@@ -38,7 +38,7 @@ type StepOutput struct {
 func OutputOf(st *statefmt.HarnessState, path string) TaskOutput {
 	o := TaskOutput{TaskID: st.TaskID, HarnessID: st.HarnessID, Path: path, Status: st.Status, Reason: st.StatusReason,
 		ToolCalls: st.TotalToolCalls, Checkpoints: st.CheckpointCount, Steps: []StepOutput{},
-		DurationMs: float64(st.UpdatedAt.Sub(st.CreatedAt).Microseconds()) / 1000}
+		DurationMs: ms(st.UpdatedAt.Sub(st.CreatedAt))}
 	if st.Plan == nil {
 		return o
 	}

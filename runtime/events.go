@@ -73,6 +73,9 @@ type Event struct {
 	Message string `json:"message,omitempty"`
 }
 
+// ms is a duration in (fractional) milliseconds, as events report durations.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
 // Sink receives events. The durable event log in the store is written with each checkpoint (the
 // events of a step are durable with the step's state); live sinks get them right after.
 type Sink interface {

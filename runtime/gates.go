@@ -244,7 +244,7 @@ func (m *Manager) Decide(id, gateID string, approve bool, reason string) (Pendin
 		target.st.StatusReason = fmt.Sprintf("gate %s rejected: %s (replan, then resume; or stop)", g.ID, reason)
 	}
 	target.emit(Event{Type: EventGate, GateID: g.ID, StepID: g.StepID, Kind: g.Kind, Action: action, Reason: reason,
-		WaitMs: float64(now.Sub(g.CreatedAt).Microseconds()) / 1000})
+		WaitMs: ms(now.Sub(g.CreatedAt))})
 	if err := target.checkpoint(); err != nil {
 		*g, target.st.StatusReason, target.st.Budget = saved, reason0, budget
 		return PendingGate{}, err

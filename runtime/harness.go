@@ -153,7 +153,7 @@ func (h *Harness) recordToolCall(cur *attemptState, r statefmt.ToolCallRecord, e
 	ok := r.Result.Success
 	cur.records = append(cur.records, r)
 	cur.events = append(cur.events, Event{Type: EventToolCall, HarnessID: h.ID(), Tool: r.CallName,
-		DurationMs: float64(r.Duration.Microseconds()) / 1000, Success: &ok, Message: r.Result.Error, Attempt: r.RetryCount,
+		DurationMs: ms(r.Duration), Success: &ok, Message: r.Result.Error, Attempt: r.RetryCount,
 		Time: r.Timestamp.Add(r.Duration)})
 	if executed {
 		cur.executed++

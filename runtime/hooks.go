@@ -53,9 +53,6 @@ type Hooks struct {
 	Post []PostToolHook
 }
 
-// hookError is a post-hook that failed; it becomes a warning event.
-type hookError struct{ msg string }
-
 // preTool runs the pre-hooks of a call: Go hooks first, then the task's shell hooks that apply.
 func preTool(ctx context.Context, goHooks Hooks, t *task.Task, clock Clock, req ToolRequest) (HookDecision, string) {
 	for _, h := range goHooks.Pre {
@@ -74,12 +71,12 @@ func preTool(ctx context.Context, goHooks Hooks, t *task.Task, clock Clock, req 
 	return HookContinue, ""
 }
 
-// postTool runs the post-hooks of a call; it returns the failures of shell hooks.
-func postTool(ctx context.Context, goHooks Hooks, t *task.Task, clock Clock, req ToolRequest, res statefmt.ToolResult) []hookError {
+// postTool runs the post-hooks of a call; it returns the failures of shell hooks (for warnings).
+func postTool(ctx context.Context, goHooks Hooks, t *task.Task, clock Clock, req ToolRequest, res statefmt.ToolResult) []string {
 	for _, h := range goHooks.Post {
 		h(ctx, req, res)
 	}
-	var errs []hookError
+	var errs []string
 	for i, hc := range t.Hooks.PostTool {
 		if len(hc.Tools) > 0 && !slices.Contains(hc.Tools, req.Tool) {
 			continue
@@ -90,7 +87,7 @@ func postTool(ctx context.Context, goHooks Hooks, t *task.Task, clock Clock, req
 			Result statefmt.ToolResult `json:"result"`
 		}{"postTool", req, res})
 		if _, _, err := runHook(ctx, t, clock, hc, in); err != nil {
-			errs = append(errs, hookError{fmt.Sprintf("hooks.postTool[%d] %s: %v", i, hc.Command[0], err)})
+			errs = append(errs, fmt.Sprintf("hooks.postTool[%d] %s: %v", i, hc.Command[0], err))
 		}
 	}
 	return errs

@@ -158,10 +158,11 @@ func (a *commandAgent) RunStep(ctx context.Context, sc *StepContext) (string, er
 		// Rate limits first: a limit message is neither a failure nor progress, and the
 		// iteration does not count. A completed iteration is never read as one.
 		if !done && (it.exit != 0 || len(final) <= 512) {
-			if rl, ok := DetectRateLimit(it.stderr+"\n"+final, a.rateLimit, sc.Clock.Now()); ok {
+			now := sc.Clock.Now()
+			if rl, ok := DetectRateLimit(it.stderr+"\n"+final, a.rateLimit, now); ok {
 				st.RateLimited++
-				wait := a.rateLimitWait(rl, st.RateLimited, sc.Clock.Now())
-				until := sc.Clock.Now().Add(wait)
+				wait := a.rateLimitWait(rl, st.RateLimited, now)
+				until := now.Add(wait)
 				st.WaitUntil = &until
 				ev.Outcome, ev.DelayMs, ev.Message = IterRateLimited, ms(wait), fmt.Sprintf("rate limited (%q); waiting %v", rl.Match, wait.Round(time.Second))
 				if st.RateLimited >= a.cfg.CircuitBreaker.RateLimits {
@@ -408,5 +409,3 @@ func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(StripANSI(s)), "\n")
 	return tail(lines[len(lines)-1], 300)
 }
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -187,9 +187,9 @@ func (c *toolCaller) Call(ctx context.Context, name string, args map[string]any)
 			return res, err
 		}
 	}
-	for _, he := range postTool(ctx, h.m.hooks, h.task, h.m.clock, req, res) {
+	for _, msg := range postTool(ctx, h.m.hooks, h.task, h.m.clock, req, res) {
 		h.mu.Lock()
-		c.cur.events = append(c.cur.events, Event{Type: EventWarning, HarnessID: h.ID(), Time: h.now(), StepID: c.cur.step, Tool: name, Message: he.msg})
+		c.cur.events = append(c.cur.events, Event{Type: EventWarning, HarnessID: h.ID(), Time: h.now(), StepID: c.cur.step, Tool: name, Message: msg})
 		h.mu.Unlock()
 	}
 	record(res, retries, true)

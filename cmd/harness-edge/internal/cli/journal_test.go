@@ -203,6 +203,13 @@ func killUntilDone(t *testing.T, store, taskFile, id string, max int, intents bo
 	}
 }
 
+// eventLog is a harness's durable event log, one JSON event per line.
+func eventLog(s *bridge.Store, id string) string {
+	var b strings.Builder
+	_ = s.Events(id, 0, func(le bridge.LoggedEvent) bool { b.Write(le.Data); b.WriteByte('\n'); return true })
+	return b.String()
+}
+
 func findCall(st *statefmt.HarnessState, step string) *statefmt.ToolCallRecord {
 	for i, r := range st.ToolCallHistory {
 		if strings.Contains(string(r.Arguments), `"`+step+`"`) {
@@ -294,9 +301,7 @@ func checkDelegation(t *testing.T, store, refStore string) {
 			if states[l.ID], err = s.Restore(l.ID); err != nil {
 				t.Fatal(err)
 			}
-			var b strings.Builder
-			_ = s.Events(l.ID, 0, func(le bridge.LoggedEvent) bool { b.Write(le.Data); b.WriteByte('\n'); return true })
-			logs[l.ID] = b.String()
+			logs[l.ID] = eventLog(s, l.ID)
 		}
 		return states, logs
 	}

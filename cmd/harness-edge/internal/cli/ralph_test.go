@@ -95,14 +95,13 @@ plan: [{id: write, description: write the parts, agent: R}]
 	if st.Status != statefmt.StatusCompleted || st.Iterations != 3 || !strings.Contains(*st.Plan.Steps[0].Output, "<promise>PARTS_DONE</promise>") {
 		t.Fatalf("status %s, iterations %d, output %q", st.Status, st.Iterations, *st.Plan.Steps[0].Output)
 	}
-	var log strings.Builder
-	_ = s.Events("ralph", 0, func(le bridge.LoggedEvent) bool { log.Write(le.Data); log.WriteByte('\n'); return true })
-	if n := len(regexp.MustCompile(`killed [1-9]\d* leftover processes of the iteration cut short`).FindAllString(log.String(), -1)); n != 2 {
-		t.Fatalf("%d clean-ups of a killed iteration's processes, want 2:\n%s", n, log.String())
+	log := eventLog(s, "ralph")
+	if n := len(regexp.MustCompile(`killed [1-9]\d* leftover processes of the iteration cut short`).FindAllString(log, -1)); n != 2 {
+		t.Fatalf("%d clean-ups of a killed iteration's processes, want 2:\n%s", n, log)
 	}
 	for _, want := range []string{`"outcome":"rate_limited"`, `"outcome":"completed","iteration":3`} {
-		if !strings.Contains(log.String(), want) {
-			t.Fatalf("events lack %s:\n%s", want, log.String())
+		if !strings.Contains(log, want) {
+			t.Fatalf("events lack %s:\n%s", want, log)
 		}
 	}
 }
