@@ -2,9 +2,11 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
@@ -44,10 +46,12 @@ type StepContext struct {
 	// Resume is the loop snapshot the step's interrupted attempt saved last (nil: start afresh).
 	Resume *statefmt.AgentLoopSnapshot
 
-	save  func(*statefmt.AgentLoopSnapshot) error
-	ask   func(kind, why string) error
-	emit  func(Event)
-	count func()
+	save func(*statefmt.AgentLoopSnapshot) error
+	// saveDue is set by Dream Mode's timer when a save is due.
+	saveDue *atomic.Bool
+	ask     func(kind, why string) error
+	emit    func(Event)
+	count   func()
 	// budget reports a used-up token or wall-clock budget.
 	budget func() *BudgetError
 }
@@ -74,6 +78,12 @@ func (sc *StepContext) Save(loop *statefmt.AgentLoopSnapshot) error {
 		return nil
 	}
 	return sc.save(loop)
+}
+
+// SaveDue reports whether Dream Mode asks for a save (once per interval without one): a driver
+// that can stop at a safe point then calls Save with a snapshot it can resume from.
+func (sc *StepContext) SaveDue() bool {
+	return sc.saveDue != nil && sc.saveDue.Swap(false)
 }
 
 // AskHuman asks a human whether the attempt may go on; kind ("hook:...", "doom_loop:...")
@@ -188,8 +198,17 @@ func (a *scriptAgent) RunStep(ctx context.Context, sc *StepContext) (string, err
 	if !ok {
 		return "", &StepError{Msg: fmt.Sprintf("agent %s: the script has no actions for step %s (and no \"*\" entry)", a.name, sc.Step.ID)}
 	}
-	var out []string
-	for i, act := range actions {
+	// A Dream Mode save records how many actions are done and their output; a resumed attempt
+	// goes on after them (their tool calls are in the history already).
+	var progress scriptProgress
+	if r := sc.Resume; r != nil && len(r.Data) > 0 {
+		if err := json.Unmarshal(r.Data, &progress); err != nil || progress.Done > len(actions) {
+			return "", &StepError{Msg: fmt.Sprintf("agent %s: step %s: the saved script progress does not fit the script (%s)", a.name, sc.Step.ID, r.Data)}
+		}
+	}
+	out := progress.Output
+	for i := progress.Done; i < len(actions); i++ {
+		act := actions[i]
 		switch act.Kind() {
 		case "tool":
 			res, err := sc.Tools.Call(ctx, act.Tool, act.Args)
@@ -220,6 +239,18 @@ func (a *scriptAgent) RunStep(ctx context.Context, sc *StepContext) (string, err
 				return "", &StepError{Transient: act.Fail == "transient", Msg: msg}
 			}
 		}
+		if sc.SaveDue() {
+			data, _ := json.Marshal(scriptProgress{Done: i + 1, Output: out})
+			if err := sc.Save(&statefmt.AgentLoopSnapshot{Iteration: i + 1, Data: data}); err != nil {
+				return "", err
+			}
+		}
 	}
 	return strings.Join(out, "\n"), nil
+}
+
+// scriptProgress is the script driver's loop snapshot: actions done and the output so far.
+type scriptProgress struct {
+	Done   int      `json:"done"`
+	Output []string `json:"output,omitempty"`
 }

@@ -29,6 +29,8 @@ const (
 	EventSideEffect      EventType = "side_effect"      // tool, stepId, action (intent, receipt, replayed, retry, skip, ask, rejected)
 	EventIteration       EventType = "iteration"        // stepId, iteration, outcome, exitCode, durationMs, delayMs (rate limited), message
 	EventCompaction      EventType = "compaction"       // stepId, outcome (summarised, dropped), message
+	EventPhase           EventType = "phase"            // phase, action (started, completed)
+	EventGovernor        EventType = "governor"         // stepId, action (waiting, resumed), message (why), waitMs
 )
 
 // Event is one structured event. Every event has its type, harness id and timestamp; the other
@@ -69,6 +71,13 @@ type Event struct {
 	// the agent's command exited.
 	Iteration int  `json:"iteration,omitempty"`
 	ExitCode  *int `json:"exitCode,omitempty"`
+	// Phase is the overnight-evolution phase of a phase event.
+	Phase string `json:"phase,omitempty"`
+	// CPUMs and RSSBytes are the process's CPU time (its own and its finished children's)
+	// during a step attempt and its resident memory at the attempt's end (step_completed,
+	// step_retry, step_failed).
+	CPUMs    float64 `json:"cpuMs,omitempty"`
+	RSSBytes int64   `json:"rssBytes,omitempty"`
 
 	Message string `json:"message,omitempty"`
 }

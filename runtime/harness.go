@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/harness-edge/harness-edge/bridge"
@@ -39,6 +40,8 @@ type Harness struct {
 	last    bridge.Checkpoint
 	// runMark is when the wall-clock budget was last charged (zero when not running).
 	runMark time.Time
+	// cpReason marks the next checkpoint's event (a Dream Mode auto-checkpoint).
+	cpReason string
 }
 
 // ID is the harness id.
@@ -111,10 +114,11 @@ func (h *Harness) checkpoint() error {
 	var cpEvent Event
 	cp, err := h.m.store.PersistWith(h.st, bridge.Extras{Events: raw, Task: h.taskJSON,
 		CheckpointEvent: func(cp bridge.Checkpoint) []byte {
-			cpEvent = Event{Type: EventCheckpoint, HarnessID: h.st.HarnessID, Time: now, Seq: cp.Seq, Kind: cp.Kind.String(), StoredBytes: cp.StoredBytes}
+			cpEvent = Event{Type: EventCheckpoint, HarnessID: h.st.HarnessID, Time: now, Seq: cp.Seq, Kind: cp.Kind.String(), StoredBytes: cp.StoredBytes, Reason: h.cpReason}
 			b, _ := json.Marshal(cpEvent)
 			return b
 		}})
+	h.cpReason = ""
 	if err != nil {
 		h.st.CheckpointCount--
 		return fmt.Errorf("harness %s: checkpoint: %w", h.st.HarnessID, err)
@@ -256,6 +260,20 @@ func (h *Harness) Run(ctx context.Context) error {
 			h.mu.Unlock()
 			return err
 		}
+		if h.m.governor != nil {
+			h.mu.Unlock()
+			if err := h.waitForRoom(ctx, step.ID); err != nil {
+				if ctx.Err() != nil {
+					return h.halt(ctx)
+				}
+				return err
+			}
+			h.mu.Lock()
+			step = &h.st.Plan.Steps[i]
+		}
+		if step.Phase != h.st.Phase {
+			h.enterPhaseLocked(step.Phase)
+		}
 		// The loop snapshot belongs to the step at CurrentStepIndex: an attempt of it that was
 		// cut short saved it, and the step goes on from there.
 		var resume *statefmt.AgentLoopSnapshot
@@ -272,6 +290,7 @@ func (h *Harness) Run(ctx context.Context) error {
 			return err
 		}
 		cur := &attemptState{step: step.ID, occ: map[string]int{}}
+		var saveDue atomic.Bool
 		var run func() (string, error)
 		if step.AssignedAgent != h.st.AgentName {
 			run = func() (string, error) { return h.runChild(ctx, i) }
@@ -286,7 +305,8 @@ func (h *Harness) Run(ctx context.Context) error {
 					defer h.mu.Unlock()
 					cur.tokens += max(n, 0)
 				},
-				save: func(loop *statefmt.AgentLoopSnapshot) error { return h.saveLoop(cur, loop) },
+				save:    func(loop *statefmt.AgentLoopSnapshot) error { return h.saveLoop(cur, loop) },
+				saveDue: &saveDue,
 				budget: func() *BudgetError {
 					h.mu.Lock()
 					defer h.mu.Unlock()
@@ -319,7 +339,14 @@ func (h *Harness) Run(ctx context.Context) error {
 		}
 		h.mu.Unlock()
 
+		cpu0 := cpuTime()
+		stopDream := func() {}
+		if iv := h.dreamInterval(); iv > 0 {
+			stopDream = h.startDream(iv, &saveDue)
+		}
 		out, err := run()
+		stopDream()
+		use := Event{CPUMs: ms(cpuTime() - cpu0), RSSBytes: rssBytes()}
 
 		h.mu.Lock()
 		step = &h.st.Plan.Steps[i]
@@ -366,19 +393,19 @@ func (h *Harness) Run(ctx context.Context) error {
 		switch {
 		case err == nil:
 			CompleteStep(h.st.Plan, step.ID, out)
-			h.emit(Event{Type: EventStepCompleted, StepID: step.ID, Attempt: attempt})
+			h.emit(Event{Type: EventStepCompleted, StepID: step.ID, Attempt: attempt, CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
 		case isTransient(err) && attempt <= h.task.Retry.Retries():
 			msg := err.Error()
 			step.Status, step.Error = statefmt.StepReady, &msg
 			delay = h.backoff(step.ID, attempt)
-			h.emit(Event{Type: EventStepRetry, StepID: step.ID, Attempt: attempt, Message: msg, DelayMs: float64(delay.Milliseconds())})
+			h.emit(Event{Type: EventStepRetry, StepID: step.ID, Attempt: attempt, Message: msg, DelayMs: float64(delay.Milliseconds()), CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
 		default:
 			msg := err.Error()
 			if isTransient(err) {
 				msg = fmt.Sprintf("%s (after %d attempts)", msg, attempt)
 			}
 			blocked := FailStep(h.st.Plan, step.ID, msg)
-			h.emit(Event{Type: EventStepFailed, StepID: step.ID, Attempt: attempt, Message: msg, Blocked: blocked})
+			h.emit(Event{Type: EventStepFailed, StepID: step.ID, Attempt: attempt, Message: msg, Blocked: blocked, CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
 		}
 		err = h.checkpoint()
 		h.mu.Unlock()
@@ -553,6 +580,9 @@ func (h *Harness) failLocked(reason string) error {
 func (h *Harness) finishLocked() error {
 	done, failed, blocked := PlanOutcome(h.st.Plan)
 	if done {
+		if h.st.Phase != "" {
+			h.emit(Event{Type: EventPhase, Phase: h.st.Phase, Action: "completed"})
+		}
 		h.emit(Event{Type: EventPlanCompleted, Steps: len(h.st.Plan.Steps)})
 		return h.transitionLocked(statefmt.StatusCompleted, "")
 	}
@@ -574,17 +604,41 @@ func deref(s *string) string {
 	return *s
 }
 
-// halt ends Run after its context was cancelled: paused when interrupted, failed when stopped.
+// enterPhaseLocked moves the harness into the phase of the step about to start: the phase
+// before it has completed (phases are dependencies, see task.PhaseDependencies). Both events are
+// written with the step's start checkpoint, so the boundary is durable. h.mu held.
+func (h *Harness) enterPhaseLocked(phase string) {
+	if h.st.Phase != "" {
+		h.emit(Event{Type: EventPhase, Phase: h.st.Phase, Action: "completed"})
+	}
+	h.st.Phase = phase
+	if phase != "" {
+		h.emit(Event{Type: EventPhase, Phase: phase, Action: "started"})
+	}
+}
+
+// pauseRequest is the cause Run's context is cancelled with to pause the harness with a reason.
+type pauseRequest struct{ reason string }
+
+func (p *pauseRequest) Error() string { return "pause requested: " + p.reason }
+
+// halt ends Run after its context was cancelled: paused when interrupted (with the reason a
+// pause request gave), failed when stopped.
 func (h *Harness) halt(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.st.Status != statefmt.StatusRunning {
 		return nil
 	}
-	if errors.Is(context.Cause(ctx), errStopped) {
+	cause := context.Cause(ctx)
+	if errors.Is(cause, errStopped) {
 		return h.stopLocked()
 	}
-	if err := h.transitionLocked(statefmt.StatusPaused, "interrupted"); err != nil {
+	reason := "interrupted"
+	if pr := (*pauseRequest)(nil); errors.As(cause, &pr) {
+		reason = pr.reason
+	}
+	if err := h.transitionLocked(statefmt.StatusPaused, reason); err != nil {
 		return err
 	}
 	return ErrPaused

@@ -1,11 +1,13 @@
 package runtime
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/runtime/task"
@@ -22,6 +24,12 @@ type Options struct {
 	Sinks []Sink
 	// Hooks run around every tool call, before the task file's shell hooks.
 	Hooks Hooks
+	// Dream turns Dream Mode on for every harness (a task can turn it on for itself).
+	Dream bool
+	// Governor, when set, holds each step back until the machine has room for it, checking
+	// every GovernorPoll (default 5s).
+	Governor     Governor
+	GovernorPoll time.Duration
 }
 
 // Manager creates, finds, lists, runs, stops and resumes harnesses over one store.
@@ -31,6 +39,10 @@ type Manager struct {
 	newID func() string
 	sinks []Sink
 	hooks Hooks
+	dream bool
+
+	governor     Governor
+	governorPoll time.Duration
 
 	mu        sync.Mutex
 	harnesses map[string]*Harness
@@ -38,7 +50,8 @@ type Manager struct {
 
 // NewManager returns a manager over an open store.
 func NewManager(store *bridge.Store, o Options) *Manager {
-	m := &Manager{store: store, clock: o.Clock, newID: o.NewID, sinks: o.Sinks, hooks: o.Hooks, harnesses: map[string]*Harness{}}
+	m := &Manager{store: store, clock: o.Clock, newID: o.NewID, sinks: o.Sinks, hooks: o.Hooks, dream: o.Dream,
+		governor: o.Governor, governorPoll: cmp.Or(o.GovernorPoll, 5*time.Second), harnesses: map[string]*Harness{}}
 	if m.clock == nil {
 		m.clock = RealClock{}
 	}
@@ -210,4 +223,41 @@ func (m *Manager) Stop(id string) error {
 		}
 	}
 	return nil
+}
+
+// ReasonShutdown is the pause reason of the harnesses a stopping daemon put aside; the next
+// daemon on the store resumes them (as it resumes interrupted ones).
+const ReasonShutdown = "daemon shutdown"
+
+// Pause pauses a harness with a reason. One running in this process stops at once: the step in
+// flight is cut short and goes on from its last save on resume (Run returns ErrPaused). One left
+// running by a crashed process is marked paused. A paused harness stays as it is.
+func (m *Manager) Pause(id, reason string) error {
+	h, err := m.Get(id)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running {
+		h.stop(&pauseRequest{reason})
+		return nil
+	}
+	switch h.st.Status {
+	case statefmt.StatusPaused:
+		return nil
+	case statefmt.StatusRunning:
+		return h.transitionLocked(statefmt.StatusPaused, reason)
+	case statefmt.StatusCreated:
+		return fmt.Errorf("harness %s has not started: there is nothing to pause (stop it to drop it)", id)
+	default:
+		return &TransitionError{HarnessID: id, From: h.st.Status, To: statefmt.StatusPaused}
+	}
+}
+
+// Running reports whether the harness runs in this process now.
+func (h *Harness) Running() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.running
 }

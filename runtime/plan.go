@@ -16,9 +16,10 @@ func (e *PlanError) Error() string {
 	return "invalid plan:\n  " + strings.Join(e.Problems, "\n  ")
 }
 
-// NewPlan validates steps (unique ids, descriptions, known agents and dependencies, no cycles)
-// and returns the execution plan with every step pending, then the ones without dependencies
-// ready.
+// NewPlan validates steps (unique ids, descriptions, known agents and dependencies, no cycles,
+// phases in order) and returns the execution plan with every step pending, then the ones without
+// dependencies ready. Phases become dependencies: each step of a phase depends on every step of
+// the phase before (task.PhaseDependencies).
 func NewPlan(taskID string, steps []task.PlanStep, knownAgent func(string) bool, now time.Time) (*statefmt.ExecutionPlan, error) {
 	if errs := task.CheckPlan(steps, knownAgent); len(errs) > 0 {
 		pe := &PlanError{}
@@ -38,9 +39,10 @@ func NewPlan(taskID string, steps []task.PlanStep, knownAgent func(string) bool,
 		return nil, pe
 	}
 	p := &statefmt.ExecutionPlan{TaskID: taskID, CreatedAt: now, Steps: make([]statefmt.ExecutionStep, len(steps))}
+	implied := task.PhaseDependencies(steps)
 	for i, s := range steps {
 		p.Steps[i] = statefmt.ExecutionStep{ID: s.ID, Description: s.Description, AssignedAgent: s.Agent,
-			Dependencies: append([]string{}, s.DependsOn...), Critical: s.Critical, Status: statefmt.StepPending, Phase: s.Phase}
+			Dependencies: append(append([]string{}, s.DependsOn...), implied[s.ID]...), Critical: s.Critical, Status: statefmt.StepPending, Phase: s.Phase}
 	}
 	RefreshReady(p)
 	return p, nil

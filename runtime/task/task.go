@@ -21,6 +21,7 @@ import (
 const (
 	DefaultAutonomy           = 3
 	DefaultCheckpointInterval = 5 * time.Minute
+	MinCheckpointInterval     = 100 * time.Millisecond
 	DefaultToolCalls          = 100
 	DefaultMaxRetries         = 3
 	DefaultRetryBase          = time.Second
@@ -62,7 +63,10 @@ type Task struct {
 	// LongRunning false takes the direct path: the agent is called with no harness.
 	LongRunning *bool `yaml:"longRunning" json:"longRunning,omitempty"`
 	// Autonomy 1..5 sets where human gates stop the run.
-	Autonomy   int              `yaml:"autonomy" json:"autonomy,omitempty"`
+	Autonomy int `yaml:"autonomy" json:"autonomy,omitempty"`
+	// Dream turns on Dream Mode for this task: auto-checkpoints every Checkpoint.Interval
+	// (scaled by autonomy), inside long steps too. `serve --dream` turns it on for every task.
+	Dream      bool             `yaml:"dream" json:"dream,omitempty"`
 	Checkpoint CheckpointConfig `yaml:"checkpoint" json:"checkpoint,omitzero"`
 	Budget     BudgetConfig     `yaml:"budget" json:"budget,omitzero"`
 	Retry      RetryConfig      `yaml:"retry" json:"retry,omitzero"`
@@ -458,6 +462,9 @@ func (t *Task) validate() []fieldErr {
 		}
 	}
 	checkDur(t.Checkpoint.Interval, "checkpoint", "interval")
+	if d := t.Checkpoint.Interval.Duration; d != 0 && d < MinCheckpointInterval {
+		bad(fmt.Sprintf("%v is below the %v minimum (every auto-checkpoint is a synced write)", d, MinCheckpointInterval), "checkpoint", "interval")
+	}
 	checkDur(t.Budget.WallClock, "budget", "wallClock")
 	checkDur(t.Retry.Base, "retry", "base")
 	checkDur(t.Retry.MaxDelay, "retry", "maxDelay")
@@ -730,6 +737,7 @@ func CheckPlan(steps []PlanStep, knownAgent func(string) bool) []StepError {
 			seen[d] = true
 		}
 	}
+	errs = append(errs, checkPhases(steps, index)...)
 	if len(errs) > 0 {
 		return errs
 	}
@@ -737,6 +745,63 @@ func CheckPlan(steps []PlanStep, knownAgent func(string) bool) []StepError {
 		errs = append(errs, StepError{index[cycle[0]] - 1, "dependsOn", "dependency cycle: " + strings.Join(cycle, " -> ")})
 	}
 	return errs
+}
+
+// Phases lists a plan's phases in order: the order in which they first appear.
+func Phases(steps []PlanStep) []string {
+	var out []string
+	for _, s := range steps {
+		if s.Phase != "" && !slices.Contains(out, s.Phase) {
+			out = append(out, s.Phase)
+		}
+	}
+	return out
+}
+
+// checkPhases: when any step names a phase, every step does, and no step depends on a step of
+// a later phase (phases run in the order they first appear; see PhaseDependencies).
+func checkPhases(steps []PlanStep, index map[string]int) []StepError {
+	phases := Phases(steps)
+	if len(phases) == 0 {
+		return nil
+	}
+	var errs []StepError
+	for i, s := range steps {
+		if s.Phase == "" {
+			errs = append(errs, StepError{i, "phase", fmt.Sprintf("is required: other steps name phases (%s), so every step must", strings.Join(phases, ", "))})
+			continue
+		}
+		for _, d := range s.DependsOn {
+			if j := index[d] - 1; j >= 0 && steps[j].Phase != "" && slices.Index(phases, steps[j].Phase) > slices.Index(phases, s.Phase) {
+				errs = append(errs, StepError{i, "dependsOn", fmt.Sprintf("%q is in phase %s, which runs after this step's phase %s", d, steps[j].Phase, s.Phase)})
+			}
+		}
+	}
+	return errs
+}
+
+// PhaseDependencies is what phases add to a plan: every step of a phase depends on every step
+// of the phase before it, so a phase starts only when the one before it has completed.
+func PhaseDependencies(steps []PlanStep) map[string][]string {
+	phases := Phases(steps)
+	if len(phases) < 2 {
+		return nil
+	}
+	members := map[string][]string{}
+	for _, s := range steps {
+		members[s.Phase] = append(members[s.Phase], s.ID)
+	}
+	out := map[string][]string{}
+	for _, s := range steps {
+		if k := slices.Index(phases, s.Phase); k > 0 {
+			for _, d := range members[phases[k-1]] {
+				if !slices.Contains(s.DependsOn, d) {
+					out[s.ID] = append(out[s.ID], d)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // findCycle returns the step ids of a dependency cycle (first id repeated at the end), or nil.
