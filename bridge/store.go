@@ -45,10 +45,21 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // digits, '.', '_' and '-', starting with a letter or digit.
 func ValidID(id string) error {
 	if !idPattern.MatchString(id) {
-		return fmt.Errorf("harness id %q is not valid: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit", id)
+		return invalidID(id)
 	}
 	return nil
 }
+
+// ErrInvalidID matches (errors.Is) every error ValidID returns.
+var ErrInvalidID = errors.New("invalid harness id")
+
+type invalidID string
+
+func (e invalidID) Error() string {
+	return fmt.Sprintf("harness id %q is not valid: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit", string(e))
+}
+
+func (e invalidID) Is(target error) bool { return target == ErrInvalidID }
 
 func chainKey(id string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte(prefixChain+id+"/"), seq)

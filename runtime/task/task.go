@@ -335,15 +335,21 @@ func Load(path string) (*Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task file: %w", err)
 	}
-	t, err := Parse(path, data)
+	return ParseAt(path, data, filepath.Dir(path))
+}
+
+// ParseAt parses a task file's bytes and makes its workspace absolute, relative to dir (the
+// directory the file came from: a task submitted to a daemon keeps the meaning it has for `run`).
+func ParseAt(name string, data []byte, dir string) (*Task, error) {
+	t, err := Parse(name, data)
 	if err != nil {
 		return nil, err
 	}
 	if !filepath.IsAbs(t.Workspace) {
-		t.Workspace = filepath.Join(filepath.Dir(path), t.Workspace)
+		t.Workspace = filepath.Join(dir, t.Workspace)
 	}
 	if t.Workspace, err = filepath.Abs(t.Workspace); err != nil {
-		return nil, fmt.Errorf("%s: workspace: %w", path, err)
+		return nil, fmt.Errorf("%s: workspace: %w", name, err)
 	}
 	return t, nil
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/runtime"
 )
 
@@ -31,23 +33,24 @@ call again.`,
 			if len(args) == 2 {
 				gate = args[1]
 			}
-			m, closeStore, err := g.newManager(runFlags{}, stdout)
-			if err != nil {
-				return err
-			}
-			defer closeStore()
-			d, err := m.Decide(args[0], gate, approve, reason)
-			if err != nil {
-				return err
-			}
-			if approve {
-				fmt.Fprintf(stdout, "harness %s: gate %s (%s, step %s) approved; continue with `harness-edge resume %s`\n",
-					d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, args[0])
-			} else {
-				fmt.Fprintf(stdout, "harness %s: gate %s (%s, step %s) rejected: %s\n  the harness stays paused for replanning; `resume %s` asks again, `stop %s` ends it\n",
-					d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, reason, args[0], args[0])
-			}
-			return nil
+			return g.withAPI(func(api control.API, owner *control.Client) error {
+				d, err := api.Decide(context.Background(), args[0], gate, approve, reason)
+				if err != nil {
+					return err
+				}
+				switch {
+				case approve && d.Resumed:
+					fmt.Fprintf(stdout, "harness %s: gate %s (%s, step %s) approved; the daemon (pid %d) resumes it\n",
+						d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, owner.Owner.PID)
+				case approve:
+					fmt.Fprintf(stdout, "harness %s: gate %s (%s, step %s) approved; continue with `harness-edge resume %s`\n",
+						d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, args[0])
+				default:
+					fmt.Fprintf(stdout, "harness %s: gate %s (%s, step %s) rejected: %s\n  the harness stays paused for replanning; `resume %s` asks again, `stop %s` ends it\n",
+						d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, reason, args[0], args[0])
+				}
+				return nil
+			})
 		},
 	}
 	if !approve {

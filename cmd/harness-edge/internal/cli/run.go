@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/runtime"
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
@@ -154,12 +155,9 @@ func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
 }
 
-// newManager opens the store and a manager whose events go where the flags say.
-func (g *globals) newManager(f runFlags, stdout io.Writer) (*runtime.Manager, func(), error) {
-	s, err := g.openStore()
-	if err != nil {
-		return nil, nil, err
-	}
+// ownManager makes this process the store's owner (its control socket serves other commands
+// while it runs) with a manager whose events go where the flags say.
+func (g *globals) ownManager(f runFlags, stdout io.Writer) (*runtime.Manager, func(), error) {
 	var sinks []runtime.Sink
 	switch {
 	case f.json:
@@ -167,8 +165,11 @@ func (g *globals) newManager(f runFlags, stdout io.Writer) (*runtime.Manager, fu
 	case f.progress || isTerminal(stdout):
 		sinks = append(sinks, progress(stdout))
 	}
-	m := runtime.NewManager(s, runtime.Options{Sinks: sinks})
-	return m, func() { s.Close() }, nil
+	srv, release, err := g.own(runtime.Options{Sinks: sinks})
+	if err != nil {
+		return nil, nil, err
+	}
+	return srv.Manager(), release, nil
 }
 
 func newRunCmd(g *globals, stdout io.Writer) *cobra.Command {
@@ -192,11 +193,11 @@ pauses the harness cleanly (exit 3). Exit codes: 0 completed, 1 failed or error,
 				out, err := runtime.RunDirect(ctx, t, runtime.RealClock{})
 				return report(out, err, f, stdout, nil, nil)
 			}
-			m, closeStore, err := g.newManager(f, stdout)
+			m, release, err := g.ownManager(f, stdout)
 			if err != nil {
 				return err
 			}
-			defer closeStore()
+			defer release()
 			h, err := m.Create(t)
 			if err != nil {
 				return err
@@ -213,14 +214,26 @@ func newResumeCmd(g *globals, stdout io.Writer) *cobra.Command {
 	var f runFlags
 	c := &cobra.Command{
 		Use:   "resume ID",
-		Short: "Continue a paused or interrupted harness from its last checkpoint",
+		Short: "Continue a paused or interrupted harness from its last checkpoint (in the daemon, when one owns the store)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			m, closeStore, err := g.newManager(f, stdout)
+			if dir, err := g.storeDir(); err == nil {
+				if c, err := control.Dial(dir); err == nil {
+					if c.Owner.Owner != "daemon" {
+						return ownedError(dir, c.Owner)
+					}
+					if err := c.Resume(context.Background(), args[0]); err != nil {
+						return err
+					}
+					fmt.Fprintf(stdout, "harness %s: queued in the daemon (pid %d); follow it with `harness-edge events %s --follow`\n", args[0], c.Owner.PID, args[0])
+					return nil
+				}
+			}
+			m, release, err := g.ownManager(f, stdout)
 			if err != nil {
 				return err
 			}
-			defer closeStore()
+			defer release()
 			h, err := m.ResumeFromCheckpoint(args[0])
 			if err != nil {
 				return err
@@ -243,8 +256,8 @@ func newShowCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Short: "Show a harness: status, plan and step statuses, counts, last checkpoint (--json: HarnessState JSON v1)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return g.withStore(func(s *bridge.Store) error {
-				st, err := s.Restore(args[0])
+			return g.withAPI(func(api control.API, _ *control.Client) error {
+				st, err := api.State(context.Background(), args[0])
 				if err != nil {
 					return err
 				}
@@ -379,40 +392,40 @@ func printExtras(w io.Writer, st *statefmt.HarnessState) {
 }
 
 func newEventsCmd(g *globals, stdout io.Writer) *cobra.Command {
-	var asJSON bool
+	var asJSON, follow bool
 	c := &cobra.Command{
 		Use:   "events ID",
-		Short: "Print a harness's durable event log",
+		Short: "Print a harness's durable event log (--follow: and new events as they come, until it ends)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return g.withStore(func(s *bridge.Store) error {
-				if _, err := s.Index(args[0]); err != nil {
-					return err
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			var last uint64
+			print := func(e runtime.Event) error {
+				if asJSON {
+					b, _ := json.Marshal(e)
+					fmt.Fprintf(stdout, "%s\n", b)
+				} else {
+					fmt.Fprintf(stdout, "%5d  %s  %-16s %s\n", e.N, e.Time.Format("15:04:05.000"), e.Type, describe(e))
 				}
-				var perr error
-				err := s.Events(args[0], 0, func(le bridge.LoggedEvent) bool {
-					var e runtime.Event
-					if err := json.Unmarshal(le.Data, &e); err != nil {
-						perr = fmt.Errorf("harness %s: event %d is not valid: %w", args[0], le.N, err)
-						return false
-					}
-					e.N = le.N
-					if asJSON {
-						b, _ := json.Marshal(e)
-						fmt.Fprintf(stdout, "%s\n", b)
-					} else {
-						fmt.Fprintf(stdout, "%5d  %s  %-16s %s\n", e.N, e.Time.Format("15:04:05.000"), e.Type, describe(e))
-					}
-					return true
-				})
-				if err != nil {
-					return err
-				}
-				return perr
+				last = e.N
+				return nil
+			}
+			err := g.withAPI(func(api control.API, _ *control.Client) error {
+				return api.Events(ctx, args[0], 0, follow, print)
 			})
+			if errors.Is(err, control.ErrOwnerGone) {
+				// The owner ended (a foreground run finishing, a daemon stopping): what it wrote
+				// last is in the store, which is free now.
+				err = g.withAPI(func(api control.API, _ *control.Client) error {
+					return api.Events(ctx, args[0], last, false, print)
+				})
+			}
+			return err
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print each event as a JSON line")
+	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events until the harness completes or fails (needs a running owner to see new ones)")
 	return c
 }
 
@@ -486,17 +499,14 @@ func newStopCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Short: "End a harness for good (completed if its plan is, failed otherwise), persisting its final state",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			m, closeStore, err := g.newManager(runFlags{}, stdout)
-			if err != nil {
-				return err
-			}
-			defer closeStore()
-			if err := m.Stop(args[0]); err != nil {
-				return err
-			}
-			h, _ := m.Get(args[0])
-			fmt.Fprintf(stdout, "harness %s: %s\n", args[0], h.Status())
-			return nil
+			return g.withAPI(func(api control.API, _ *control.Client) error {
+				status, err := api.Stop(context.Background(), args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "harness %s: %s\n", args[0], status)
+				return nil
+			})
 		},
 	}
 }

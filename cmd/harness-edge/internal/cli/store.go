@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
@@ -38,8 +40,8 @@ func newLsCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Short: "List the harnesses the store holds",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return g.withStore(func(s *bridge.Store) error {
-				list, err := s.List()
+			return g.withAPI(func(api control.API, _ *control.Client) error {
+				list, err := api.List(context.Background())
 				if err != nil {
 					return err
 				}
@@ -137,8 +139,8 @@ func newVerifyCmd(g *globals, stdout io.Writer) *cobra.Command {
 			if len(args) == 1 {
 				id = args[0]
 			}
-			return g.withStore(func(s *bridge.Store) error {
-				probs, err := s.Verify(id)
+			return g.withAPI(func(api control.API, _ *control.Client) error {
+				probs, err := api.Verify(context.Background(), id)
 				if err != nil {
 					return err
 				}

@@ -1,0 +1,423 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/runtime"
+	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/sysinfo"
+)
+
+// api reaches the store: through the control socket of the process that owns it, or directly
+// when none does. close releases what it opened.
+func (g *globals) api() (api control.API, owner *control.Client, close func(), err error) {
+	dir, err := g.storeDir()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for try := 0; ; try++ {
+		c, derr := control.Dial(dir)
+		if derr == nil {
+			return c, c, func() {}, nil
+		}
+		if !errors.Is(derr, control.ErrNoOwner) {
+			return nil, nil, nil, fmt.Errorf("the control socket of %s: %w", dir, derr)
+		}
+		s, oerr := bridge.OpenStore(dir, bridge.StoreOptions{})
+		if oerr == nil {
+			return control.Local(s), nil, func() { s.Close() }, nil
+		}
+		// An owner that is starting holds the lock before its socket answers: try again briefly.
+		if !errors.Is(oerr, bridge.ErrStoreInUse) || try >= 20 {
+			return nil, nil, nil, oerr
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// withAPI runs f with the store's API for one command.
+func (g *globals) withAPI(f func(control.API, *control.Client) error) error {
+	api, owner, closeAPI, err := g.api()
+	if err != nil {
+		return err
+	}
+	defer closeAPI()
+	return f(api, owner)
+}
+
+// own makes this process the store's owner for a foreground run: its control socket serves
+// other processes until the returned function is called.
+func (g *globals) own(o runtime.Options) (*control.Server, func(), error) {
+	dir, err := g.storeDir()
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := openToOwn(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	srv := control.NewServer(s, control.Config{Owner: "run", Options: o, Version: version})
+	l, err := control.ListenSocket(dir)
+	if err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = control.Serve(ctx, l, control.Handler(srv, ""))
+	}()
+	return srv, func() {
+		cancel()
+		<-done
+		s.Close()
+	}, nil
+}
+
+// openToOwn opens the store to own it. Another owner is an error that says who it is; a
+// command that holds the store for a moment (ls, show) is waited for, briefly.
+func openToOwn(dir string) (*bridge.Store, error) {
+	for try := 0; ; try++ {
+		if c, err := control.Dial(dir); err == nil {
+			return nil, ownedError(dir, c.Owner)
+		}
+		s, err := bridge.OpenStore(dir, bridge.StoreOptions{})
+		if err == nil || !errors.Is(err, bridge.ErrStoreInUse) || try >= 30 {
+			return s, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ownedError says that another process owns the store, and what to do.
+func ownedError(dir string, h control.Health) error {
+	if h.Owner == "daemon" {
+		return fmt.Errorf("%w: %s is owned by the harness-edge daemon (pid %d): hand it the task with `harness-edge submit TASK`, or stop the daemon first", bridge.ErrStoreInUse, dir, h.PID)
+	}
+	return fmt.Errorf("%w: %s is owned by a foreground `harness-edge run` (pid %d, running %s): wait for it, or pause it with `harness-edge pause ID`", bridge.ErrStoreInUse, dir, h.PID, strings.Join(h.Running, ", "))
+}
+
+func newServeCmd(g *globals, stdout, stderr io.Writer) *cobra.Command {
+	var (
+		httpAddr     string
+		allowRemote  bool
+		concurrency  int
+		dream        bool
+		grace        time.Duration
+		minMem       string
+		maxLoad      float64
+		maxTemp      float64
+		governorPoll time.Duration
+		logJSON      bool
+	)
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the daemon: own the store, resume interrupted harnesses, run submitted tasks, serve the control socket (and HTTP)",
+		Long: `Run the daemon. It owns the store: on start it resumes every harness that was running when its
+process died (and the ones a stopping daemon or a freeze put aside, and submitted ones not yet
+started), then runs tasks handed to it with 'harness-edge submit' (or POST /v1/harnesses),
+--concurrency at a time. Other harness-edge commands reach it through the control socket in the
+store directory. SIGTERM or SIGINT pauses the running harnesses (reason "daemon shutdown",
+resumed by the next daemon) and exits within --shutdown-timeout.
+
+Dream Mode (--dream) auto-checkpoints every task's harness at its checkpoint.interval (scaled by
+autonomy) even inside long steps. The resource governor holds each step back while available
+memory, load per CPU or temperature is over its limit.`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			dir, err := g.storeDir()
+			if err != nil {
+				return err
+			}
+			if httpAddr != "" {
+				if err := control.CheckBind(httpAddr, allowRemote); err != nil {
+					return usageError{err}
+				}
+			}
+			if concurrency < 1 {
+				return usageError{fmt.Errorf("--concurrency %d: run at least one harness at a time", concurrency)}
+			}
+			var limits sysinfo.Limits
+			if minMem != "" {
+				if limits.MinMemAvailable, err = sysinfo.ParseBytes(minMem); err != nil {
+					return usageError{fmt.Errorf("--min-free-memory: %w", err)}
+				}
+			}
+			limits.MaxLoadPerCPU, limits.MaxTempCelsius = maxLoad, maxTemp
+			var h slog.Handler = slog.NewTextHandler(stderr, nil)
+			if logJSON {
+				h = slog.NewJSONHandler(stderr, nil)
+			}
+			log := slog.New(h)
+			store, err := openToOwn(dir)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			o := runtime.Options{Dream: dream, Sinks: []runtime.Sink{runtime.Slog{L: log}}, GovernorPoll: governorPoll}
+			if limits != (sysinfo.Limits{}) {
+				o.Governor = &sysinfo.Governor{Limits: limits}
+			}
+			srv := control.NewServer(store, control.Config{Owner: "daemon", Concurrency: concurrency, Options: o, Version: version, Logger: log})
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			sock, err := control.ListenSocket(dir)
+			if err != nil {
+				return err
+			}
+			served := make(chan error, 2)
+			go func() { served <- control.Serve(ctx, sock, control.Handler(srv, "")) }()
+			listeners := 1
+			if httpAddr != "" {
+				tok, err := control.Token(dir)
+				if err != nil {
+					return fmt.Errorf("HTTP API token: %w", err)
+				}
+				l, err := netListen(httpAddr)
+				if err != nil {
+					return err
+				}
+				listeners++
+				go func() { served <- control.Serve(ctx, l, control.Handler(srv, tok)) }()
+				log.Info("HTTP API listening", "addr", l.Addr().String(), "token", filepath.Join(dir, control.TokenName))
+			}
+			ids, err := srv.Recover()
+			if err != nil {
+				return err
+			}
+			log.Info("daemon started", "store", dir, "pid", os.Getpid(), "concurrency", concurrency, "dream", dream,
+				"resumed", strings.Join(ids, ","), "frozen", mustHealth(srv).Frozen)
+			srv.Schedule(ctx, grace)
+			stop()
+			for range listeners {
+				if err := <-served; err != nil {
+					log.Error("control server", "err", err)
+				}
+			}
+			log.Info("daemon stopped")
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&httpAddr, "http", "", "also serve the HTTP API on ADDR (e.g. 127.0.0.1:8484); the bearer token is in http.token in the store directory")
+	f.BoolVar(&allowRemote, "allow-remote", false, "allow --http on an address beyond loopback")
+	f.IntVar(&concurrency, "concurrency", 2, "harnesses to run at once")
+	f.BoolVar(&dream, "dream", false, "Dream Mode for every task: auto-checkpoint at checkpoint.interval, inside long steps too")
+	f.DurationVar(&grace, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long to wait for running harnesses to pause")
+	f.StringVar(&minMem, "min-free-memory", "", "governor: start a step only with this much memory available (e.g. 256MB)")
+	f.Float64Var(&maxLoad, "max-load", 0, "governor: start a step only while the 1-minute load per CPU is at most this (e.g. 1.5)")
+	f.Float64Var(&maxTemp, "max-temp", 0, "governor: start a step only while every temperature sensor reads at most this many °C")
+	f.DurationVar(&governorPoll, "governor-poll", 5*time.Second, "governor: how often to look again while waiting")
+	f.BoolVar(&logJSON, "log-json", false, "log as JSON lines (default: text) on stderr")
+	return c
+}
+
+func netListen(addr string) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--http %s: %w", addr, err)
+	}
+	return l, nil
+}
+
+func mustHealth(s *control.Server) control.Health {
+	h, _ := s.Health(context.Background())
+	return h
+}
+
+func newSubmitCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "submit TASK",
+		Short: "Hand a task file to the daemon that owns the store; it runs it as a durable harness",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return fmt.Errorf("task file: %w", err)
+			}
+			dir, err := filepath.Abs(filepath.Dir(args[0]))
+			if err != nil {
+				return err
+			}
+			return g.withAPI(func(api control.API, _ *control.Client) error {
+				id, err := api.Submit(context.Background(), control.Submission{Task: data, Name: args[0], Dir: dir})
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(stdout, map[string]string{"id": id})
+				}
+				fmt.Fprintf(stdout, "submitted: harness %s (follow it with `harness-edge events %s --follow`)\n", id, id)
+				return nil
+			})
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the harness id as JSON")
+	return c
+}
+
+func newPauseCmd(g *globals, stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "pause ID",
+		Short: "Pause a harness: a running one stops at once (its step in flight goes on from its last save on resume)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return g.withAPI(func(api control.API, _ *control.Client) error {
+				ctx := context.Background()
+				if err := api.Pause(ctx, args[0]); err != nil {
+					return err
+				}
+				// A running harness pauses asynchronously: report what it came to.
+				var st *statefmt.HarnessState
+				var err error
+				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					if st, err = api.State(ctx, args[0]); err != nil || st.Status != statefmt.StatusRunning || time.Now().After(deadline) {
+						break
+					}
+				}
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "harness %s: %s\n", args[0], st.Status)
+				return nil
+			})
+		},
+	}
+}
+
+func newFreezeCmd(g *globals, stdout io.Writer, freeze bool) *cobra.Command {
+	var pause bool
+	c := &cobra.Command{
+		Use:   "freeze",
+		Short: "Tell the daemon to start no new work (--pause: pause the running harnesses too); kept across restarts",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return g.withAPI(func(api control.API, _ *control.Client) error {
+				ctx := context.Background()
+				var err error
+				if freeze {
+					mode := control.FreezeContinue
+					if pause {
+						mode = control.FreezePause
+					}
+					err = api.Freeze(ctx, mode)
+				} else {
+					err = api.Unfreeze(ctx)
+				}
+				if err != nil {
+					return err
+				}
+				h, err := api.Health(ctx)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "daemon (pid %d): frozen=%v, running %d, queued %d\n", h.PID, h.Frozen, len(h.Running), len(h.Queued))
+				return nil
+			})
+		},
+	}
+	if freeze {
+		c.Flags().BoolVar(&pause, "pause", false, "pause the running harnesses too (unfreeze resumes them)")
+	} else {
+		c.Use, c.Short = "unfreeze", "Let the daemon start work again, resuming the harnesses a freeze paused"
+	}
+	return c
+}
+
+func newReportCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var asJSON bool
+	var since time.Duration
+	c := &cobra.Command{
+		Use:   "report",
+		Short: "The morning report: what ran, completed, failed (and why), what waits for a human, checkpoints and bytes stored",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if since < 0 {
+				return usageError{fmt.Errorf("--since %v: give a positive duration like 12h", since)}
+			}
+			return g.withAPI(func(api control.API, _ *control.Client) error {
+				r, err := api.Report(context.Background(), since)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(stdout, r)
+				}
+				printReport(stdout, r, since)
+				return nil
+			})
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	c.Flags().DurationVar(&since, "since", 12*time.Hour, "the window: harnesses updated within it (0: all)")
+	return c
+}
+
+func printReport(w io.Writer, r *control.Report, since time.Duration) {
+	window := "all time"
+	if since > 0 {
+		window = fmt.Sprintf("the last %v (%s to %s)", since, r.Since.Local().Format("Jan 2 15:04"), r.Until.Local().Format("Jan 2 15:04"))
+	}
+	fmt.Fprintf(w, "harness-edge report: %s\n", window)
+	var parts []string
+	for _, s := range statefmt.Statuses {
+		if n := r.Counts[s]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, s))
+		}
+	}
+	if len(parts) == 0 {
+		parts = []string{"nothing ran"}
+	}
+	fmt.Fprintf(w, "  %d harnesses: %s; %d checkpoints, %s stored\n", len(r.Harnesses), strings.Join(parts, ", "), r.Checkpoints, sysinfo.FormatBytes(uint64(r.StoredBytes)))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, group := range []statefmt.Status{statefmt.StatusCompleted, statefmt.StatusFailed, statefmt.StatusPaused, statefmt.StatusRunning, statefmt.StatusCreated} {
+		first := true
+		for _, e := range r.Harnesses {
+			if e.Status != group {
+				continue
+			}
+			if first {
+				fmt.Fprintf(tw, "\n%s\n", group)
+				first = false
+			}
+			phase := ""
+			if e.Phase != "" {
+				phase = ", phase " + e.Phase
+			}
+			fmt.Fprintf(tw, "  %s\t%s\tsteps %d/%d%s\t%d tool calls\t%d checkpoints\t%s\tupdated %s\n", e.ID, e.Agent, e.StepsDone, e.Steps, phase,
+				e.ToolCalls, e.Checkpoints, sysinfo.FormatBytes(uint64(e.StoredBytes)), e.UpdatedAt.Local().Format("Jan 2 15:04"))
+			if e.Reason != "" && group != statefmt.StatusCompleted {
+				fmt.Fprintf(tw, "    %s\n", e.Reason)
+			}
+			for _, f := range e.Failures {
+				fmt.Fprintf(tw, "    %s\n", firstLine(f))
+			}
+		}
+	}
+	tw.Flush()
+	if len(r.Waiting) > 0 {
+		fmt.Fprintln(w, "\nwaiting for a human")
+		for _, g := range r.Waiting {
+			fmt.Fprintf(w, "  %s gate %s (%s, step %s) since %s: harness-edge approve %s %s  |  harness-edge reject %s %s --reason TEXT\n",
+				g.HarnessID, g.Gate, g.Kind, g.StepID, g.Since.Local().Format("Jan 2 15:04"), g.HarnessID, g.Gate, g.HarnessID, g.Gate)
+		}
+	}
+}

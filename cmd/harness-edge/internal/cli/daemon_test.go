@@ -1,0 +1,358 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/runtime"
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// daemon is a `harness-edge serve` child process.
+type daemon struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	addr string // the HTTP API's address
+	log    *bytes.Buffer
+	done   chan struct{}
+	exited chan struct{}
+}
+
+// startDaemon starts `serve --http 127.0.0.1:0` on store and waits until it listens.
+func startDaemon(t *testing.T, store string, extra ...string) *daemon {
+	t.Helper()
+	cmd := child(append([]string{"--store", store, "serve", "--http", "127.0.0.1:0", "--shutdown-timeout", "20s"}, extra...)...)
+	pr, pw := io.Pipe()
+	cmd.Stderr = pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{t: t, cmd: cmd, log: &bytes.Buffer{}, done: make(chan struct{}), exited: make(chan struct{})}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			line := sc.Text()
+			d.log.WriteString(line + "\n")
+			if m := regexp.MustCompile(`HTTP API listening" addr=(\S+)`).FindStringSubmatch(line); m != nil {
+				addr <- m[1]
+			}
+			if strings.Contains(line, "daemon started") {
+				close(d.done)
+			}
+		}
+	}()
+	go func() { _ = cmd.Wait(); pw.Close(); close(d.exited) }()
+	select {
+	case d.addr = <-addr:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the daemon did not start:\n%s", d.log)
+	}
+	<-d.done
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return d
+}
+
+// http sends a request to the daemon's HTTP API with token (none when "").
+func (d *daemon) http(method, path, token string, body []byte) (int, string) {
+	d.t.Helper()
+	req, err := http.NewRequest(method, "http://"+d.addr+path, bytes.NewReader(body))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitStatus polls `show --json` (through the socket) until the harness has status want.
+func waitStatus(t *testing.T, store, id string, want statefmt.Status) *statefmt.HarnessState {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		code, out, _ := run(t, "--store", store, "show", id, "--json")
+		if code == ExitOK {
+			st, err := statefmt.DecodeJSON([]byte(out))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Status == want {
+				return st
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("harness %s is %s (%s), want %s", id, st.Status, st.StatusReason, want)
+			}
+		} else if time.Now().After(deadline) {
+			t.Fatalf("harness %s: show exits %d", id, code)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func daemonTask(id, ws string, steps int, sleep string, critical bool) string {
+	var plan strings.Builder
+	for i := range steps {
+		dep := ""
+		if i > 0 {
+			dep = fmt.Sprintf("s%d", i-1)
+		}
+		crit := ""
+		if critical && i == steps-1 {
+			crit = ", critical: true"
+		}
+		fmt.Fprintf(&plan, "  - {id: s%d, description: step %d, agent: A, dependsOn: [%s]%s}\n", i, i, dep, crit)
+	}
+	return fmt.Sprintf(`id: %s
+agent: A
+autonomy: 3
+workspace: %s
+agents:
+  A:
+    driver: script
+    tools: [write_file]
+    script:
+      steps:
+        "*":
+          - {sleep: %s}
+          - {tool: write_file, args: {path: %s.txt, content: "one more line"}}
+          - {output: done}
+plan:
+%s`, id, ws, sleep, id, plan.String())
+}
+
+// TestDaemon drives a real daemon process: tasks submitted over the socket and over HTTP,
+// gates approved through both, the HTTP API's refusals, a second daemon refused, the daemon
+// killed with SIGKILL mid-run and restarted (the interrupted harness resumes and completes),
+// and a graceful SIGTERM (the running harness paused, resumed by the next daemon).
+func TestDaemon(t *testing.T) {
+	dir := t.TempDir()
+	store, ws := filepath.Join(dir, "store"), filepath.Join(dir, "ws")
+	write := func(name, src string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	d := startDaemon(t, store)
+	tok, err := os.ReadFile(filepath.Join(store, control.TokenName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(tok))
+	if fi, err := os.Stat(filepath.Join(store, control.TokenName)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v %v", fi.Mode(), err)
+	}
+	if fi, err := os.Stat(control.SocketPath(store)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket: %v", err)
+	}
+
+	// A second daemon on the same store is refused, clearly.
+	second := child("--store", store, "serve")
+	var secondErr bytes.Buffer
+	second.Stderr = &secondErr
+	if err := second.Run(); err == nil || !strings.Contains(secondErr.String(), fmt.Sprintf("owned by the harness-edge daemon (pid %d)", d.cmd.Process.Pid)) {
+		t.Fatalf("second daemon: %v: %s", err, secondErr.String())
+	}
+	// So is a foreground run, pointing at submit.
+	if code, _, stderr := run(t, "--store", store, "run", write("x.yaml", daemonTask("x", ws, 1, "1ms", false))); code != ExitError || !strings.Contains(stderr, "harness-edge submit") {
+		t.Fatalf("run beside the daemon: exit %d: %s", code, stderr)
+	}
+
+	// Over the socket: a gated task, approved through the socket; the daemon resumes it.
+	if code, out, stderr := run(t, "--store", store, "submit", write("a.yaml", daemonTask("a", ws, 2, "10ms", true))); code != ExitOK || !strings.Contains(out, "submitted: harness a") {
+		t.Fatalf("submit: exit %d: %s%s", code, out, stderr)
+	}
+	waitStatus(t, store, "a", statefmt.StatusPaused)
+	if code, out, stderr := run(t, "--store", store, "approve", "a"); code != ExitOK || !strings.Contains(out, "the daemon (pid") {
+		t.Fatalf("approve: exit %d: %s%s", code, out, stderr)
+	}
+	code, out, stderr := run(t, "--store", store, "events", "a", "--follow")
+	if code != ExitOK || !strings.Contains(out, "running -> completed") {
+		t.Fatalf("events --follow: exit %d: %s%s", code, out, stderr)
+	}
+
+	// Over HTTP: refusals first, and nothing changes.
+	list := func() string { _, out, _ := run(t, "--store", store, "ls", "--json"); return out }
+	before := list()
+	body, _ := json.Marshal(control.SubmitRequest{Task: daemonTask("h", ws, 2, "10ms", true), Dir: dir})
+	for _, c := range []struct {
+		name, method, path, token string
+		body                      []byte
+		want                      int
+	}{
+		{"no token", "POST", "/v1/harnesses", "", body, 401},
+		{"wrong token", "POST", "/v1/harnesses", strings.Repeat("0", len(token)), body, 401},
+		{"wrong token, read", "GET", "/v1/harnesses", "nope", nil, 401},
+		{"oversized", "POST", "/v1/harnesses", token, bytes.Repeat([]byte("x"), control.MaxBody+1), 413},
+		{"malformed", "POST", "/v1/harnesses", token, []byte(`{"task": `), 400},
+		{"unknown field", "POST", "/v1/harnesses", token, []byte(`{"task": "id: q", "bogus": 1}`), 400},
+		{"bad task", "POST", "/v1/harnesses", token, []byte(`{"task": "id: q\nagent: NOPE\n"}`), 400},
+		{"reject without reason", "POST", "/v1/harnesses/a/reject", token, nil, 400},
+		{"unknown harness", "POST", "/v1/harnesses/zz/pause", token, nil, 404},
+	} {
+		code, resp := d.http(c.method, c.path, c.token, c.body)
+		var eb struct{ Error string }
+		if code != c.want || json.Unmarshal([]byte(resp), &eb) != nil || eb.Error == "" {
+			t.Errorf("%s: %d %s, want %d with a JSON error", c.name, code, resp, c.want)
+		}
+	}
+	if after := list(); after != before {
+		t.Fatalf("a refused request changed the store:\n%s\n%s", before, after)
+	}
+	if code, resp := d.http("GET", "/v1/health", "", nil); code != 200 || !strings.Contains(resp, `"owner":"daemon"`) {
+		t.Fatalf("health: %d %s", code, resp)
+	}
+	if code, resp := d.http("POST", "/v1/harnesses", token, body); code != 201 || !strings.Contains(resp, `"id":"h"`) {
+		t.Fatalf("submit over HTTP: %d %s", code, resp)
+	}
+	waitStatus(t, store, "h", statefmt.StatusPaused)
+	if code, resp := d.http("POST", "/v1/harnesses/h/approve", token, []byte(`{"gate": "g1"}`)); code != 200 || !strings.Contains(resp, `"resumed":true`) {
+		t.Fatalf("approve over HTTP: %d %s", code, resp)
+	}
+	waitStatus(t, store, "h", statefmt.StatusCompleted)
+	if code, resp := d.http("GET", "/v1/harnesses/h/events?follow=1", token, nil); code != 200 || !strings.Contains(resp, "event: plan_completed") || !strings.HasSuffix(resp, "event: end\ndata: {}\n\n") {
+		t.Fatalf("SSE events: %d %s", code, resp)
+	}
+
+	// SIGKILL in the middle of a long harness; a new daemon resumes it from its last checkpoint.
+	if code, out, stderr := run(t, "--store", store, "submit", write("b.yaml", daemonTask("b", ws, 6, "150ms", false))); code != ExitOK {
+		t.Fatalf("submit b: exit %d: %s%s", code, out, stderr)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if st := waitStatus(t, store, "b", statefmt.StatusRunning); st.Plan.Steps[1].Status == statefmt.StepCompleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("b never got going")
+		}
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-d.exited
+	if _, err := os.Stat(control.SocketPath(store)); err != nil {
+		t.Fatalf("a killed daemon leaves its socket behind, for the next one to replace: %v", err)
+	}
+	// With the owner dead, commands open the store directly and see b interrupted.
+	if code, out, _ := run(t, "--store", store, "ls"); code != ExitOK || !regexp.MustCompile(`b\s+A\s+running`).MatchString(out) {
+		t.Fatalf("ls with a dead owner: %d %s", code, out)
+	}
+	d = startDaemon(t, store)
+	if !strings.Contains(d.log.String(), "resumed=b") {
+		t.Fatalf("the new daemon did not resume b:\n%s", d.log)
+	}
+	st := waitStatus(t, store, "b", statefmt.StatusCompleted)
+	for _, s := range st.Plan.Steps {
+		if s.Status != statefmt.StepCompleted || s.Output == nil || *s.Output != "wrote 13 bytes to b.txt\ndone" {
+			t.Fatalf("step %s: %s %v", s.ID, s.Status, s.Output)
+		}
+	}
+
+	// SIGTERM: the running harness pauses (reason "daemon shutdown") and the daemon exits in time.
+	if code, out, stderr := run(t, "--store", store, "submit", write("c.yaml", daemonTask("c", ws, 4, "2s", false))); code != ExitOK {
+		t.Fatalf("submit c: exit %d: %s%s", code, out, stderr)
+	}
+	waitStatus(t, store, "c", statefmt.StatusRunning)
+	start := time.Now()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-d.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the daemon did not exit after SIGTERM")
+	}
+	if code := d.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("daemon exit %d after SIGTERM:\n%s", code, d.log)
+	}
+	t.Logf("SIGTERM to exit: %v", time.Since(start))
+	if _, err := os.Stat(control.SocketPath(store)); err == nil {
+		t.Fatal("a daemon that stopped cleanly left its socket")
+	}
+	st = storeState(t, store, "c")
+	if st.Status != statefmt.StatusPaused || st.StatusReason != runtime.ReasonShutdown {
+		t.Fatalf("after SIGTERM c is %s (%s)", st.Status, st.StatusReason)
+	}
+	d = startDaemon(t, store)
+	waitStatus(t, store, "c", statefmt.StatusCompleted)
+
+	// The morning report, through the daemon.
+	code, out, _ = run(t, "--store", store, "report", "--json")
+	var rep control.Report
+	if code != ExitOK || json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("report: %d %s", code, out)
+	}
+	if rep.Counts[statefmt.StatusCompleted] != 4 || len(rep.Harnesses) != 4 || rep.Checkpoints == 0 || rep.StoredBytes == 0 {
+		t.Fatalf("report: %+v", rep)
+	}
+}
+
+func storeState(t *testing.T, store, id string) *statefmt.HarnessState {
+	t.Helper()
+	s, err := bridge.OpenStore(store, bridge.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, err := s.Restore(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestForegroundRunOwnsTheStore: while `run` works, other commands reach it through its socket:
+// ls and show answer, and pause stops it (exit 3) with its state persisted.
+func TestForegroundRunOwnsTheStore(t *testing.T) {
+	dir := t.TempDir()
+	store, ws := filepath.Join(dir, "store"), filepath.Join(dir, "ws")
+	taskFile := filepath.Join(dir, "f.yaml")
+	if err := os.WriteFile(taskFile, []byte(daemonTask("f", ws, 5, "400ms", false)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := child("--store", store, "run", taskFile)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	waitStatus(t, store, "f", statefmt.StatusRunning)
+	if code, out, _ := run(t, "--store", store, "ls"); code != ExitOK || !regexp.MustCompile(`f\s+A\s+running`).MatchString(out) {
+		t.Fatalf("ls through the run's socket: %d %s", code, out)
+	}
+	if code, _, stderr := run(t, "--store", store, "submit", taskFile); code != ExitError || !strings.Contains(stderr, "no daemon owns this store (owner: run)") {
+		t.Fatalf("submit to a foreground run: %d %s", code, stderr)
+	}
+	if code, out, stderr := run(t, "--store", store, "pause", "f"); code != ExitOK || !strings.Contains(out, "harness f: paused") {
+		t.Fatalf("pause: %d %s%s", code, out, stderr)
+	}
+	_ = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != ExitWaiting {
+		t.Fatalf("the paused run exited %d, want %d", code, ExitWaiting)
+	}
+	if st := storeState(t, store, "f"); st.Status != statefmt.StatusPaused || st.StatusReason != control.ReasonRequested {
+		t.Fatalf("stored: %s (%s)", st.Status, st.StatusReason)
+	}
+}

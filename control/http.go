@@ -1,0 +1,458 @@
+package control
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/runtime"
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// SocketName is the control socket's file name in the store directory; TokenName the HTTP
+// API's bearer token's.
+const (
+	SocketName = "control.sock"
+	TokenName  = "http.token"
+)
+
+// MaxBody is the largest request body the API reads (a task file is far smaller).
+const MaxBody = 1 << 20
+
+// maxSocketPath is the longest path a Unix socket may have on Linux (sun_path is 108 bytes).
+const maxSocketPath = 107
+
+// SocketPath is the control socket of the store in dir.
+func SocketPath(dir string) string { return filepath.Join(dir, SocketName) }
+
+// Handler serves API over HTTP (SPEC section 10). With a token every request but
+// GET /v1/health must carry "Authorization: Bearer TOKEN" (the Unix socket needs none: the
+// store directory is 0700 and the socket 0600).
+func Handler(api API, token string) http.Handler {
+	mux := http.NewServeMux()
+	h := &handler{api: api}
+	mux.HandleFunc("GET /v1/health", h.health)
+	mux.HandleFunc("GET /v1/harnesses", h.list)
+	mux.HandleFunc("POST /v1/harnesses", h.submit)
+	mux.HandleFunc("GET /v1/harnesses/{id}", h.show)
+	mux.HandleFunc("POST /v1/harnesses/{id}/{action}", h.action)
+	mux.HandleFunc("GET /v1/harnesses/{id}/events", h.events)
+	mux.HandleFunc("POST /v1/freeze", h.freeze)
+	mux.HandleFunc("POST /v1/unfreeze", h.unfreeze)
+	mux.HandleFunc("GET /v1/report", h.report)
+	mux.HandleFunc("GET /v1/verify", h.verify)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Errorf("no endpoint %s %s (see SPEC section 10)", r.Method, r.URL.Path))
+	})
+	var root http.Handler = mux
+	if token != "" {
+		want := []byte(token)
+		root = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !(r.Method == http.MethodGet && r.URL.Path == "/v1/health") {
+				got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+				if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+					w.Header().Set("WWW-Authenticate", `Bearer realm="harness-edge"`)
+					writeError(w, http.StatusUnauthorized, errors.New("missing or wrong bearer token (it is in "+TokenName+" in the store directory)"))
+					return
+				}
+			}
+			mux.ServeHTTP(w, r)
+		})
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		root.ServeHTTP(w, r)
+	})
+}
+
+type handler struct{ api API }
+
+// errorBody is every error response.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, errorBody{err.Error()})
+}
+
+// fail maps an operation's error to its status code.
+func fail(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	var te *runtime.TransitionError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		code = http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrBadInput), errors.Is(err, bridge.ErrInvalidID):
+		code = http.StatusBadRequest
+	case errors.Is(err, bridge.ErrNotFound):
+		code = http.StatusNotFound
+	case errors.Is(err, ErrNotDaemon):
+		code = http.StatusNotImplemented
+	case errors.As(err, &te), errors.Is(err, runtime.ErrNoGate), errors.Is(err, runtime.ErrExists):
+		code = http.StatusConflict
+	}
+	writeError(w, code, err)
+}
+
+// decode reads a JSON body into v strictly: one object, known fields only. An empty body is
+// an empty object.
+func decode(r *http.Request, v any) error {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return fmt.Errorf("%w: reading the body: %v", ErrBadInput, err)
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: the body is not the JSON this endpoint takes: %v", ErrBadInput, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: the body holds more than one JSON value", ErrBadInput)
+	}
+	return nil
+}
+
+func (h *handler) health(w http.ResponseWriter, r *http.Request) {
+	hl, err := h.api.Health(r.Context())
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, hl)
+}
+
+func (h *handler) list(w http.ResponseWriter, r *http.Request) {
+	l, err := h.api.List(r.Context())
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, l)
+}
+
+func (h *handler) show(w http.ResponseWriter, r *http.Request) {
+	st, err := h.api.State(r.Context(), r.PathValue("id"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	b, err := statefmt.EncodeJSON(st)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(append(b, '\n'))
+}
+
+// SubmitRequest is POST /v1/harnesses: the task file as text.
+type SubmitRequest struct {
+	Task string `json:"task"`
+	Name string `json:"name,omitempty"`
+	Dir  string `json:"dir,omitempty"`
+}
+
+func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
+	var req SubmitRequest
+	if err := decode(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	if strings.TrimSpace(req.Task) == "" {
+		fail(w, fmt.Errorf("%w: \"task\" (the task file's text) is required", ErrBadInput))
+		return
+	}
+	id, err := h.api.Submit(r.Context(), Submission{Task: []byte(req.Task), Name: req.Name, Dir: req.Dir})
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]string{"id": id})
+}
+
+// ActionRequest is the body of POST /v1/harnesses/{id}/{approve|reject} (optional elsewhere).
+type ActionRequest struct {
+	Gate   string `json:"gate,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+func (h *handler) action(w http.ResponseWriter, r *http.Request) {
+	id, action := r.PathValue("id"), r.PathValue("action")
+	var req ActionRequest
+	if err := decode(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	ctx := r.Context()
+	switch action {
+	case "approve", "reject":
+		if action == "reject" && strings.TrimSpace(req.Reason) == "" {
+			fail(w, fmt.Errorf("%w: a rejection needs a \"reason\"", ErrBadInput))
+			return
+		}
+		d, err := h.api.Decide(ctx, id, req.Gate, action == "approve", req.Reason)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, d)
+	case "pause", "resume", "stop":
+		if req.Gate != "" || req.Reason != "" {
+			fail(w, fmt.Errorf("%w: %s takes no gate or reason", ErrBadInput, action))
+			return
+		}
+		var status statefmt.Status
+		var err error
+		switch action {
+		case "pause":
+			err = h.api.Pause(ctx, id)
+		case "resume":
+			err = h.api.Resume(ctx, id)
+		case "stop":
+			status, err = h.api.Stop(ctx, id)
+		}
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		if status == "" {
+			st, err := h.api.State(ctx, id)
+			if err == nil {
+				status = st.Status
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"id": id, "action": action, "status": status})
+	default:
+		writeError(w, http.StatusNotFound, fmt.Errorf("no action %q: approve, reject, pause, resume or stop", action))
+	}
+}
+
+func (h *handler) events(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	q := r.URL.Query()
+	var after uint64
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			fail(w, fmt.Errorf("%w: after=%q is not an event number", ErrBadInput, v))
+			return
+		}
+		after = n
+	}
+	follow := q.Get("follow") == "1" || q.Get("follow") == "true"
+	if !follow {
+		evs := []runtime.Event{}
+		if err := h.api.Events(r.Context(), id, after, false, func(e runtime.Event) error { evs = append(evs, e); return nil }); err != nil {
+			fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, evs)
+		return
+	}
+	// Server-sent events: one "id/event/data" block per event, flushed; an "end" event when the
+	// harness has finished.
+	fl, _ := w.(http.Flusher)
+	started := false
+	start := func() {
+		if !started {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("Cache-Control", "no-cache")
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+	}
+	err := h.api.Events(r.Context(), id, after, true, func(e runtime.Event) error {
+		start()
+		b, _ := json.Marshal(e)
+		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.N, e.Type, b); err != nil {
+			return err
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		return nil
+	})
+	if err != nil && !started {
+		fail(w, err)
+		return
+	}
+	if r.Context().Err() == nil {
+		start()
+		fmt.Fprint(w, "event: end\ndata: {}\n\n")
+	}
+}
+
+// FreezeRequest is the body of POST /v1/freeze.
+type FreezeRequest struct {
+	Running FreezeMode `json:"running,omitempty"`
+}
+
+func (h *handler) freeze(w http.ResponseWriter, r *http.Request) {
+	var req FreezeRequest
+	if err := decode(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	if err := h.api.Freeze(r.Context(), req.Running); err != nil {
+		fail(w, err)
+		return
+	}
+	hl, _ := h.api.Health(r.Context())
+	writeJSON(w, http.StatusOK, hl)
+}
+
+func (h *handler) unfreeze(w http.ResponseWriter, r *http.Request) {
+	if err := decode(r, &struct{}{}); err != nil {
+		fail(w, err)
+		return
+	}
+	if err := h.api.Unfreeze(r.Context()); err != nil {
+		fail(w, err)
+		return
+	}
+	hl, _ := h.api.Health(r.Context())
+	writeJSON(w, http.StatusOK, hl)
+}
+
+func (h *handler) report(w http.ResponseWriter, r *http.Request) {
+	var since time.Duration
+	if v := r.URL.Query().Get("since"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			fail(w, fmt.Errorf("%w: since=%q is not a duration like 12h", ErrBadInput, v))
+			return
+		}
+		since = d
+	}
+	rep, err := h.api.Report(r.Context(), since)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+func (h *handler) verify(w http.ResponseWriter, r *http.Request) {
+	p, err := h.api.Verify(r.Context(), r.URL.Query().Get("id"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+// ListenSocket listens on the store's control socket, replacing a stale one: the caller owns
+// the store (holds its lock), so a socket file already there was left by a crashed owner.
+func ListenSocket(dir string) (net.Listener, error) {
+	path := SocketPath(dir)
+	if len(path) > maxSocketPath {
+		return nil, fmt.Errorf("control socket %s: the path is %d bytes, above the %d a Unix socket allows: use a shorter store directory", path, len(path), maxSocketPath)
+	}
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return nil, fmt.Errorf("control socket: removing the stale %s: %w", path, err)
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(true)
+	return l, nil
+}
+
+// Token returns the HTTP API's bearer token, creating it (0600) on first use.
+func Token(dir string) (string, error) {
+	path := filepath.Join(dir, TokenName)
+	if b, err := os.ReadFile(path); err == nil {
+		if t := strings.TrimSpace(string(b)); len(t) >= 32 {
+			return t, nil
+		}
+		return "", fmt.Errorf("%s holds no usable token (delete it and a new one is made)", path)
+	} else if !os.IsNotExist(err) {
+		return "", err
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	tok := hex.EncodeToString(raw)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.WriteString(tok + "\n"); err != nil {
+		f.Close()
+		return "", err
+	}
+	return tok, f.Close()
+}
+
+// CheckBind refuses an HTTP address beyond loopback unless allowRemote.
+func CheckBind(addr string, allowRemote bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--http %q: %w (write it like 127.0.0.1:8484)", addr, err)
+	}
+	if allowRemote {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("--http %s binds beyond loopback: anyone who can reach it and has the token controls the store; pass --allow-remote to mean it", addr)
+	}
+	return nil
+}
+
+// Serve serves h on l until ctx ends, then shuts the server down (open streams are cut).
+func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if srv.Shutdown(sctx) != nil {
+			srv.Close()
+		}
+	}()
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	<-done
+	return nil
+}

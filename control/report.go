@@ -1,0 +1,122 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// Report is the morning report: what the store's harnesses did in a window of time.
+type Report struct {
+	Since time.Time `json:"since"`
+	Until time.Time `json:"until"`
+	// Counts has one entry per status among the harnesses in the window.
+	Counts map[statefmt.Status]int `json:"counts"`
+	// Harnesses are the top-level harnesses updated in the window, newest first.
+	Harnesses []ReportEntry `json:"harnesses"`
+	// Waiting lists every gate that waits for a human (in the window or before it).
+	Waiting     []WaitingGate `json:"waiting"`
+	Checkpoints int           `json:"checkpoints"`
+	StoredBytes int           `json:"storedBytes"`
+}
+
+// ReportEntry is one harness in the report.
+type ReportEntry struct {
+	ID          string          `json:"id"`
+	Agent       string          `json:"agent"`
+	Task        string          `json:"task"`
+	Status      statefmt.Status `json:"status"`
+	Reason      string          `json:"reason,omitempty"`
+	Phase       string          `json:"phase,omitempty"`
+	StepsDone   int             `json:"stepsDone"`
+	Steps       int             `json:"steps"`
+	ToolCalls   int             `json:"toolCalls"`
+	Iterations  int             `json:"iterations"`
+	SubAgents   int             `json:"subAgents"`
+	Checkpoints int             `json:"checkpoints"`
+	StoredBytes int             `json:"storedBytes"`
+	CreatedAt   time.Time       `json:"createdAt"`
+	UpdatedAt   time.Time       `json:"updatedAt"`
+	// Failures are the failed steps with their errors.
+	Failures []string `json:"failures,omitempty"`
+}
+
+// WaitingGate is a gate that waits for a human, with the command that answers it.
+type WaitingGate struct {
+	HarnessID string `json:"harnessId"`
+	Gate      string `json:"gate"`
+	Kind      string `json:"kind"`
+	StepID    string `json:"stepId"`
+	Since     time.Time `json:"since"`
+	Why       string `json:"why,omitempty"`
+}
+
+// Report builds the morning report over the last `since` (0: everything).
+func (s *Server) Report(_ context.Context, since time.Duration) (*Report, error) {
+	now := time.Now().UTC()
+	r := &Report{Until: now, Counts: map[statefmt.Status]int{}, Harnesses: []ReportEntry{}, Waiting: []WaitingGate{}}
+	if since > 0 {
+		r.Since = now.Add(-since)
+	}
+	list, err := s.store.List()
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range list {
+		if e.ParentHarnessID != "" {
+			continue // counted in their parent
+		}
+		st, err := s.State(context.Background(), e.ID)
+		if err != nil {
+			return nil, err
+		}
+		if st.Status == statefmt.StatusPaused {
+			gates, _ := s.m.PendingGates(e.ID)
+			for _, g := range gates {
+				r.Waiting = append(r.Waiting, WaitingGate{HarnessID: g.HarnessID, Gate: g.Gate.ID, Kind: g.Gate.Kind, StepID: g.Gate.StepID,
+					Since: g.Gate.CreatedAt, Why: g.Gate.Reason})
+			}
+		}
+		if st.UpdatedAt.Before(r.Since) {
+			continue
+		}
+		re := ReportEntry{ID: e.ID, Agent: st.AgentName, Task: st.TaskID, Status: st.Status, Reason: st.StatusReason, Phase: st.Phase,
+			ToolCalls: st.TotalToolCalls, Iterations: st.Iterations, SubAgents: len(st.SubAgentIDs), Checkpoints: st.CheckpointCount,
+			CreatedAt: st.CreatedAt, UpdatedAt: st.UpdatedAt}
+		if st.Plan != nil {
+			re.Steps = len(st.Plan.Steps)
+			for _, step := range st.Plan.Steps {
+				switch step.Status {
+				case statefmt.StepCompleted:
+					re.StepsDone++
+				case statefmt.StepFailed:
+					msg := ""
+					if step.Error != nil {
+						msg = *step.Error
+					}
+					re.Failures = append(re.Failures, fmt.Sprintf("step %s: %s", step.ID, msg))
+				}
+			}
+		}
+		ids := append([]string{e.ID}, st.SubAgentIDs...)
+		for _, id := range ids {
+			if recs, err := s.store.Inspect(id); err == nil {
+				for _, rec := range recs {
+					re.StoredBytes += rec.StoredBytes
+				}
+			}
+		}
+		r.Counts[st.Status]++
+		r.Checkpoints += re.Checkpoints
+		r.StoredBytes += re.StoredBytes
+		r.Harnesses = append(r.Harnesses, re)
+	}
+	sort.Slice(r.Harnesses, func(i, j int) bool { return r.Harnesses[i].UpdatedAt.After(r.Harnesses[j].UpdatedAt) })
+	return r, nil
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -1,0 +1,576 @@
+// Package control is how harness-edge processes reach a store: the process that owns it (the
+// daemon, or a foreground `run`) serves the operations on a Unix socket in the store directory
+// and, for the daemon, on an optional HTTP API; every other process is a Client of it, or opens
+// the store itself when no owner runs (Local). All three offer the same API (SPEC section 10).
+package control
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/runtime"
+	"github.com/harness-edge/harness-edge/runtime/task"
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// API is every operation another process may ask of a store's owner.
+type API interface {
+	Health(ctx context.Context) (Health, error)
+	List(ctx context.Context) ([]bridge.IndexEntry, error)
+	State(ctx context.Context, id string) (*statefmt.HarnessState, error)
+	// Submit creates a harness for a task and queues it (daemon only).
+	Submit(ctx context.Context, s Submission) (string, error)
+	Decide(ctx context.Context, id, gate string, approve bool, reason string) (Decision, error)
+	Pause(ctx context.Context, id string) error
+	// Resume queues a paused or interrupted harness (daemon only).
+	Resume(ctx context.Context, id string) error
+	Stop(ctx context.Context, id string) (statefmt.Status, error)
+	// Events calls f with the harness's logged events numbered above `after`; with follow it
+	// goes on with new ones until the harness completes or fails, ctx ends, or f fails.
+	Events(ctx context.Context, id string, after uint64, follow bool, f func(runtime.Event) error) error
+	Freeze(ctx context.Context, mode FreezeMode) error
+	Unfreeze(ctx context.Context) error
+	Report(ctx context.Context, since time.Duration) (*Report, error)
+	Verify(ctx context.Context, id string) ([]bridge.Problem, error)
+}
+
+// Health is what GET /v1/health says about the owner.
+type Health struct {
+	OK      bool           `json:"ok"`
+	PID     int            `json:"pid"`
+	Version string         `json:"version"`
+	Owner   string         `json:"owner"` // "daemon", "run" (a foreground run), "none" (Local)
+	Engine  bridge.Backend `json:"engine"`
+	Frozen  bool           `json:"frozen"`
+	Running []string       `json:"running"`
+	Queued  []string       `json:"queued"`
+	Started time.Time      `json:"started"`
+}
+
+// Submission is a task sent to the daemon: the task file's bytes, its name (for errors) and the
+// directory its relative workspace is resolved against.
+type Submission struct {
+	Task []byte `json:"task"`
+	Name string `json:"name,omitempty"`
+	Dir  string `json:"dir,omitempty"`
+}
+
+// Decision is the outcome of approve or reject.
+type Decision struct {
+	HarnessID string        `json:"harnessId"`
+	Gate      statefmt.Gate `json:"gate"`
+	// Resumed says the daemon queued the harness to go on (approve with nothing else pending).
+	Resumed bool `json:"resumed"`
+}
+
+// FreezeMode says what a freeze does with the work already running.
+type FreezeMode string
+
+const (
+	FreezeContinue FreezeMode = "continue" // running harnesses go on; nothing new starts
+	FreezePause    FreezeMode = "pause"    // running harnesses pause too; unfreeze resumes them
+)
+
+// ReasonFrozen is the pause reason of harnesses a freeze paused; unfreeze (or the next daemon,
+// once unfrozen) resumes them.
+const ReasonFrozen = "frozen"
+
+// ReasonRequested is the pause reason of `pause`.
+const ReasonRequested = "paused by request"
+
+// frozenFile marks a frozen store: a daemon restarted on it stays frozen.
+const frozenFile = "frozen"
+
+// Errors a client can tell apart (the HTTP API maps them to status codes).
+var (
+	ErrNotDaemon = errors.New("only the daemon does this")
+	ErrBadInput  = errors.New("bad input")
+)
+
+// Config configures a Server.
+type Config struct {
+	// Owner is "daemon" (runs submitted tasks, resumes interrupted harnesses, freezes), "run"
+	// (a foreground run that owns the store while it lasts) or "none" (Local: no process runs
+	// anything).
+	Owner string
+	// Concurrency is how many harnesses the daemon runs at once (default 2).
+	Concurrency int
+	// Manager options: event sinks (the server adds its own), Dream Mode, the governor.
+	Options runtime.Options
+	Version string
+	Logger  *slog.Logger
+}
+
+// Server owns a store: it runs the operations of API on it and, as a daemon, schedules the
+// harnesses it holds.
+type Server struct {
+	store  *bridge.Store
+	m      *runtime.Manager
+	cfg    Config
+	notify *broker
+	log    *slog.Logger
+	start  time.Time
+
+	mu      sync.Mutex
+	frozen  bool
+	queue   []string
+	running map[string]bool
+	closing bool
+	wake    chan struct{}
+	runs    sync.WaitGroup
+}
+
+// NewServer makes a server over an open store.
+func NewServer(store *bridge.Store, cfg Config) *Server {
+	cfg.Owner = cmp.Or(cfg.Owner, "none")
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, 2)
+	s := &Server{store: store, cfg: cfg, notify: newBroker(), log: cfg.Logger, start: time.Now().UTC(),
+		running: map[string]bool{}, wake: make(chan struct{}, 1)}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	o := cfg.Options
+	o.Sinks = append(slices.Clone(o.Sinks), s.notify)
+	s.m = runtime.NewManager(store, o)
+	if _, err := os.Stat(filepath.Join(store.Dir(), frozenFile)); err == nil {
+		s.frozen = true
+	}
+	return s
+}
+
+// Local is a server over a store that no process owns: commands run on it directly.
+func Local(store *bridge.Store) *Server { return NewServer(store, Config{}) }
+
+// Manager is the server's harness manager.
+func (s *Server) Manager() *runtime.Manager { return s.m }
+
+// Store is the store the server owns.
+func (s *Server) Store() *bridge.Store { return s.store }
+
+func (s *Server) daemon() bool { return s.cfg.Owner == "daemon" }
+
+func (s *Server) Health(context.Context) (Health, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	running := []string{}
+	for id := range s.running {
+		running = append(running, id)
+	}
+	sort.Strings(running)
+	return Health{OK: true, PID: os.Getpid(), Version: s.cfg.Version, Owner: s.cfg.Owner, Engine: s.store.Engine().Backend(),
+		Frozen: s.frozen, Running: running, Queued: append([]string{}, s.queue...), Started: s.start}, nil
+}
+
+func (s *Server) List(context.Context) ([]bridge.IndexEntry, error) {
+	l, err := s.store.List()
+	if l == nil {
+		l = []bridge.IndexEntry{}
+	}
+	return l, err
+}
+
+// State is the harness's state: live for one this process runs, else its last checkpoint.
+func (s *Server) State(_ context.Context, id string) (*statefmt.HarnessState, error) {
+	if h, err := s.m.Get(id); err == nil {
+		return h.State(), nil
+	}
+	return s.store.Restore(id)
+}
+
+func (s *Server) Submit(_ context.Context, sub Submission) (string, error) {
+	if !s.daemon() {
+		return "", fmt.Errorf("%w: no daemon owns this store (owner: %s); start one with `harness-edge serve`, or run the task in the foreground with `harness-edge run`", ErrNotDaemon, s.cfg.Owner)
+	}
+	if sub.Dir != "" && !filepath.IsAbs(sub.Dir) {
+		return "", fmt.Errorf("%w: dir %q is not an absolute path", ErrBadInput, sub.Dir)
+	}
+	dir := cmp.Or(sub.Dir, ".")
+	t, err := task.ParseAt(cmp.Or(sub.Name, "the submitted task"), sub.Task, dir)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrBadInput, err)
+	}
+	if t.LongRunning != nil && !*t.LongRunning {
+		return "", fmt.Errorf("%w: %s has longRunning: false: the direct path runs in the foreground (`harness-edge run`), the daemon runs durable harnesses", ErrBadInput, cmp.Or(sub.Name, "the task"))
+	}
+	h, err := s.m.Create(t)
+	if err != nil {
+		return "", err
+	}
+	s.enqueue(h.ID())
+	s.log.Info("submitted", "harness", h.ID(), "task", sub.Name)
+	return h.ID(), nil
+}
+
+func (s *Server) Decide(_ context.Context, id, gate string, approve bool, reason string) (Decision, error) {
+	if !approve && reason == "" {
+		return Decision{}, fmt.Errorf("%w: a rejection needs a reason", ErrBadInput)
+	}
+	d, err := s.m.Decide(id, gate, approve, reason)
+	if err != nil {
+		return Decision{}, err
+	}
+	out := Decision{HarnessID: d.HarnessID, Gate: d.Gate}
+	if approve && s.daemon() {
+		root := s.root(id)
+		if gates, err := s.m.PendingGates(root); err == nil && len(gates) == 0 {
+			out.Resumed = s.enqueue(root)
+		}
+	}
+	return out, nil
+}
+
+// root is the top-level harness of a sub-agent (or id itself).
+func (s *Server) root(id string) string {
+	for range 32 {
+		e, err := s.store.Index(id)
+		if err != nil || e.ParentHarnessID == "" {
+			return id
+		}
+		id = e.ParentHarnessID
+	}
+	return id
+}
+
+func (s *Server) Pause(_ context.Context, id string) error {
+	s.dequeue(id)
+	return s.m.Pause(id, ReasonRequested)
+}
+
+func (s *Server) Resume(_ context.Context, id string) error {
+	if !s.daemon() {
+		return fmt.Errorf("%w: resume a harness in the foreground with `harness-edge resume %s`, or start the daemon", ErrNotDaemon, id)
+	}
+	if _, err := s.m.ResumeFromCheckpoint(id); err != nil {
+		return err
+	}
+	if gates, _ := s.m.PendingGates(id); len(gates) > 0 {
+		return fmt.Errorf("%w: harness %s waits for a human (%d pending gate(s)): approve or reject first", runtime.ErrNoGate, id, len(gates))
+	}
+	s.enqueue(id)
+	return nil
+}
+
+func (s *Server) Stop(_ context.Context, id string) (statefmt.Status, error) {
+	s.dequeue(id)
+	if err := s.m.Stop(id); err != nil {
+		return "", err
+	}
+	h, err := s.m.Get(id)
+	if err != nil {
+		return "", err
+	}
+	// A harness running here stops asynchronously: wait (briefly) for its final status.
+	for deadline := time.Now().Add(10 * time.Second); h.Running() && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return h.Status(), nil
+}
+
+func (s *Server) Events(ctx context.Context, id string, after uint64, follow bool, f func(runtime.Event) error) error {
+	if _, err := s.store.Index(id); err != nil {
+		return err
+	}
+	var wake <-chan struct{}
+	if follow {
+		ch, cancel := s.notify.subscribe(id)
+		defer cancel()
+		wake = ch
+	}
+	for {
+		idx, err := s.store.Index(id)
+		if err != nil {
+			return err
+		}
+		var ferr error
+		err = s.store.Events(id, after, func(le bridge.LoggedEvent) bool {
+			e, err := DecodeEvent(id, le)
+			if err != nil {
+				ferr = err
+				return false
+			}
+			if ferr = f(e); ferr != nil {
+				return false
+			}
+			after = le.N
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		if ferr != nil {
+			return ferr
+		}
+		// No other process writes a store this one owns, so without a daemon nothing more comes.
+		if !follow || s.cfg.Owner == "none" || finished(idx.Status) {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func finished(st statefmt.Status) bool {
+	return st == statefmt.StatusCompleted || st == statefmt.StatusFailed
+}
+
+func (s *Server) Freeze(_ context.Context, mode FreezeMode) error {
+	if !s.daemon() {
+		return fmt.Errorf("%w: freeze stops a daemon from starting work; no daemon owns this store", ErrNotDaemon)
+	}
+	mode = cmp.Or(mode, FreezeContinue)
+	if mode != FreezeContinue && mode != FreezePause {
+		return fmt.Errorf("%w: freeze mode %q is not continue or pause", ErrBadInput, mode)
+	}
+	if err := os.WriteFile(filepath.Join(s.store.Dir(), frozenFile), []byte(mode+"\n"), 0o600); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.frozen = true
+	var running []string
+	for id := range s.running {
+		running = append(running, id)
+	}
+	s.mu.Unlock()
+	s.log.Info("frozen", "mode", mode)
+	if mode == FreezePause {
+		for _, id := range running {
+			if err := s.m.Pause(id, ReasonFrozen); err != nil {
+				s.log.Warn("freeze: pause", "harness", id, "err", err)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Server) Unfreeze(context.Context) error {
+	if !s.daemon() {
+		return fmt.Errorf("%w: no daemon owns this store", ErrNotDaemon)
+	}
+	if err := os.Remove(filepath.Join(s.store.Dir(), frozenFile)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	s.mu.Lock()
+	s.frozen = false
+	s.mu.Unlock()
+	// Harnesses the freeze paused go on.
+	l, err := s.store.List()
+	if err != nil {
+		return err
+	}
+	for _, e := range l {
+		if e.ParentHarnessID == "" && e.Status == statefmt.StatusPaused {
+			if st, err := s.store.Restore(e.ID); err == nil && st.StatusReason == ReasonFrozen {
+				s.enqueue(e.ID)
+			}
+		}
+	}
+	s.log.Info("unfrozen")
+	s.kick()
+	return nil
+}
+
+func (s *Server) Verify(_ context.Context, id string) ([]bridge.Problem, error) {
+	p, err := s.store.Verify(id)
+	if p == nil {
+		p = []bridge.Problem{}
+	}
+	return p, err
+}
+
+// DecodeEvent decodes one logged event.
+func DecodeEvent(id string, le bridge.LoggedEvent) (runtime.Event, error) {
+	var e runtime.Event
+	if err := jsonUnmarshal(le.Data, &e); err != nil {
+		return e, fmt.Errorf("harness %s: event %d is not valid: %w", id, le.N, err)
+	}
+	e.N = le.N
+	return e, nil
+}
+
+// --- the daemon's scheduler
+
+// enqueue queues a harness to run (once); it reports whether it was queued now.
+func (s *Server) enqueue(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running[id] || slices.Contains(s.queue, id) || s.closing {
+		return false
+	}
+	s.queue = append(s.queue, id)
+	s.kickLocked()
+	return true
+}
+
+func (s *Server) dequeue(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queue = slices.DeleteFunc(s.queue, func(q string) bool { return q == id })
+}
+
+func (s *Server) kick() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kickLocked()
+}
+
+func (s *Server) kickLocked() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Recover queues what the store holds that should run: harnesses that were running when their
+// process died (interrupted), created ones (submitted, not started), and the ones a stopping
+// daemon or a freeze paused. Oldest first.
+func (s *Server) Recover() ([]string, error) {
+	l, err := s.store.List()
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(l, func(i, j int) bool { return l[i].UpdatedAt.Before(l[j].UpdatedAt) })
+	var ids []string
+	for _, e := range l {
+		if e.ParentHarnessID != "" {
+			continue // sub-agents run inside their parent
+		}
+		switch e.Status {
+		case statefmt.StatusRunning, statefmt.StatusCreated:
+		case statefmt.StatusPaused:
+			st, err := s.store.Restore(e.ID)
+			if err != nil {
+				s.log.Warn("recover: cannot read", "harness", e.ID, "err", err)
+				continue
+			}
+			if st.StatusReason != runtime.ReasonShutdown && st.StatusReason != ReasonFrozen {
+				continue
+			}
+		default:
+			continue
+		}
+		if s.enqueue(e.ID) {
+			ids = append(ids, e.ID)
+		}
+	}
+	return ids, nil
+}
+
+// Schedule runs queued harnesses, Concurrency at a time, until ctx ends; then it pauses the
+// running ones (reason runtime.ReasonShutdown, so the next daemon resumes them) and waits for
+// them up to grace.
+func (s *Server) Schedule(ctx context.Context, grace time.Duration) {
+	runCtx, cancelRuns := context.WithCancel(context.Background())
+	defer cancelRuns()
+	for {
+		s.mu.Lock()
+		for !s.frozen && len(s.running) < s.cfg.Concurrency && len(s.queue) > 0 {
+			id := s.queue[0]
+			s.queue = s.queue[1:]
+			s.running[id] = true
+			s.runs.Add(1)
+			go s.run(runCtx, id)
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.wake:
+		case <-ctx.Done():
+			s.shutdown(grace)
+			return
+		}
+	}
+}
+
+func (s *Server) run(ctx context.Context, id string) {
+	defer s.runs.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.running, id)
+		s.mu.Unlock()
+		s.kick()
+	}()
+	h, err := s.m.ResumeFromCheckpoint(id)
+	if err != nil {
+		s.log.Warn("cannot run", "harness", id, "err", err)
+		return
+	}
+	s.log.Info("running", "harness", id, "status", h.Status())
+	err = h.Run(ctx)
+	st := h.State()
+	switch {
+	case err == nil || errors.Is(err, runtime.ErrPaused):
+		s.log.Info("harness ended", "harness", id, "status", st.Status, "reason", st.StatusReason)
+	default:
+		s.log.Error("harness run failed", "harness", id, "err", err)
+	}
+}
+
+// shutdown pauses every running harness and waits for them, at most grace.
+func (s *Server) shutdown(grace time.Duration) {
+	s.mu.Lock()
+	s.closing = true
+	s.queue = nil
+	var running []string
+	for id := range s.running {
+		running = append(running, id)
+	}
+	s.mu.Unlock()
+	for _, id := range running {
+		if err := s.m.Pause(id, runtime.ReasonShutdown); err != nil {
+			s.log.Warn("shutdown: pause", "harness", id, "err", err)
+		}
+	}
+	done := make(chan struct{})
+	go func() { s.runs.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		s.log.Warn("shutdown: harnesses still running after the grace period; their last checkpoints stand", "grace", grace)
+	}
+}
+
+// broker wakes followers of a harness's events (a sink on the server's manager).
+type broker struct {
+	mu   sync.Mutex
+	subs map[string]map[chan struct{}]bool
+}
+
+func newBroker() *broker { return &broker{subs: map[string]map[chan struct{}]bool{}} }
+
+func (b *broker) Emit(e runtime.Event) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for ch := range b.subs[e.HarnessID] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (b *broker) subscribe(id string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	b.mu.Lock()
+	if b.subs[id] == nil {
+		b.subs[id] = map[chan struct{}]bool{}
+	}
+	b.subs[id][ch] = true
+	b.mu.Unlock()
+	return ch, func() {
+		b.mu.Lock()
+		delete(b.subs[id], ch)
+		b.mu.Unlock()
+	}
+}
