@@ -47,12 +47,12 @@ type ReportEntry struct {
 
 // WaitingGate is a gate that waits for a human, with the command that answers it.
 type WaitingGate struct {
-	HarnessID string `json:"harnessId"`
-	Gate      string `json:"gate"`
-	Kind      string `json:"kind"`
-	StepID    string `json:"stepId"`
+	HarnessID string    `json:"harnessId"`
+	Gate      string    `json:"gate"`
+	Kind      string    `json:"kind"`
+	StepID    string    `json:"stepId"`
 	Since     time.Time `json:"since"`
-	Why       string `json:"why,omitempty"`
+	Why       string    `json:"why,omitempty"`
 }
 
 // Report builds the morning report over the last `since` (0: everything).

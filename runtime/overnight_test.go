@@ -59,7 +59,7 @@ func TestPhasesRunInOrderAndAreEvented(t *testing.T) {
 
 func TestPhasesAreValidated(t *testing.T) {
 	for name, plan := range map[string]string{
-		"a step without a phase":     "  - {id: a, description: x, agent: A, phase: p1}\n  - {id: b, description: y, agent: A}\n",
+		"a step without a phase":      "  - {id: a, description: x, agent: A, phase: p1}\n  - {id: b, description: y, agent: A}\n",
 		"a dependency on a later one": "  - {id: a, description: x, agent: A, phase: p1, dependsOn: [b]}\n  - {id: b, description: y, agent: A, phase: p2}\n",
 	} {
 		src := "agent: A\nagents: {A: {driver: script, script: {steps: {\"*\": [{output: ok}]}}}}\nplan:\n" + plan

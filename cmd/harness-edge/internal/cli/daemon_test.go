@@ -24,9 +24,9 @@ import (
 
 // daemon is a `harness-edge serve` child process.
 type daemon struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	addr string // the HTTP API's address
+	t      *testing.T
+	cmd    *exec.Cmd
+	addr   string // the HTTP API's address
 	log    *bytes.Buffer
 	done   chan struct{}
 	exited chan struct{}
