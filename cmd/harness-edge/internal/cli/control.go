@@ -374,7 +374,7 @@ func newReportCmd(g *globals, stdout io.Writer) *cobra.Command {
 func printReport(w io.Writer, r *control.Report, since time.Duration) {
 	window := "all time"
 	if since > 0 {
-		window = fmt.Sprintf("the last %v (%s to %s)", since, r.Since.Local().Format("Jan 2 15:04"), r.Until.Local().Format("Jan 2 15:04"))
+		window = fmt.Sprintf("the last %s (%s to %s)", shortDuration(since), r.Since.Local().Format("Jan 2 15:04"), r.Until.Local().Format("Jan 2 15:04"))
 	}
 	fmt.Fprintf(w, "harness-edge report: %s\n", window)
 	var parts []string
@@ -420,4 +420,16 @@ func printReport(w io.Writer, r *control.Report, since time.Duration) {
 				g.HarnessID, g.Gate, g.Kind, g.StepID, g.Since.Local().Format("Jan 2 15:04"), g.HarnessID, g.Gate, g.HarnessID, g.Gate)
 		}
 	}
+}
+
+// shortDuration writes 12h for 12h0m0s and 1h30m for 1h30m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/bridge/workload"
+	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/sysinfo"
 )
 
 // DoctorReport is what `harness-edge doctor --json` prints.
@@ -27,6 +30,18 @@ type DoctorReport struct {
 	Warnings    []bridge.Warning `json:"warnings,omitempty"`
 	SelfCheck   SelfCheck        `json:"selfCheck"`
 	Store       StoreInfo        `json:"store"`
+	Machine     sysinfo.Machine  `json:"machine"`
+	Owner       OwnerInfo        `json:"owner"`
+}
+
+// OwnerInfo says whether a process owns the store (the daemon, or a foreground run).
+type OwnerInfo struct {
+	Running bool   `json:"running"`
+	Kind    string `json:"kind,omitempty"` // daemon or run
+	PID     int    `json:"pid,omitempty"`
+	Frozen  bool   `json:"frozen,omitempty"`
+	Active  int    `json:"active"`
+	Queued  int    `json:"queued"`
 }
 
 // SelfCheck is the engine self-check: a 1 MiB text state with scattered edits, encoded by the
@@ -43,17 +58,28 @@ type SelfCheck struct {
 	ForgedRefused int              `json:"forgedRefused"`
 }
 
-// StoreInfo says where the store lives and whether it exists yet.
+// StoreInfo says where the store lives, whether it exists yet, how healthy it is (verify), and
+// what its disk has to give: free space and the latency of an fsync, which every durable
+// checkpoint pays.
 type StoreInfo struct {
-	Dir    string `json:"dir"`
-	Exists bool   `json:"exists"`
+	Dir       string   `json:"dir"`
+	Exists    bool     `json:"exists"`
+	Harnesses int      `json:"harnesses"`
+	Problems  []string `json:"problems,omitempty"`
+	Error     string   `json:"error,omitempty"`
+	DiskFree  uint64   `json:"diskFreeBytes"`
+	DiskTotal uint64   `json:"diskTotalBytes"`
+	// FsyncP50Micros and FsyncP99Micros are over FsyncProbes synced 4 KiB writes.
+	FsyncProbes    int     `json:"fsyncProbes"`
+	FsyncP50Micros float64 `json:"fsyncP50Micros"`
+	FsyncP99Micros float64 `json:"fsyncP99Micros"`
 }
 
 func newDoctorCmd(g *globals, stdout io.Writer) *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "doctor",
-		Short: "Check the engine (backend, ABI, a delta self-check across every backend) and the store location",
+		Short: "Check the engine (backend, ABI, a delta self-check), the store (verify, free disk, fsync latency), the machine and the daemon",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			rep := doctor(g)
@@ -65,7 +91,14 @@ func newDoctorCmd(g *globals, stdout io.Writer) *cobra.Command {
 				printDoctor(stdout, rep)
 			}
 			if !rep.OK {
-				return exitError{ExitError, errors.New("doctor found a problem: " + rep.SelfCheck.Error)}
+				why := rep.SelfCheck.Error
+				switch {
+				case rep.Store.Error != "":
+					why = rep.Store.Error
+				case len(rep.Store.Problems) > 0:
+					why = fmt.Sprintf("verify found %d problem(s) in the store", len(rep.Store.Problems))
+				}
+				return exitError{ExitError, errors.New("doctor found a problem: " + why)}
 			}
 			return nil
 		},
@@ -90,12 +123,51 @@ func doctor(g *globals) DoctorReport {
 		rep.Unavailable = append(rep.Unavailable, err.Error())
 	}
 	rep.SelfCheck = selfCheck(e, engines)
+	rep.Machine = sysinfo.Read()
 	if dir, err := g.storeDir(); err == nil {
-		_, statErr := os.Stat(dir)
-		rep.Store = StoreInfo{Dir: dir, Exists: statErr == nil}
+		rep.Store, rep.Owner = storeHealth(g, dir)
 	}
-	rep.OK = rep.SelfCheck.OK
+	rep.OK = rep.SelfCheck.OK && len(rep.Store.Problems) == 0 && rep.Store.Error == ""
 	return rep
+}
+
+// storeHealth verifies the store (through its owner when one runs), and measures its disk.
+func storeHealth(g *globals, dir string) (si StoreInfo, oi OwnerInfo) {
+	_, statErr := os.Stat(dir)
+	si = StoreInfo{Dir: dir, Exists: statErr == nil}
+	if c, err := control.Dial(dir); err == nil {
+		oi = OwnerInfo{Running: true, Kind: c.Owner.Owner, PID: c.Owner.PID, Frozen: c.Owner.Frozen, Active: len(c.Owner.Running), Queued: len(c.Owner.Queued)}
+	}
+	if si.Exists {
+		err := g.withAPI(func(api control.API, _ *control.Client) error {
+			ctx := context.Background()
+			l, err := api.List(ctx)
+			if err != nil {
+				return err
+			}
+			si.Harnesses = len(l)
+			probs, err := api.Verify(ctx, "")
+			for _, p := range probs {
+				si.Problems = append(si.Problems, fmt.Sprintf("%s record %d: %s", p.ID, p.Seq, p.Reason))
+			}
+			return err
+		})
+		if err != nil {
+			si.Error = err.Error()
+		}
+	}
+	var err error
+	if si.DiskFree, si.DiskTotal, err = sysinfo.DiskFree(dir); err != nil && si.Error == "" {
+		si.Error = "disk: " + err.Error()
+	}
+	si.FsyncProbes = 20
+	if lat, err := sysinfo.FsyncLatency(dir, si.FsyncProbes); err == nil {
+		si.FsyncP50Micros = float64(lat[len(lat)/2].Nanoseconds()) / 1e3
+		si.FsyncP99Micros = float64(lat[len(lat)*99/100].Nanoseconds()) / 1e3
+	} else if si.Error == "" {
+		si.Error = "fsync probe: " + err.Error()
+	}
+	return si, oi
 }
 
 // median runs f n times and returns the median duration.
@@ -181,9 +253,34 @@ func printDoctor(w io.Writer, rep DoctorReport) {
 	if sc.Error != "" {
 		fmt.Fprintf(w, "            %s\n", sc.Error)
 	}
-	exists := "not created yet"
-	if rep.Store.Exists {
-		exists = "exists"
+	st := rep.Store
+	switch {
+	case !st.Exists:
+		fmt.Fprintf(w, "store       %s (not created yet)\n", st.Dir)
+	case st.Error == "" && len(st.Problems) == 0:
+		fmt.Fprintf(w, "store       %s: ok, %d harnesses; every chain replays and every hash matches\n", st.Dir, st.Harnesses)
+	default:
+		fmt.Fprintf(w, "store       %s: FAIL, %d harnesses\n", st.Dir, st.Harnesses)
+		for _, p := range st.Problems {
+			fmt.Fprintf(w, "            %s\n", p)
+		}
 	}
-	fmt.Fprintf(w, "store       %s (%s)\n", rep.Store.Dir, exists)
+	if st.Error != "" {
+		fmt.Fprintf(w, "            %s\n", st.Error)
+	}
+	fmt.Fprintf(w, "disk        %s free of %s; fsync of 4 KiB: p50 %.0f µs, p99 %.0f µs (%d probes; every checkpoint pays one)\n",
+		sysinfo.FormatBytes(st.DiskFree), sysinfo.FormatBytes(st.DiskTotal), st.FsyncP50Micros, st.FsyncP99Micros, st.FsyncProbes)
+	m := rep.Machine
+	temp := "no temperature sensor"
+	if m.TempSensor != "" {
+		temp = fmt.Sprintf("hottest sensor %s at %.0f °C", m.TempSensor, m.MaxTempCelsius)
+	}
+	fmt.Fprintf(w, "machine     %d CPUs, load %.2f; memory %s available of %s; %s\n", m.CPUs, m.Load1,
+		sysinfo.FormatBytes(m.MemAvailable), sysinfo.FormatBytes(m.MemTotal), temp)
+	o := rep.Owner
+	if o.Running {
+		fmt.Fprintf(w, "owner       %s running (pid %d): %d harnesses running, %d queued, frozen=%v\n", o.Kind, o.PID, o.Active, o.Queued, o.Frozen)
+	} else {
+		fmt.Fprintln(w, "owner       none: no daemon or foreground run owns the store")
+	}
 }

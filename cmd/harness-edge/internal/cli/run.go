@@ -20,6 +20,7 @@ import (
 	"github.com/harness-edge/harness-edge/runtime"
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/sysinfo"
 )
 
 // isTerminal reports whether w is a terminal (progress is shown there, not in pipes).
@@ -74,6 +75,14 @@ func progress(w io.Writer) runtime.Sink {
 			fmt.Fprintln(w, line)
 		case runtime.EventCompaction:
 			fmt.Fprintf(w, "    context compacted (step %s, %s): %s\n", e.StepID, e.Outcome, e.Message)
+		case runtime.EventPhase:
+			fmt.Fprintf(w, "  phase %s %s\n", e.Phase, e.Action)
+		case runtime.EventGovernor:
+			if e.Action == "waiting" {
+				fmt.Fprintf(w, "  waiting for resources before step %s: %s\n", e.StepID, e.Message)
+			} else {
+				fmt.Fprintf(w, "  resources free again after %.1fs\n", e.WaitMs/1000)
+			}
 		}
 	})
 }
@@ -439,6 +448,9 @@ func describe(e runtime.Event) string {
 			add("-> %s", e.To)
 		}
 	}
+	if e.Phase != "" {
+		add("phase %s", e.Phase)
+	}
 	if e.StepID != "" {
 		add("step %s", e.StepID)
 	}
@@ -480,6 +492,9 @@ func describe(e runtime.Event) string {
 	}
 	if e.Steps > 0 {
 		add("%d steps", e.Steps)
+	}
+	if e.CPUMs > 0 || e.RSSBytes > 0 {
+		add("cpu %.1f ms rss %s", e.CPUMs, sysinfo.FormatBytes(uint64(e.RSSBytes)))
 	}
 	if len(e.Blocked) > 0 {
 		add("blocked %s", strings.Join(e.Blocked, ","))
