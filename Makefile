@@ -12,6 +12,8 @@ TAGS     ?=
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 10s
 BENCHTIME ?= 1s
+# Where the suite puts its scratch stores: on the disk whose fsync it should measure.
+BENCH_DIR ?= $(ROOT)/.bench
 
 ROOT        := $(abspath .)
 HOST_ARCH   := $(shell $(GO) env GOARCH)
@@ -170,9 +172,24 @@ fuzz: engine ## Fuzz each target for FUZZTIME (default 10s) across all backends
 # Benchmarks
 
 .PHONY: bench
-bench: engine ## Benchmarks (bench/): engine, state formats, store (reference workload, durable step, restore)
+bench: build ## The benchmark suite on this machine: bench/results/latest.{json,md}, every figure beside its bar
+	bin/harness-edge bench --dir $(BENCH_DIR) --json --markdown bench/results/latest.md > bench/results/latest.json
+	@cat bench/results/latest.md
+
+.PHONY: bench-arm64
+bench-arm64: cross ## The suite's arm64 binary under qemu-aarch64: bench/results/latest-arm64.{json,md} (emulated: pessimistic)
+	cross/qemu-run bin/harness-edge-linux-arm64 bench --emulated qemu-user --dir $(BENCH_DIR) --json \
+		--markdown bench/results/latest-arm64.md > bench/results/latest-arm64.json
+	@cat bench/results/latest-arm64.md
+
+.PHONY: bench-quick
+bench-quick: build ## The quick suite with its enforced bars checked (what CI runs, x86-64 here)
+	bin/harness-edge bench --quick --check --dir $(BENCH_DIR)
+
+.PHONY: bench-micro
+bench-micro: engine ## Go micro-benchmarks (engine, state formats, store): bench/results/micro.txt
 	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) CGO_ENABLED=1 $(GO) test -tags eternal_purego -run '^$$' \
-		-bench . -benchmem -benchtime $(BENCHTIME) -count 5 ./bench/ | tee bench/results/latest.txt
+		-bench . -benchmem -benchtime $(BENCHTIME) -count 5 ./bench/ | tee bench/results/micro.txt
 
 # ---------------------------------------------------------------------------------------------
 # The README's main job

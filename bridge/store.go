@@ -93,6 +93,10 @@ type Checkpoint struct {
 	RawBytes    int    // the record's payload before compression
 	StoredBytes int    // the record as stored (envelope, compressed payload)
 	FirstEvent  uint64 // the number of the first event persisted with it (PersistWith)
+	// Prepare is the checkpoint's state-management cost: everything Persist did before the
+	// Pebble commit (incremental encode, delta, compression, envelope, index, batch). The bench
+	// suite reports it per step.
+	Prepare time.Duration
 }
 
 // StoreOptions configures OpenStore. Zero values take the defaults.
@@ -684,6 +688,7 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	start := time.Now()
 	h.restoreBuf = nil
 	inc, err := h.enc.Encode(state)
 	if err != nil {
@@ -745,6 +750,7 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 			return Checkpoint{}, err
 		}
 	}
+	cp.Prepare = time.Since(start)
 	if err := b.Commit(pebble.Sync); err != nil {
 		// The chain moved on in memory but not on disk: replay from the store next time.
 		s.forget(id)
