@@ -101,23 +101,9 @@ func (g *Governor) Check() string {
 }
 
 // Self is this process's resident memory and CPU time so far.
-func Self() (rss uint64, cpu time.Duration, err error) {
-	p, err := process.NewProcess(int32(os.Getpid()))
-	if err != nil {
-		return 0, 0, err
-	}
-	mi, err := p.MemoryInfo()
-	if err != nil {
-		return 0, 0, err
-	}
-	t, err := p.Times()
-	if err != nil {
-		return 0, 0, err
-	}
-	return mi.RSS, time.Duration((t.User + t.System) * float64(time.Second)), nil
-}
+func Self() (rss uint64, cpu time.Duration, err error) { return Of(os.Getpid()) }
 
-// Of is another process's resident memory and CPU time so far.
+// Of is a process's resident memory and CPU time so far.
 func Of(pid int) (rss uint64, cpu time.Duration, err error) {
 	p, err := process.NewProcess(int32(pid))
 	if err != nil {
