@@ -28,6 +28,10 @@ var ErrNoOwner = errors.New("no process owns the store")
 // ended, or crashed): the store may now be opened directly.
 var ErrOwnerGone = errors.New("the process that owned the store went away")
 
+// ErrNotSent marks an ErrOwnerGone where the request never reached the owner (its socket was
+// gone or refused the connection): the operation can safely be done another way.
+var ErrNotSent = errors.New("the request was not sent")
+
 // Client reaches a store's owner through its control socket (or an HTTP API with a token).
 type Client struct {
 	http  *http.Client
@@ -128,7 +132,10 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (*http
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+			return nil, fmt.Errorf("%w (%w): %v", ErrOwnerGone, ErrNotSent, err)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
 			return nil, fmt.Errorf("%w: %v", ErrOwnerGone, err)
 		}
 		return nil, err

@@ -51,14 +51,20 @@ func (g *globals) api() (api control.API, owner *control.Client, close func(), e
 	}
 }
 
-// withAPI runs f with the store's API for one command.
+// withAPI runs f with the store's API for one command. When the owner ended between the dial
+// and the request (which it then never got), f runs again on the store itself.
 func (g *globals) withAPI(f func(control.API, *control.Client) error) error {
-	api, owner, closeAPI, err := g.api()
-	if err != nil {
-		return err
+	for try := 0; ; try++ {
+		api, owner, closeAPI, err := g.api()
+		if err != nil {
+			return err
+		}
+		err = f(api, owner)
+		closeAPI()
+		if !errors.Is(err, control.ErrNotSent) || try >= 2 {
+			return err
+		}
 	}
-	defer closeAPI()
-	return f(api, owner)
 }
 
 // own makes this process the store's owner for a foreground run: its control socket serves
@@ -280,25 +286,30 @@ func newPauseCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Short: "Pause a harness: a running one stops at once (its step in flight goes on from its last save on resume)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return g.withAPI(func(api control.API, _ *control.Client) error {
-				ctx := context.Background()
-				if err := api.Pause(ctx, args[0]); err != nil {
+			ctx := context.Background()
+			if err := g.withAPI(func(api control.API, _ *control.Client) error { return api.Pause(ctx, args[0]) }); err != nil {
+				return err
+			}
+			// A running harness pauses asynchronously: report what it came to. A foreground run
+			// exits once paused, taking its socket along; the next look opens the store.
+			var st *statefmt.HarnessState
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				err := g.withAPI(func(api control.API, _ *control.Client) (err error) {
+					st, err = api.State(ctx, args[0])
 					return err
-				}
-				// A running harness pauses asynchronously: report what it came to.
-				var st *statefmt.HarnessState
-				var err error
-				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-					if st, err = api.State(ctx, args[0]); err != nil || st.Status != statefmt.StatusRunning || time.Now().After(deadline) {
-						break
-					}
+				})
+				if errors.Is(err, control.ErrOwnerGone) && time.Now().Before(deadline) {
+					continue
 				}
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(stdout, "harness %s: %s\n", args[0], st.Status)
-				return nil
-			})
+				if st.Status != statefmt.StatusRunning || time.Now().After(deadline) {
+					break
+				}
+			}
+			fmt.Fprintf(stdout, "harness %s: %s\n", args[0], st.Status)
+			return nil
 		},
 	}
 }
