@@ -146,6 +146,9 @@ type harness struct {
 	// restoreBuf is the replay's scratch, as large as the keyframe and already paged in: the
 	// first Restore decodes the state into it; a Persist lets it go.
 	restoreBuf []byte
+	// closed says the harness was dropped from the store's map and its chain closed: whoever
+	// waited for mu opens it again (see acquire).
+	closed bool
 }
 
 func (h *harness) close() {
@@ -345,11 +348,14 @@ func (s *Store) unlock() {
 // Close closes the database and releases the process lock.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	for _, h := range s.harnesses {
-		h.close()
-	}
+	hs := s.harnesses
 	s.harnesses = nil
 	s.mu.Unlock()
+	for _, h := range hs { // after s.mu: a Persist holding h.mu may take s.mu to forget h
+		h.mu.Lock()
+		h.drop()
+		h.mu.Unlock()
+	}
 	s.zdec.Close()
 	err := s.db.Close()
 	s.unlock()
@@ -645,14 +651,60 @@ func (s *Store) open(id string, create bool) (*harness, error) {
 	return h, nil
 }
 
-func (s *Store) forget(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if h, ok := s.harnesses[id]; ok {
-		h.close()
-		delete(s.harnesses, id)
+// lock returns the in-memory harness for id with its mu held, opening it (replaying its chain)
+// when needed. A harness dropped while we waited for mu is opened again.
+func (s *Store) acquire(id string, create bool) (*harness, error) {
+	for {
+		h, err := s.open(id, create)
+		if err != nil {
+			return nil, err
+		}
+		h.mu.Lock()
+		if !h.closed {
+			return h, nil
+		}
+		h.mu.Unlock()
 	}
 }
+
+// forget drops the in-memory harness for id (the next use replays its chain from disk). It
+// takes h.mu before taking h out of the map: until then, anyone who wants the harness gets
+// this one and waits for a Persist in flight to commit, instead of replaying a chain from disk
+// that lacks that checkpoint.
+func (s *Store) forget(id string) {
+	s.mu.Lock()
+	h, ok := s.harnesses[id]
+	s.mu.Unlock()
+	if ok {
+		h.mu.Lock()
+		s.forgetLocked(id, h)
+		h.mu.Unlock()
+	}
+}
+
+// forgetLocked is forget for a caller that holds h.mu.
+func (s *Store) forgetLocked(id string, h *harness) {
+	s.mu.Lock()
+	if s.harnesses[id] == h {
+		delete(s.harnesses, id)
+	}
+	s.mu.Unlock()
+	h.drop()
+}
+
+// drop closes the harness's chain and marks it closed. h.mu held.
+func (h *harness) drop() {
+	if !h.closed {
+		h.closed = true
+		h.close()
+	}
+}
+
+// Release drops what the store keeps in memory for a harness: its chain (the current state's
+// bytes and the engine's buffers), its compressors and its restore buffer. The next use replays
+// the chain from disk. A long-running owner releases the harnesses it is done with, so that its
+// memory does not grow with every harness it has touched.
+func (s *Store) Release(id string) { s.forget(id) }
 
 // Persist makes state the harness's newest checkpoint: it encodes the state (incrementally),
 // asks the chain for the next record, compresses it, and commits the record and the index entry
@@ -682,11 +734,10 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	if err := checkEvents(id, events); err != nil {
 		return Checkpoint{}, err
 	}
-	h, err := s.open(id, true)
+	h, err := s.acquire(id, true)
 	if err != nil {
 		return Checkpoint{}, err
 	}
-	h.mu.Lock()
 	defer h.mu.Unlock()
 	start := time.Now()
 	h.restoreBuf = nil
@@ -696,7 +747,7 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	}
 	info, payload, err := h.chain.Append(inc.Bytes, inc.Prefix)
 	if err != nil {
-		s.forget(id)
+		s.forgetLocked(id, h)
 		return Checkpoint{}, err
 	}
 	rec := statefmt.Record{Kind: statefmt.RecordKind(info.Kind), Seq: info.Seq, BaseSeq: info.BaseSeq, Prefix: info.Prefix,
@@ -707,7 +758,7 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	}
 	comp, z, err := h.compress(payload, info.Kind == KindKeyframe)
 	if err != nil {
-		s.forget(id)
+		s.forgetLocked(id, h)
 		return Checkpoint{}, err
 	}
 	rec.Compression, rec.Payload = comp, z
@@ -738,7 +789,7 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	if x.CheckpointEvent != nil {
 		ev := x.CheckpointEvent(cp)
 		if err := checkEvents(id, [][]byte{ev}); err != nil {
-			s.forget(id)
+			s.forgetLocked(id, h)
 			return Checkpoint{}, err
 		}
 		events = append(events[:len(events):len(events)], ev)
@@ -746,14 +797,14 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	var firstEvent uint64
 	if len(events) > 0 {
 		if firstEvent, err = s.addEvents(b, id, h, events); err != nil {
-			s.forget(id)
+			s.forgetLocked(id, h)
 			return Checkpoint{}, err
 		}
 	}
 	cp.Prepare = time.Since(start)
 	if err := b.Commit(pebble.Sync); err != nil {
 		// The chain moved on in memory but not on disk: replay from the store next time.
-		s.forget(id)
+		s.forgetLocked(id, h)
 		return Checkpoint{}, fmt.Errorf("harness %s: checkpoint %d not committed: %w", id, info.Seq, err)
 	}
 	h.index = idx
@@ -783,11 +834,10 @@ func (s *Store) Task(id string) ([]byte, error) {
 
 // Restore returns the harness's newest durable state, or an error wrapping ErrNotFound.
 func (s *Store) Restore(id string) (*statefmt.HarnessState, error) {
-	h, err := s.open(id, false)
+	h, err := s.acquire(id, false)
 	if err != nil {
 		return nil, err
 	}
-	h.mu.Lock()
 	defer h.mu.Unlock()
 	buf := h.restoreBuf
 	h.restoreBuf = nil

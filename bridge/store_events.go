@@ -76,11 +76,10 @@ func (s *Store) AppendEvents(id string, events [][]byte) (uint64, error) {
 	if err := checkEvents(id, events); err != nil {
 		return 0, err
 	}
-	h, err := s.open(id, true)
+	h, err := s.acquire(id, true)
 	if err != nil {
 		return 0, err
 	}
-	h.mu.Lock()
 	defer h.mu.Unlock()
 	b := s.db.NewBatch()
 	defer b.Close()

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -324,5 +325,65 @@ func TestStoreEventLog(t *testing.T) {
 	}
 	if _, err := s.Task(st.HarnessID); !errors.Is(err, bridge.ErrNotFound) {
 		t.Fatalf("task after delete: %v", err)
+	}
+}
+
+// Release drops a harness's in-memory chain while other goroutines persist and restore it: the
+// chain goes on from disk, with no gap and no use of a closed chain (run it with -race).
+func TestStoreReleaseUnderConcurrentUse(t *testing.T) {
+	e, _ := bridge.Load()
+	s := openStore(t, t.TempDir(), e, bridge.ChainPolicy{MaxReplay: 10})
+	defer s.Close()
+	r := rand.New(rand.NewPCG(3, 3))
+	st := stategen.Reference(r, 20_000)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { // restore and release, over and over
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := s.Restore(st.HarnessID); err != nil && !errors.Is(err, bridge.ErrNotFound) {
+				t.Error(err)
+				return
+			}
+			s.Release(st.HarnessID)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				s.Release(st.HarnessID)
+				time.Sleep(50 * time.Microsecond)
+			}
+		}
+	}()
+	for i := range 40 {
+		step(r, st)
+		cp, err := s.Persist(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cp.Seq != uint64(i+1) {
+			t.Fatalf("checkpoint %d has seq %d", i+1, cp.Seq)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	s.Release(st.HarnessID)
+	got, err := s.Restore(st.HarnessID)
+	if err != nil || !reflect.DeepEqual(got, clone(t, st)) {
+		t.Fatalf("restore after release: %v", err)
+	}
+	if probs, err := s.Verify(st.HarnessID); err != nil || len(probs) > 0 {
+		t.Fatalf("verify: %v %v", probs, err)
 	}
 }
