@@ -2,7 +2,6 @@ package control
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -75,7 +74,11 @@ func (s *Server) Report(_ context.Context, since time.Duration) (*Report, error)
 			return nil, err
 		}
 		if st.Status == statefmt.StatusPaused {
+			loaded := s.m.Loaded(e.ID)
 			gates, _ := s.m.PendingGates(e.ID)
+			if !loaded {
+				s.m.Release(e.ID)
+			}
 			for _, g := range gates {
 				r.Waiting = append(r.Waiting, WaitingGate{HarnessID: g.HarnessID, Gate: g.Gate.ID, Kind: g.Gate.Kind, StepID: g.Gate.StepID,
 					Since: g.Gate.CreatedAt, Why: g.Gate.Reason})
@@ -118,5 +121,3 @@ func (s *Server) Report(_ context.Context, since time.Duration) (*Report, error)
 	sort.Slice(r.Harnesses, func(i, j int) bool { return r.Harnesses[i].UpdatedAt.After(r.Harnesses[j].UpdatedAt) })
 	return r, nil
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

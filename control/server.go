@@ -7,6 +7,7 @@ package control
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -179,12 +180,16 @@ func (s *Server) List(context.Context) ([]bridge.IndexEntry, error) {
 	return l, err
 }
 
-// State is the harness's state: live for one this process runs, else its last checkpoint.
+// State is the harness's last checkpoint (every change is checkpointed before it is acted on,
+// so for a running harness too). A read of a harness this process does not hold loads nothing
+// that stays.
 func (s *Server) State(_ context.Context, id string) (*statefmt.HarnessState, error) {
-	if h, err := s.m.Get(id); err == nil {
-		return h.State(), nil
+	loaded := s.m.Loaded(id)
+	st, err := s.store.Restore(id)
+	if !loaded && !s.m.Loaded(id) {
+		s.store.Release(id)
 	}
-	return s.store.Restore(id)
+	return st, err
 }
 
 func (s *Server) Submit(_ context.Context, sub Submission) (string, error) {
@@ -393,7 +398,7 @@ func (s *Server) Verify(_ context.Context, id string) ([]bridge.Problem, error) 
 // DecodeEvent decodes one logged event.
 func DecodeEvent(id string, le bridge.LoggedEvent) (runtime.Event, error) {
 	var e runtime.Event
-	if err := jsonUnmarshal(le.Data, &e); err != nil {
+	if err := json.Unmarshal(le.Data, &e); err != nil {
 		return e, fmt.Errorf("harness %s: event %d is not valid: %w", id, le.N, err)
 	}
 	e.N = le.N
@@ -515,6 +520,7 @@ func (s *Server) run(ctx context.Context, id string) {
 	default:
 		s.log.Error("harness run failed", "harness", id, "err", err)
 	}
+	s.m.Release(id)
 }
 
 // shutdown pauses every running harness and waits for them, at most grace.

@@ -261,3 +261,38 @@ func (h *Harness) Running() bool {
 	defer h.mu.Unlock()
 	return h.running
 }
+
+// Release forgets a harness this process is done with, and its sub-agents: the manager's copy
+// of its state and the store's in-memory chain. Get loads it again when it is needed. A running
+// harness (or one whose sub-agent runs) is left alone. A long-running owner (the daemon)
+// releases each harness after its run, so its memory does not grow with every harness it ran.
+func (m *Manager) Release(id string) {
+	m.mu.Lock()
+	h, ok := m.harnesses[id]
+	m.mu.Unlock()
+	var children []string
+	if ok {
+		h.mu.Lock()
+		running := h.running
+		children = slices.Clone(h.st.SubAgentIDs)
+		h.mu.Unlock()
+		if running {
+			return
+		}
+		m.mu.Lock()
+		delete(m.harnesses, id)
+		m.mu.Unlock()
+	}
+	for _, c := range children {
+		m.Release(c)
+	}
+	m.store.Release(id)
+}
+
+// Loaded reports whether this manager holds the harness in memory (it ran or read it).
+func (m *Manager) Loaded(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.harnesses[id]
+	return ok
+}

@@ -325,3 +325,41 @@ plan: [{id: s1, description: one, agent: A}, {id: s2, description: two, agent: A
 		}
 	}
 }
+
+// Release forgets a finished harness and leaves a running one alone; a released harness loads
+// again from the store.
+func TestReleaseForgetsWhatIsDone(t *testing.T) {
+	e := realEnv(t, nil)
+	h, err := e.m.Create(parseTask(t, `
+id: rel
+agent: A
+autonomy: 5
+workspace: `+t.TempDir()+`
+agents:
+  A: {driver: script, tools: [bash], script: {steps: {"*": [{tool: bash, args: {command: "sleep 0.3"}}, {output: ok}]}}}
+plan: [{id: s1, description: wait, agent: A}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- h.Run(context.Background()) }()
+	for !h.Running() {
+		time.Sleep(time.Millisecond)
+	}
+	e.m.Release("rel")
+	if !e.m.Loaded("rel") {
+		t.Fatal("Release dropped a running harness")
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	e.m.Release("rel")
+	if e.m.Loaded("rel") {
+		t.Fatal("a finished harness stayed loaded")
+	}
+	again, err := e.m.Get("rel")
+	if err != nil || again == h || again.Status() != statefmt.StatusCompleted || *again.State().Plan.Steps[0].Output != "ok" {
+		t.Fatalf("reloaded: %v", err)
+	}
+}
