@@ -24,6 +24,26 @@ import (
 	"github.com/harness-edge/harness-edge/sysinfo"
 )
 
+// reach finds who has the store in dir: the client of the process that owns it, or else the
+// store itself, opened here. An owner that is starting holds the store's lock before its socket
+// answers, and a command holds it for a moment: either is waited for, up to 3 s.
+func reach(dir string) (*control.Client, *bridge.Store, error) {
+	for try := 0; ; try++ {
+		c, err := control.Dial(dir)
+		if err == nil {
+			return c, nil, nil
+		}
+		if !errors.Is(err, control.ErrNoOwner) {
+			return nil, nil, fmt.Errorf("the control socket of %s: %w", dir, err)
+		}
+		s, err := bridge.OpenStore(dir, bridge.StoreOptions{})
+		if err == nil || !errors.Is(err, bridge.ErrStoreInUse) || try >= 30 {
+			return nil, s, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // api reaches the store: through the control socket of the process that owns it, or directly
 // when none does. close releases what it opened.
 func (g *globals) api() (api control.API, owner *control.Client, close func(), err error) {
@@ -31,24 +51,14 @@ func (g *globals) api() (api control.API, owner *control.Client, close func(), e
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	for try := 0; ; try++ {
-		c, derr := control.Dial(dir)
-		if derr == nil {
-			return c, c, func() {}, nil
-		}
-		if !errors.Is(derr, control.ErrNoOwner) {
-			return nil, nil, nil, fmt.Errorf("the control socket of %s: %w", dir, derr)
-		}
-		s, oerr := bridge.OpenStore(dir, bridge.StoreOptions{})
-		if oerr == nil {
-			return control.Local(s), nil, func() { s.Close() }, nil
-		}
-		// An owner that is starting holds the lock before its socket answers: try again briefly.
-		if !errors.Is(oerr, bridge.ErrStoreInUse) || try >= 20 {
-			return nil, nil, nil, oerr
-		}
-		time.Sleep(100 * time.Millisecond)
+	c, s, err := reach(dir)
+	switch {
+	case err != nil:
+		return nil, nil, nil, err
+	case c != nil:
+		return c, c, func() {}, nil
 	}
+	return control.Local(s), nil, func() { s.Close() }, nil
 }
 
 // withAPI runs f with the store's API for one command. When the owner ended between the dial
@@ -97,19 +107,13 @@ func (g *globals) own(o runtime.Options) (*control.Server, func(), error) {
 	}, nil
 }
 
-// openToOwn opens the store to own it. Another owner is an error that says who it is; a
-// command that holds the store for a moment (ls, show) is waited for, briefly.
+// openToOwn opens the store to own it; another owner is an error that says who it is.
 func openToOwn(dir string) (*bridge.Store, error) {
-	for try := 0; ; try++ {
-		if c, err := control.Dial(dir); err == nil {
-			return nil, ownedError(dir, c.Owner)
-		}
-		s, err := bridge.OpenStore(dir, bridge.StoreOptions{})
-		if err == nil || !errors.Is(err, bridge.ErrStoreInUse) || try >= 30 {
-			return s, err
-		}
-		time.Sleep(100 * time.Millisecond)
+	c, s, err := reach(dir)
+	if c != nil {
+		return nil, ownedError(dir, c.Owner)
 	}
+	return s, err
 }
 
 // ownedError says that another process owns the store, and what to do.

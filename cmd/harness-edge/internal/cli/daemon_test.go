@@ -111,6 +111,16 @@ func waitStatus(t *testing.T, store, id string, want statefmt.Status) *statefmt.
 	}
 }
 
+// writeTask writes a task file into dir and returns its path.
+func writeTask(t *testing.T, dir, name, src string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func daemonTask(id, ws string, steps int, sleep string, critical bool) string {
 	var plan strings.Builder
 	for i := range steps {
@@ -149,13 +159,7 @@ plan:
 func TestDaemon(t *testing.T) {
 	dir := t.TempDir()
 	store, ws := filepath.Join(dir, "store"), filepath.Join(dir, "ws")
-	write := func(name, src string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, src string) string { return writeTask(t, dir, name, src) }
 	d := startDaemon(t, store)
 	tok, err := os.ReadFile(filepath.Join(store, control.TokenName))
 	if err != nil {
@@ -329,10 +333,7 @@ func storeState(t *testing.T, store, id string) *statefmt.HarnessState {
 func TestForegroundRunOwnsTheStore(t *testing.T) {
 	dir := t.TempDir()
 	store, ws := filepath.Join(dir, "store"), filepath.Join(dir, "ws")
-	taskFile := filepath.Join(dir, "f.yaml")
-	if err := os.WriteFile(taskFile, []byte(daemonTask("f", ws, 5, "400ms", false)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	taskFile := writeTask(t, dir, "f.yaml", daemonTask("f", ws, 5, "400ms", false))
 	cmd := child("--store", store, "run", taskFile)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -362,13 +363,7 @@ func TestForegroundRunOwnsTheStore(t *testing.T) {
 func TestDaemonFreeze(t *testing.T) {
 	dir := t.TempDir()
 	store, ws := filepath.Join(dir, "store"), filepath.Join(dir, "ws")
-	write := func(name, src string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, src string) string { return writeTask(t, dir, name, src) }
 	d := startDaemon(t, store)
 	if code, out, stderr := run(t, "--store", store, "submit", write("a.yaml", daemonTask("a", ws, 4, "300ms", false))); code != ExitOK {
 		t.Fatalf("submit: %d %s%s", code, out, stderr)
