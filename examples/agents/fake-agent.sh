@@ -11,6 +11,9 @@
 #   FAKE_AGENT_PAUSE=SECONDS  pause halfway through each iteration, in a child process whose pid
 #                             it writes to working.N
 #   FAKE_AGENT_LINGER=SECONDS stay alive that long after printing the promise (pid in promised.N)
+#   FAKE_AGENT_LEFTOVER=SECONDS the child of the pause and of the linger lives this long instead,
+#                             and the agent does not wait for it (like a server an agent starts):
+#                             when the agent is killed, it outlives it by that much
 #   FAKE_AGENT_RESET=TEXT     when the rate limit resets, as the message says it (default "2 seconds")
 set -eu
 prompt=$(cat)
@@ -33,20 +36,29 @@ if [ "$n" = 2 ] && [ ! -e .rate-limited ]; then
 	echo "Claude AI usage limit reached. Try again in ${FAKE_AGENT_RESET:-2 seconds}." >&2
 	exit 1
 fi
+# helper SECONDS MARKER: a child of its own, like a real agent's tools and servers, whose pid
+# goes to MARKER; the agent waits SECONDS.
+helper() {
+	if [ -n "${FAKE_AGENT_LEFTOVER:-}" ]; then
+		sleep "$FAKE_AGENT_LEFTOVER" </dev/null >/dev/null 2>&1 &
+		echo $! > "$2"
+		sleep "$1"
+	else
+		sleep "$1" &
+		echo $! > "$2"
+		wait
+	fi
+}
 echo "started $n" >> runs.log
 if [ -n "${FAKE_AGENT_PAUSE:-}" ]; then
-	sleep "$FAKE_AGENT_PAUSE" & # a child of its own, like a real agent's tools and servers
-	echo $! > "working.$n"
-	wait
+	helper "$FAKE_AGENT_PAUSE" "working.$n"
 fi
 echo "part $n" > "part$n.txt"
 printf '{"phase": "writing parts", "completed": ["part%s"], "next_step": "part %s"}\n' "$n" "$((n + 1))" > handoff.json
 if [ "$n" -ge 3 ]; then
 	say "All three parts are written. <promise>$promise</promise>"
 	if [ -n "${FAKE_AGENT_LINGER:-}" ]; then
-		sleep "$FAKE_AGENT_LINGER" &
-		echo $! > "promised.$n"
-		wait
+		helper "$FAKE_AGENT_LINGER" "promised.$n"
 	fi
 else
 	say "Wrote part $n; more to do."

@@ -35,7 +35,7 @@ agents:
     driver: command
     command: [sh, %s]
     completionPromise: PARTS_DONE
-    env: [FAKE_AGENT_PAUSE, FAKE_AGENT_LINGER, FAKE_AGENT_RESET]
+    env: [FAKE_AGENT_PAUSE, FAKE_AGENT_LINGER, FAKE_AGENT_RESET, FAKE_AGENT_LEFTOVER]
 plan: [{id: write, description: write the parts, agent: R}]
 `, ws, agent)
 	if err := os.WriteFile(taskFile, []byte(src), 0o644); err != nil {
@@ -44,6 +44,9 @@ plan: [{id: write, description: write the parts, agent: R}]
 	t.Setenv("FAKE_AGENT_PAUSE", "1")
 	t.Setenv("FAKE_AGENT_LINGER", "1")
 	t.Setenv("FAKE_AGENT_RESET", "1 second")
+	// The killed iterations' helpers outlive them by far more than a resume takes to start (a
+	// second under qemu in CI once outlasted a helper that lived as long as the pause).
+	t.Setenv("FAKE_AGENT_LEFTOVER", "60")
 
 	// killAt runs (or resumes) the task and kills the process once marker holds a pid.
 	killAt := func(args []string, marker string) {
