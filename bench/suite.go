@@ -45,7 +45,7 @@ type Options struct {
 	Log io.Writer
 }
 
-// Figure is one measured figure beside its bar (SPEC section 11).
+// Figure is one measured figure beside its bar.
 type Figure struct {
 	ID    string  `json:"id"`
 	Name  string  `json:"name"`

@@ -50,7 +50,7 @@ func clone(t *testing.T, s *statefmt.HarnessState) *statefmt.HarnessState {
 	return c
 }
 
-// TestPropertyPersistRestore is the seed's Property 5 on every loadable engine: persisting any
+// TestPropertyPersistRestore is the persist/restore property on every loadable engine: persisting any
 // state and restoring it gives the same state, also after the store is reopened.
 func TestPropertyPersistRestore(t *testing.T) {
 	engines, _ := bridge.Available()

@@ -39,7 +39,7 @@ const maxSocketPath = 107
 // SocketPath is the control socket of the store in dir.
 func SocketPath(dir string) string { return filepath.Join(dir, SocketName) }
 
-// Handler serves API over HTTP (SPEC section 10). With a token every request but
+// Handler serves API over HTTP. With a token every request but
 // GET /v1/health must carry "Authorization: Bearer TOKEN" (the Unix socket needs none: the
 // store directory is 0700 and the socket 0600).
 func Handler(api API, token string) http.Handler {
@@ -56,7 +56,7 @@ func Handler(api API, token string) http.Handler {
 	mux.HandleFunc("GET /v1/report", h.report)
 	mux.HandleFunc("GET /v1/verify", h.verify)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Errorf("no endpoint %s %s (see SPEC section 10)", r.Method, r.URL.Path))
+		writeError(w, http.StatusNotFound, fmt.Errorf("no endpoint %s %s (see docs/daemon.md)", r.Method, r.URL.Path))
 	})
 	var root http.Handler = mux
 	if token != "" {

@@ -1,7 +1,7 @@
 // Package control is how harness-edge processes reach a store: the process that owns it (the
 // daemon, or a foreground `run`) serves the operations on a Unix socket in the store directory
 // and, for the daemon, on an optional HTTP API; every other process is a Client of it, or opens
-// the store itself when no owner runs (Local). All three offer the same API (SPEC section 10).
+// the store itself when no owner runs (Local). All three offer the same API.
 package control
 
 import (

@@ -177,7 +177,7 @@ func NewAgent(name string, cfg *task.Agent) (Agent, error) {
 	}
 }
 
-// scriptAgent runs the deterministic actions of a task file (SPEC section 8).
+// scriptAgent runs the deterministic actions of a task file.
 type scriptAgent struct {
 	name   string
 	script *task.Script

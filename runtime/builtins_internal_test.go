@@ -17,7 +17,7 @@ import (
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
-// sandbox is a workspace with a secret file next to it (outside) and links that point out.
+// Sandbox is a workspace with a secret file next to it (outside) and links that point out.
 type sandbox struct {
 	ws, outside string
 	env         toolEnv
@@ -55,7 +55,7 @@ func (s *sandbox) run(name string, args map[string]any) statefmt.ToolResult {
 	return runBuiltin(context.Background(), s.env, name, args)
 }
 
-// outsideUntouched checks the directory outside the workspace holds only the secret, unchanged.
+// OutsideUntouched checks the directory outside the workspace holds only the secret, unchanged.
 func (s *sandbox) outsideUntouched(t *testing.T) {
 	t.Helper()
 	entries, err := os.ReadDir(s.outside)
@@ -255,7 +255,7 @@ func PidAlive(pid int) bool {
 	return err == nil && !strings.Contains(string(b), ") Z ")
 }
 
-// waitFile waits (in real time) for a file to hold a line.
+// WaitFile waits (in real time) for a file to hold a line.
 func waitFile(t *testing.T, p string) string {
 	t.Helper()
 	for range 500 {

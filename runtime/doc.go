@@ -2,5 +2,5 @@
 // harnesses over a bridge.Store; a Harness runs its plan step by step through its agents'
 // drivers, checkpointing after every step and transition, and emits events to sinks. The direct
 // path (RunDirect) runs a task's agents with no harness. Task files are read by runtime/task.
-// See docs/runtime.md and SPEC.md sections 3, 7 and 8.
+// See docs/runtime.md.
 package runtime

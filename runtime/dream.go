@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Dream Mode (SPEC section 7): unattended runs checkpoint at an interval even inside a long step.
+// Dream Mode: unattended runs checkpoint at an interval even inside a long step.
 //
 // The rule, by autonomy level: gates stay where the level puts them (1–2 every step, 3 critical
 // steps, 4–5 none); a gate pauses only its own harness, and the daemon goes on with the rest.

@@ -13,7 +13,7 @@ import (
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
-// recorder is a sink that keeps every event.
+// Recorder is a sink that keeps every event.
 type recorder struct {
 	mu     sync.Mutex
 	events []runtime.Event
@@ -42,7 +42,7 @@ func (r *recorder) of(t runtime.EventType) []runtime.Event {
 	return out
 }
 
-// toolWarnings are the warnings about tool calls (hooks, doom loops): not the one the fallback
+// ToolWarnings are the warnings about tool calls (hooks, doom loops): not the one the fallback
 // backend adds when the engine is unavailable.
 func (r *recorder) toolWarnings() []runtime.Event {
 	var out []runtime.Event
@@ -71,7 +71,7 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// open (re)opens the store and a fresh manager, as a restarted process does.
+// Open (re)opens the store and a fresh manager, as a restarted process does.
 func (e *env) open() {
 	if e.store != nil {
 		e.store.Close()
@@ -94,7 +94,7 @@ func parseTask(t *testing.T, src string) *task.Task {
 	return tk
 }
 
-// comparable strips what legitimately differs between two runs of the same task: timestamps,
+// Comparable strips what legitimately differs between two runs of the same task: timestamps,
 // durations and the number of checkpoints.
 func comparable(s *statefmt.HarnessState) *statefmt.HarnessState {
 	c, err := statefmt.DecodeBinary(mustEncode(s))

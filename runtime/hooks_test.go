@@ -14,7 +14,7 @@ import (
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
-// hookTask: one step calling write_file twice (once on a "secret" path) and bash twice with the
+// HookTask: one step calling write_file twice (once on a "secret" path) and bash twice with the
 // same command, with a shell pre-hook that blocks secrets (exit 2), interrupts bash (JSON
 // answer), and a post-hook that logs every call.
 func hookTask(ws string) string {

@@ -14,7 +14,7 @@ import (
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
-// journalTask: step s calls the side-effecting tool "deploy" (it logs a start line, then waits
+// JournalTask: step s calls the side-effecting tool "deploy" (it logs a start line, then waits
 // for the file "go" before it finishes), then the plain tool "wait" (which waits for "go2").
 func journalTask(ws, replay string) string {
 	return fmt.Sprintf(`id: j
@@ -35,7 +35,7 @@ tools:
 `, ws, replay)
 }
 
-// interruptWhen runs h, cancelling it once the file appears in the workspace (with content,
+// InterruptWhen runs h, cancelling it once the file appears in the workspace (with content,
 // but for the empty marker "waiting").
 func interruptWhen(t *testing.T, h *runtime.Harness, ws, file string) error {
 	ctx, cancel := context.WithCancel(context.Background())

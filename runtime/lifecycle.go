@@ -8,7 +8,7 @@ import (
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
-// transitions is the harness lifecycle (SPEC section 3): anything else is refused.
+// transitions is the harness lifecycle: anything else is refused.
 var transitions = map[statefmt.Status][]statefmt.Status{
 	statefmt.StatusCreated: {statefmt.StatusRunning},
 	statefmt.StatusRunning: {statefmt.StatusPaused, statefmt.StatusCompleted, statefmt.StatusFailed},

@@ -65,7 +65,7 @@ func NewManager(store *bridge.Store, o Options) *Manager {
 func (m *Manager) Store() *bridge.Store { return m.store }
 
 // newHarness wraps a state; when the engine is missing, the harness's next checkpoint carries
-// a warning saying so (seed requirement 2.4).
+// a warning saying so.
 func (m *Manager) newHarness(t *task.Task, st *statefmt.HarnessState) *Harness {
 	h := &Harness{m: m, task: t, st: st, agents: map[string]Agent{}}
 	if !m.store.IsAvailable() {

@@ -15,7 +15,7 @@ import (
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
-// openaiTask is a one-step task for an openai agent at the fake server; extra goes into the
+// OpenaiTask is a one-step task for an openai agent at the fake server; extra goes into the
 // agent's settings, tools into the task.
 func openaiTask(ws, endpoint, extra, tools string) string {
 	return fmt.Sprintf(`id: oa
@@ -105,7 +105,7 @@ func TestOpenAIToolLoop(t *testing.T) {
 	}
 }
 
-// readTree concatenates every file under dir.
+// ReadTree concatenates every file under dir.
 func readTree(t *testing.T, dir string) string {
 	var b strings.Builder
 	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {

@@ -112,7 +112,7 @@ func TestPhaseSurvivesRestart(t *testing.T) {
 	}
 }
 
-// realEnv is an env on the wall clock (Dream Mode's timer and real subprocesses need one).
+// RealEnv is an env on the wall clock (Dream Mode's timer and real subprocesses need one).
 func realEnv(t *testing.T, gov runtime.Governor) *env {
 	e := newEnv(t)
 	e.m = runtime.NewManager(e.store, runtime.Options{Sinks: []runtime.Sink{e.rec}, Governor: gov, GovernorPoll: time.Millisecond})
@@ -264,7 +264,7 @@ func TestDreamCheckpointsInsideALongStepAndResumesFromTheSave(t *testing.T) {
 	}
 }
 
-// busy is a governor that is over its limits for its first n checks.
+// Busy is a governor that is over its limits for its first n checks.
 type busy struct {
 	mu     sync.Mutex
 	n      int

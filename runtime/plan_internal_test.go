@@ -16,7 +16,7 @@ import (
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
-// Property 1: any sequence of requested transitions: the allowed ones (SPEC section 3, written
+// Any sequence of requested transitions: the allowed ones (the lifecycle, written
 // out again here) succeed and land on the target; the others fail, naming both statuses, and
 // change nothing.
 func TestPropertyLifecycle(t *testing.T) {
@@ -54,7 +54,7 @@ func TestPropertyLifecycle(t *testing.T) {
 	p.TestingRun(t)
 }
 
-// randomDAG: n steps, each depending on a random subset of the earlier ones.
+// RandomDAG: n steps, each depending on a random subset of the earlier ones.
 func randomDAG(r *rand.Rand, n int) []task.PlanStep {
 	steps := make([]task.PlanStep, n)
 	for i := range steps {
@@ -69,7 +69,7 @@ func randomDAG(r *rand.Rand, n int) []task.PlanStep {
 	return steps
 }
 
-// reference computes every step's status from scratch, from which steps completed and failed.
+// Reference computes every step's status from scratch, from which steps completed and failed.
 func reference(steps []task.PlanStep, completed, failed map[string]bool) map[string]statefmt.StepStatus {
 	deps := map[string][]string{}
 	for _, s := range steps {
@@ -105,7 +105,7 @@ func reference(steps []task.PlanStep, completed, failed map[string]bool) map[str
 	return out
 }
 
-// Property 13: over random DAGs and random completions and failures of ready steps, every
+// Over random DAGs and random completions and failures of ready steps, every
 // step's status matches the reference computation after every event; step failures block
 // exactly the transitive dependents; the plan is done exactly when all steps completed.
 func TestPropertyDependencyResolution(t *testing.T) {
@@ -165,7 +165,7 @@ func TestPropertyDependencyResolution(t *testing.T) {
 	p.TestingRun(t)
 }
 
-// hasCycle is an independent check (Kahn's algorithm).
+// HasCycle is an independent check (Kahn's algorithm).
 func hasCycle(steps []task.PlanStep) bool {
 	indeg := map[string]int{}
 	users := map[string][]string{}
@@ -241,4 +241,4 @@ func TestPropertyPlanValidation(t *testing.T) {
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
-// report turns a property's failure message into its verdict, logging the message.
+// Report turns a property's failure message into its verdict, logging the message.

@@ -1,7 +1,6 @@
 package runtime_test
 
-// The seed's correctness properties 6-11 (tool calls and gates) and 15-18 (sub-agents), each
-// over at least 100 generated cases, through real harnesses on a real store, with the fake clock
+// Correctness properties of tool calls, gates and sub-agents, each over at least 100 generated cases, through real harnesses on a real store, with the fake clock
 // so that backoff is observed without sleeping.
 
 import (
@@ -25,7 +24,7 @@ import (
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
-// toolCallArgs are arguments that make each tool succeed in a workspace holding seed.txt; i
+// ToolCallArgs are arguments that make each tool succeed in a workspace holding seed.txt; i
 // makes the call's effect (a file) unique.
 func toolCallArgs(tool string, i int) string {
 	switch tool {
@@ -46,7 +45,7 @@ func toolCallArgs(tool string, i int) string {
 
 var allTools = []string{"read_file", "write_file", "edit_file", "glob", "grep", "bash"}
 
-// workspace makes a workspace holding seed.txt.
+// Workspace makes a workspace holding seed.txt.
 func workspace(t *testing.T) string {
 	ws := t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, "seed.txt"), []byte("seed\n"), 0o644); err != nil {
@@ -57,9 +56,9 @@ func workspace(t *testing.T) string {
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-// Property 6: a call outside the agent's permitted tools is rejected without running (its effect
+// A call outside the agent's permitted tools is rejected without running (its effect
 // never happens), recorded and evented; a permitted one runs.
-func TestProperty6PermissionEnforcement(t *testing.T) {
+func TestPropertyCallsOutsidePermittedToolsAreRefused(t *testing.T) {
 	p := runtime.Props(t, 100)
 	p.Property("calls outside the permitted set are refused unexecuted", prop.ForAll(func(seed uint64) bool {
 		return runtime.Report(t, func() string {
@@ -122,9 +121,9 @@ func TestProperty6PermissionEnforcement(t *testing.T) {
 	p.TestingRun(t)
 }
 
-// Property 7: every successful call is recorded with its name, arguments, result and a positive
+// Every successful call is recorded with its name, arguments, result and a positive
 // duration, and evented with tool, duration, success and harness id.
-func TestProperty7RecordingCompleteness(t *testing.T) {
+func TestPropertyEveryCallIsRecordedAndEvented(t *testing.T) {
 	p := runtime.Props(t, 100)
 	p.Property("successful calls are recorded whole", prop.ForAll(func(seed uint64) bool {
 		return runtime.Report(t, func() string {
@@ -180,9 +179,9 @@ func TestProperty7RecordingCompleteness(t *testing.T) {
 	p.TestingRun(t)
 }
 
-// Property 8: a call failing transiently is retried up to the configured maximum, each wait at
+// A call failing transiently is retried up to the configured maximum, each wait at
 // least double the one before (the fake clock records the waits); success ends the retries.
-func TestProperty8RetryBackoff(t *testing.T) {
+func TestPropertyTransientFailuresRetryWithGrowingBackoff(t *testing.T) {
 	p := runtime.Props(t, 100)
 	p.Property("transient failures retry with exponential backoff", prop.ForAll(func(fails, maxRetries int, baseMs int, factor float64) bool {
 		return runtime.Report(t, func() string {
@@ -234,10 +233,10 @@ tools:
 	p.TestingRun(t)
 }
 
-// Property 9: after N executed calls every further call is refused with a budget error. At
+// After N executed calls every further call is refused with a budget error. At
 // autonomy 4-5 the harness then fails; at 3 a human decides (each approval extends the budget
 // by N), and the task ends having run exactly its calls.
-func TestProperty9BudgetEnforcement(t *testing.T) {
+func TestPropertyToolCallBudgetIsEnforced(t *testing.T) {
 	p := runtime.Props(t, 100)
 	p.Property("the tool-call budget holds", prop.ForAll(func(limit, calls, autonomy int) bool {
 		return runtime.Report(t, func() string {
@@ -298,7 +297,7 @@ func TestProperty9BudgetEnforcement(t *testing.T) {
 	p.TestingRun(t)
 }
 
-// randomGatedPlan is a random DAG of script steps with random criticality.
+// RandomGatedPlan is a random DAG of script steps with random criticality.
 func randomGatedPlan(r *rand.Rand, id string, autonomy int, ws string) (src string, critical map[string]bool) {
 	n := 1 + r.IntN(6)
 	critical = map[string]bool{}
@@ -319,9 +318,9 @@ func randomGatedPlan(r *rand.Rand, id string, autonomy int, ws string) (src stri
 		id, autonomy, ws, plan.String(), steps.String()), critical
 }
 
-// Property 10: gates are placed by the autonomy rule: 1-2 before every step, 3 before critical
+// Gates are placed by the autonomy rule: 1-2 before every step, 3 before critical
 // steps, 4-5 nowhere; each gated step waits for its approval before it starts.
-func TestProperty10GatePlacement(t *testing.T) {
+func TestPropertyGatesArePlacedByAutonomy(t *testing.T) {
 	p := runtime.Props(t, 100)
 	p.Property("gates follow the autonomy level", prop.ForAll(func(seed uint64, autonomy int) bool {
 		return runtime.Report(t, func() string {
@@ -380,10 +379,10 @@ func TestProperty10GatePlacement(t *testing.T) {
 	p.TestingRun(t)
 }
 
-// Property 11: at a gate the harness persists its state (paused, the gate pending), emits
+// At a gate the harness persists its state (paused, the gate pending), emits
 // waiting_for_human and suspends; approving lets it go on, rejecting records the reason and
 // leaves it paused. Decisions survive a restart.
-func TestProperty11GateSuspend(t *testing.T) {
+func TestPropertyGatesSuspendPersistAndSurviveRestarts(t *testing.T) {
 	p := runtime.Props(t, 100)
 	p.Property("gates suspend, approve resumes, reject pauses with the reason", prop.ForAll(func(seed uint64, approve bool) bool {
 		return runtime.Report(t, func() string {
@@ -466,7 +465,7 @@ func stepIdx(st *statefmt.HarnessState, id string) int {
 	return -1
 }
 
-// delegatingTask is a random plan over agents A (the owner), B and C; B and C fail their
+// DelegatingTask is a random plan over agents A (the owner), B and C; B and C fail their
 // steps permanently on the first failB/failC attempts.
 func delegatingTask(r *rand.Rand, id, ws string, failB int) (string, map[string]string) {
 	n := 1 + r.IntN(6)
@@ -504,7 +503,7 @@ func delegatingTask(r *rand.Rand, id, ws string, failB int) (string, map[string]
 // Properties 15 and 16: a step assigned to another agent runs in a child harness that the
 // parent tracks (id, status) and that is persisted with its parent's id; the child's output
 // becomes the step's output.
-func TestProperty15And16SubAgents(t *testing.T) {
+func TestPropertySubAgentsRunInPersistedChildHarnesses(t *testing.T) {
 	p := runtime.Props(t, 100)
 	p.Property("sub-agents are spawned, tracked and their outputs incorporated", prop.ForAll(func(seed uint64) bool {
 		return runtime.Report(t, func() string {
@@ -562,9 +561,9 @@ func TestProperty15And16SubAgents(t *testing.T) {
 	p.TestingRun(t)
 }
 
-// Property 17: a failed sub-agent is retried exactly once, with its error as context, before the
+// A failed sub-agent is retried exactly once, with its error as context, before the
 // step fails (and its dependents block).
-func TestProperty17SubAgentRetry(t *testing.T) {
+func TestPropertyFailedSubAgentIsRetriedOnce(t *testing.T) {
 	p := runtime.Props(t, 100)
 	p.Property("a failed child is retried once, then the step fails", prop.ForAll(func(seed uint64, failB int) bool {
 		return runtime.Report(t, func() string {
@@ -627,10 +626,10 @@ func TestProperty17SubAgentRetry(t *testing.T) {
 	p.TestingRun(t)
 }
 
-// Property 18: sub-agents nest at most maxDepth deep. A chain of script agents, each delegating
+// Sub-agents nest at most maxDepth deep. A chain of script agents, each delegating
 // to the next, is refused at creation (nothing stored) when it is deeper; otherwise it runs, and
 // its deepest child is at exactly its depth.
-func TestProperty18DepthLimit(t *testing.T) {
+func TestPropertySubAgentDepthIsLimited(t *testing.T) {
 	p := runtime.Props(t, 100)
 	p.Property("nesting deeper than maxDepth is refused before anything runs", prop.ForAll(func(chain, maxDepth int) bool {
 		return runtime.Report(t, func() string {

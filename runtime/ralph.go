@@ -23,8 +23,7 @@ import (
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
-// commandAgent is the command driver: the Ralph iteration loop around a CLI agent (SPEC sections
-// 7 and 8, seed 002). Each iteration runs the agent's command as a fresh process (fresh context)
+// commandAgent is the command driver: the Ralph iteration loop around a CLI agent. Each iteration runs the agent's command as a fresh process (fresh context)
 // with a prompt built from the task, the step, the continuation prompt, the handoff file the
 // previous iteration left and its feedback. The step completes when an iteration keeps the
 // completion promise; a circuit breaker pauses the harness when iterations stop making progress

@@ -15,10 +15,10 @@ import (
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
-// fakeAgent is the stand-in CLI agent of the examples (examples/agents/fake-agent.sh).
+// FakeAgent is the stand-in CLI agent of the examples (examples/agents/fake-agent.sh).
 var fakeAgent, _ = filepath.Abs("../examples/agents/fake-agent.sh")
 
-// commandTask is a one-step task run by a command agent; extra is added to the agent's settings.
+// CommandTask is a one-step task run by a command agent; extra is added to the agent's settings.
 func commandTask(ws string, command, extra string) string {
 	return fmt.Sprintf(`id: ralph
 prompt: write three parts
@@ -173,7 +173,7 @@ func TestCircuitBreaker(t *testing.T) {
 	}
 }
 
-// maxIterations fails the step; a command without a promise completes on exit 0; the prompt can
+// MaxIterations fails the step; a command without a promise completes on exit 0; the prompt can
 // go as an argument; an iteration that times out has its process group killed and counts as a
 // failed iteration.
 func TestCommandAgentLimitsAndModes(t *testing.T) {
@@ -244,7 +244,7 @@ func TestCommandAgentLimitsAndModes(t *testing.T) {
 	})
 }
 
-// runUntilFile runs h, cancelling it once the file exists.
+// RunUntilFile runs h, cancelling it once the file exists.
 func runUntilFile(h *runtime.Harness, file string) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

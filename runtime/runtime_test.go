@@ -20,7 +20,7 @@ import (
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
-// randomTask writes a task file with a random plan (a DAG) whose steps write files, output
+// RandomTask writes a task file with a random plan (a DAG) whose steps write files, output
 // text, sleep, and (flaky) fail transiently, never more often than the retries allow; permanent
 // adds permanent failures.
 func randomTask(r *rand.Rand, id, workspace string, permanent, flaky bool) string {
@@ -201,7 +201,7 @@ agents:
 	}
 }
 
-// Property 2 and resume: a run interrupted at a random step pauses with its state persisted;
+// Resume: a run interrupted at a random step pauses with its state persisted;
 // a new process (reopened store) resumes a state equal to it (timestamps aside), and finishes
 // in the same final state as an uninterrupted run. A run killed without pausing (the harness
 // left running in the store) resumes the same way. Properties 14 and 19 ride along: a finished
@@ -284,7 +284,7 @@ func TestPropertyInterruptResumeMatchesUninterrupted(t *testing.T) {
 	p.TestingRun(t)
 }
 
-// checkEvents: every event has its common and type-specific fields, and the durable log of
+// CheckEvents: every event has its common and type-specific fields, and the durable log of
 // each harness holds what the live sink saw, in order.
 func checkEvents(e *env) string {
 	byHarness := map[string][]runtime.Event{}
@@ -348,7 +348,7 @@ func checkEvents(e *env) string {
 	return ""
 }
 
-// Property 3: every created harness has a unique id, its agent, status created, and is listed.
+// Every created harness has a unique id, its agent, status created, and is listed.
 func TestPropertyCreation(t *testing.T) {
 	p := runtime.Props(t, 100)
 	p.Property("creation invariants", prop.ForAll(func(agents []int) bool {
@@ -388,7 +388,7 @@ func TestPropertyCreation(t *testing.T) {
 	p.TestingRun(t)
 }
 
-// Property 20: a long-running task runs in a harness (the store holds it), any other on the
+// A long-running task runs in a harness (the store holds it), any other on the
 // direct path (the store holds nothing); both report the same steps and output.
 func TestPropertyDispatchPaths(t *testing.T) {
 	p := runtime.Props(t, 100)

@@ -1,7 +1,7 @@
 // Package statefmt holds HarnessState and every format harness-edge persists:
 //
 //   - JSON v1 (json.go): the interchange format of export/import, the API and `show --json`. It
-//     reads the seed design's JSON example as is, refuses unknown fields and unknown schema
+//     reads the reference JSON example (testdata/seed-example.json) as is, refuses unknown fields and unknown schema
 //     versions, and upgrades older versions through a migration registry (migrate.go).
 //   - the canonical binary encoding (binary.go) that checkpoints carry: deterministic, compact,
 //     and laid out so that a state whose tool-call history grew by one record re-encodes in time

@@ -12,7 +12,7 @@ import (
 
 // EncodeJSON writes s as HarnessState JSON v1: deterministic (fields in a fixed order, map keys
 // sorted), indented for people, schemaVersion always written, times in RFC 3339 with their full
-// sub-second precision. The seed design's array and object fields are written as [] and {} when
+// sub-second precision. The core array and object fields are written as [] and {} when
 // empty; harness-edge's additions are left out when zero.
 func EncodeJSON(s *HarnessState) ([]byte, error) {
 	var b bytes.Buffer
@@ -127,7 +127,7 @@ func durationOfMs(ms float64, field string) (time.Duration, error) {
 	return time.Duration(math.Round(ms * float64(time.Millisecond))), nil
 }
 
-// The seed's required collections are written as [] or {} when empty, never null.
+// The core collections are written as [] or {} when empty, never null.
 
 func (s HarnessState) MarshalJSON() ([]byte, error) {
 	type plain HarnessState

@@ -20,7 +20,7 @@ func readSeed(t *testing.T) []byte {
 	return b
 }
 
-func TestSeedExampleReadsAsIs(t *testing.T) {
+func TestDocumentedJSONExampleReadsAsIs(t *testing.T) {
 	s, err := statefmt.DecodeJSON(readSeed(t))
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ type Migration struct {
 // migrations is the registry: one entry per older schema version, applied in a chain up to
 // SchemaVersion. Versions only grow; an entry is never removed while data of its version may exist.
 var migrations = map[int]Migration{
-	0: {From: 0, Describe: "draft layout (id, agent, state, toolCalls) to the seed design's names", Up: migrateV0},
+	0: {From: 0, Describe: "draft layout (id, agent, state, toolCalls) to the core field names", Up: migrateV0},
 }
 
 // supportedVersions names every schema version DecodeJSON reads.
@@ -78,7 +78,7 @@ func rename(obj map[string]json.RawMessage, from, to string) error {
 //	id → harnessId, agent → agentName, state → status, step → currentStepIndex,
 //	checkpoints → checkpointCount, toolCalls → toolCallHistory, and in each tool call
 //	name → callName, args → arguments, durationMs → duration, retries → retryCount, at → timestamp;
-//	totalToolCalls is derived; the seed's collections are added empty.
+//	totalToolCalls is derived; the core collections are added empty.
 func migrateV0(obj map[string]json.RawMessage) error {
 	for _, r := range [][2]string{{"id", "harnessId"}, {"agent", "agentName"}, {"state", "status"},
 		{"step", "currentStepIndex"}, {"checkpoints", "checkpointCount"}, {"toolCalls", "toolCallHistory"}} {

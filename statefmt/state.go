@@ -50,7 +50,7 @@ const (
 // GateStatuses lists every gate status in binary-format order (from 1).
 var GateStatuses = []GateStatus{GatePending, GateApproved, GateRejected}
 
-// HarnessState is the whole persisted state of one harness: the seed design's fields, in its
+// HarnessState is the whole persisted state of one harness: the core fields, in their
 // order, then harness-edge's additions (optional in JSON: absent means zero).
 type HarnessState struct {
 	SchemaVersion     int                       `json:"schemaVersion"`

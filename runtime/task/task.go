@@ -1,4 +1,4 @@
-// Package task reads task files (SPEC section 9): YAML or JSON, strictly. Unknown keys and bad
+// Package task reads task files: YAML or JSON, strictly. Unknown keys and bad
 // values are errors that name the file, the line and the field. Every default is in Defaults.
 package task
 
@@ -224,7 +224,7 @@ type ToolConfig struct {
 	Parameters  map[string]any `yaml:"parameters" json:"parameters,omitempty"`
 }
 
-// Builtins are the built-in tools (SPEC section 8), confined to the harness workspace.
+// Builtins are the built-in tools, confined to the harness workspace.
 var Builtins = []string{"read_file", "write_file", "edit_file", "glob", "grep", "bash"}
 
 // PlanStep is a step of a declared plan.

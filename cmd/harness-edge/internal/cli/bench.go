@@ -22,7 +22,7 @@ func newBenchCmd(g *globals, stdout, stderr io.Writer) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure this device: per-step overhead, storage, durable steps, restore, fsync, direct path, RSS/CPU, binary size",
-		Long: `Run the benchmark suite on this device, each figure beside its bar (SPEC section 11).
+		Long: `Run the benchmark suite on this device, each figure beside its bar.
 Scratch stores go in a temporary directory inside the store directory, so the durable figures
 and the fsync latency are those of the store's disk (an SD card shows here). The full run took
 about 20 s on the build machine (longer on a slow disk), --quick about 12 s. --check exits 1

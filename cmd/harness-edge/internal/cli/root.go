@@ -1,5 +1,5 @@
 // Package cli is harness-edge's command line: it parses, calls the library, prints. Output is
-// for people on a terminal and JSON with --json; exit codes are stable (SPEC section 10).
+// for people on a terminal and JSON with --json; exit codes are stable.
 package cli
 
 import (
@@ -17,7 +17,7 @@ import (
 // version is set at link time by the Makefile (-X ...cli.version=...).
 var version = "dev"
 
-// Exit codes (SPEC section 10).
+// Exit codes.
 const (
 	ExitOK      = 0
 	ExitError   = 1
@@ -109,7 +109,7 @@ func newRoot(g *globals, stdin io.Reader, stdout, stderr io.Writer) *cobra.Comma
 }
 
 // storeDir resolves the store directory: --store, then $HARNESS_EDGE_STORE, then
-// $XDG_DATA_HOME/harness-edge, then ~/.local/share/harness-edge (SPEC section 6).
+// $XDG_DATA_HOME/harness-edge, then ~/.local/share/harness-edge.
 func (g *globals) storeDir() (string, error) {
 	if g.store != "" {
 		return filepath.Abs(g.store)
