@@ -39,7 +39,7 @@ DEBIAN_RUSTC   := /usr/bin/rustc
 GO_PKGS := ./...
 # Packages that reach the engine: the purego and fallback passes run these (the rest does not
 # depend on which backend is loaded and runs once, in the cgo pass).
-ENGINE_PKGS := ./bridge/... ./fuzz/... ./cmd/... ./runtime/...
+ENGINE_PKGS := ./bridge/... ./store/... ./fuzz/... ./cmd/... ./runtime/... ./control/...
 
 .PHONY: help
 help: ## List the targets
@@ -151,12 +151,12 @@ test-safety: engine ## cgocheck2 + race over the engine bridge (all backends); r
 	@# keeps Go pointers in memory it allocates with C malloc (internal/manual), which cgocheck2
 	@# rejects by design. Our own cgo calls are all covered by the run above.
 	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) CGO_ENABLED=1 $(GO) test -count=1 -race -tags invariants,eternal_purego \
-		-run 'Store|Persist|Crash|PowerLoss|Injected' ./bridge/...
+		-run 'Store|Persist|Crash|PowerLoss|Injected' ./store/...
 
 .PHONY: stress
 stress: engine ## Crash tests at length: 500 kill -9 runs of a checkpointing child (HARNESS_EDGE_CRASH_KILLS)
 	HARNESS_EDGE_CRASH_KILLS=$${HARNESS_EDGE_CRASH_KILLS:-500} CGO_ENABLED=1 $(GO) test -count=1 -tags invariants \
-		-run 'TestCrashKill9|TestPowerLoss|TestInjectedIOErrors' -v ./bridge/ | grep -E '^(---|ok|FAIL)|kills|operations'
+		-run 'TestCrashKill9|TestPowerLoss|TestInjectedIOErrors' -v ./store/ | grep -E '^(---|ok|FAIL)|kills|operations'
 
 FUZZ_TARGETS := FuzzDeltaApply FuzzDeltaRoundTrip FuzzStateJSON FuzzStateBinary FuzzRecord FuzzFrames FuzzAgentOutput
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/harness-edge/harness-edge/bridge"
-	"github.com/harness-edge/harness-edge/bridge/workload"
+	"github.com/harness-edge/harness-edge/internal/workload"
 )
 
 var sizes = []int{100 << 10, 1 << 20, 10 << 20}

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harness-edge/harness-edge/internal/stategen"
 	"github.com/harness-edge/harness-edge/statefmt"
-	"github.com/harness-edge/harness-edge/statefmt/stategen"
 )
 
 func refState(b *testing.B, n int) (*statefmt.HarnessState, []byte, []byte) {

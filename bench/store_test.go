@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/harness-edge/harness-edge/bridge"
-	"github.com/harness-edge/harness-edge/statefmt/stategen"
+	"github.com/harness-edge/harness-edge/store"
+
+	"github.com/harness-edge/harness-edge/internal/stategen"
 )
 
 // BenchmarkReferenceWorkload runs 1,000 reference steps through the store (every checkpoint
@@ -62,7 +63,7 @@ func BenchmarkRestore(b *testing.B) {
 func BenchmarkPersistStep(b *testing.B) {
 	for _, size := range sizes {
 		b.Run(sizeName(size), func(b *testing.B) {
-			s, err := bridge.OpenStore(b.TempDir(), bridge.StoreOptions{})
+			s, err := store.OpenStore(b.TempDir(), store.StoreOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -16,15 +16,17 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/harness-edge/harness-edge/store"
+
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/internal/stategen"
 	"github.com/harness-edge/harness-edge/runtime"
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
-	"github.com/harness-edge/harness-edge/statefmt/stategen"
 	"github.com/harness-edge/harness-edge/sysinfo"
 )
 
@@ -182,7 +184,7 @@ func referenceStep(r *rand.Rand, s *statefmt.HarnessState, n int) int {
 	return len(rec.Result.Output)
 }
 
-// stepOverhead: the state-management cost of a checkpoint (bridge.Checkpoint.Prepare:
+// stepOverhead: the state-management cost of a checkpoint (store.Checkpoint.Prepare:
 // everything but the Pebble commit) at 100 KB, 1 MB and 10 MB states, each step appending one
 // reference tool call, through the real store.
 func stepOverhead(_ context.Context, o Options, rep *Report) error {
@@ -196,7 +198,7 @@ func stepOverhead(_ context.Context, o Options, rep *Report) error {
 		if err != nil {
 			return err
 		}
-		s, err := bridge.OpenStore(dir, bridge.StoreOptions{})
+		s, err := store.OpenStore(dir, store.StoreOptions{})
 		if err != nil {
 			done()
 			return err
@@ -262,7 +264,7 @@ type WorkloadResult struct {
 // store's own record bytes.
 func ReferenceWorkload(dir string, steps int) (WorkloadResult, error) {
 	res := WorkloadResult{Steps: steps}
-	s, err := bridge.OpenStore(filepath.Join(dir, "store"), bridge.StoreOptions{})
+	s, err := store.OpenStore(filepath.Join(dir, "store"), store.StoreOptions{})
 	if err != nil {
 		return res, err
 	}
@@ -402,7 +404,7 @@ func restore(_ context.Context, o Options, rep *Report) error {
 // opens it and restores the harness `runs` times, as a restarted process does; it returns the
 // median.
 func RestoreTime(dir string, n, runs int) (time.Duration, error) {
-	s, err := bridge.OpenStore(dir, bridge.StoreOptions{})
+	s, err := store.OpenStore(dir, store.StoreOptions{})
 	if err != nil {
 		return 0, err
 	}
@@ -419,7 +421,7 @@ func RestoreTime(dir string, n, runs int) (time.Duration, error) {
 	var ds []time.Duration
 	for range runs {
 		t0 := time.Now()
-		s, err := bridge.OpenStore(dir, bridge.StoreOptions{})
+		s, err := store.OpenStore(dir, store.StoreOptions{})
 		if err != nil {
 			return 0, err
 		}
@@ -518,7 +520,7 @@ func processes(ctx context.Context, o Options, rep *Report) error {
 		return err
 	}
 	defer done()
-	store := filepath.Join(dir, "store")
+	db := filepath.Join(dir, "store")
 	taskFile := filepath.Join(dir, "run.yaml")
 	var steps strings.Builder
 	for i := range 20 {
@@ -544,7 +546,7 @@ plan:
 	if err := os.WriteFile(taskFile, []byte(src), 0o600); err != nil {
 		return err
 	}
-	cmd := command(o.Binary, "--store", store, "run", taskFile)
+	cmd := command(o.Binary, "--store", db, "run", taskFile)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -579,7 +581,7 @@ poll:
 	rep.add(info("run_peak_rss", "harness run: peak RSS (VmHWM)", float64(peak)/(1<<20), "MiB", note))
 	rep.add(info("run_cpu", "harness run: CPU time", msf(cpu), "ms", note))
 
-	d := command(o.Binary, "--store", store, "serve")
+	d := command(o.Binary, "--store", db, "serve")
 	d.Stdout, d.Stderr = io.Discard, io.Discard
 	if err := d.Start(); err != nil {
 		return err
@@ -587,7 +589,7 @@ poll:
 	defer d.Process.Kill()
 	var c *control.Client
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err = control.Dial(store); err == nil {
+		if c, err = control.Dial(db); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/harness-edge/harness-edge/bridge"
-	"github.com/harness-edge/harness-edge/bridge/bridgetest"
+	"github.com/harness-edge/harness-edge/internal/enginetest"
 )
 
 // TestConformance runs the shared suite against every backend this build can load; each
@@ -23,7 +23,7 @@ func TestConformance(t *testing.T) {
 				peers = append(peers, p)
 			}
 		}
-		t.Run(string(e.Backend()), func(t *testing.T) { bridgetest.Run(t, e, peers) })
+		t.Run(string(e.Backend()), func(t *testing.T) { enginetest.Run(t, e, peers) })
 	}
 }
 

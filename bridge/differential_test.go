@@ -10,7 +10,7 @@ import (
 	"github.com/leanovate/gopter/prop"
 
 	"github.com/harness-edge/harness-edge/bridge"
-	"github.com/harness-edge/harness-edge/bridge/workload"
+	"github.com/harness-edge/harness-edge/internal/workload"
 )
 
 // edit is one step of a generated edit script.

@@ -1,5 +1,6 @@
 // Package bridge is the Go side of the Eternal Engine: one Engine interface with three
-// backends, and (in later work) the Pebble checkpoint store built on it.
+// backends, the checkpoint chain built on it, and its invariants. The store (package store)
+// keeps chains on disk; this package knows nothing of disks.
 //
 // Backends, selected by build tags and by what can be loaded:
 //   - cgo (file cgo.go, build tag cgo): libeternal.a linked statically. The default, and the

@@ -16,8 +16,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/harness-edge/harness-edge/bridge"
-	"github.com/harness-edge/harness-edge/runtime"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
+	"github.com/harness-edge/harness-edge/store"
+
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
@@ -83,7 +85,7 @@ func (e *APIError) Error() string { return e.Message }
 func (e *APIError) Is(target error) bool {
 	switch e.Status {
 	case http.StatusNotFound:
-		return target == bridge.ErrNotFound
+		return target == store.ErrNotFound
 	case http.StatusBadRequest:
 		return target == ErrBadInput
 	case http.StatusNotImplemented:
@@ -158,8 +160,8 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 	return h, err
 }
 
-func (c *Client) List(ctx context.Context) ([]bridge.IndexEntry, error) {
-	var l []bridge.IndexEntry
+func (c *Client) List(ctx context.Context) ([]store.IndexEntry, error) {
+	var l []store.IndexEntry
 	err := c.do(ctx, http.MethodGet, "/v1/harnesses", nil, &l)
 	return l, err
 }
@@ -214,10 +216,10 @@ func (c *Client) Stop(ctx context.Context, id string) (statefmt.Status, error) {
 	return r.Status, err
 }
 
-func (c *Client) Events(ctx context.Context, id string, after uint64, follow bool, f func(runtime.Event) error) error {
+func (c *Client) Events(ctx context.Context, id string, after uint64, follow bool, f func(event.Event) error) error {
 	path := fmt.Sprintf("/v1/harnesses/%s/events?after=%d", url.PathEscape(id), after)
 	if !follow {
-		var evs []runtime.Event
+		var evs []event.Event
 		if err := c.do(ctx, http.MethodGet, path, nil, &evs); err != nil {
 			return err
 		}
@@ -235,17 +237,17 @@ func (c *Client) Events(ctx context.Context, id string, after uint64, follow boo
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	var event string
+	var kind string
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
 		case strings.HasPrefix(line, "event: "):
-			event = strings.TrimPrefix(line, "event: ")
+			kind = strings.TrimPrefix(line, "event: ")
 		case strings.HasPrefix(line, "data: "):
-			if event == "end" {
+			if kind == "end" {
 				return nil
 			}
-			var e runtime.Event
+			var e event.Event
 			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &e); err != nil {
 				return fmt.Errorf("event stream: %w", err)
 			}
@@ -274,8 +276,8 @@ func (c *Client) Report(ctx context.Context, since time.Duration) (*Report, erro
 	return &r, err
 }
 
-func (c *Client) Verify(ctx context.Context, id string) ([]bridge.Problem, error) {
-	var p []bridge.Problem
+func (c *Client) Verify(ctx context.Context, id string) ([]store.Problem, error) {
+	var p []store.Problem
 	err := c.do(ctx, http.MethodGet, "/v1/verify?id="+url.QueryEscape(id), nil, &p)
 	return p, err
 }

@@ -18,7 +18,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
+	"github.com/harness-edge/harness-edge/store"
+
 	"github.com/harness-edge/harness-edge/runtime"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
@@ -104,9 +107,9 @@ func fail(w http.ResponseWriter, err error) {
 	switch {
 	case errors.As(err, &mbe):
 		code = http.StatusRequestEntityTooLarge
-	case errors.Is(err, ErrBadInput), errors.Is(err, bridge.ErrInvalidID):
+	case errors.Is(err, ErrBadInput), errors.Is(err, store.ErrInvalidID):
 		code = http.StatusBadRequest
-	case errors.Is(err, bridge.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		code = http.StatusNotFound
 	case errors.Is(err, ErrNotDaemon):
 		code = http.StatusNotImplemented
@@ -270,8 +273,8 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 	}
 	follow := q.Get("follow") == "1" || q.Get("follow") == "true"
 	if !follow {
-		evs := []runtime.Event{}
-		if err := h.api.Events(r.Context(), id, after, false, func(e runtime.Event) error { evs = append(evs, e); return nil }); err != nil {
+		evs := []event.Event{}
+		if err := h.api.Events(r.Context(), id, after, false, func(e event.Event) error { evs = append(evs, e); return nil }); err != nil {
 			fail(w, err)
 			return
 		}
@@ -290,7 +293,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 			started = true
 		}
 	}
-	err := h.api.Events(r.Context(), id, after, true, func(e runtime.Event) error {
+	err := h.api.Events(r.Context(), id, after, true, func(e event.Event) error {
 		start()
 		b, _ := json.Marshal(e)
 		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.N, e.Type, b); err != nil {

@@ -7,7 +7,6 @@ package control
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +17,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
+	"github.com/harness-edge/harness-edge/store"
+
 	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/runtime"
 	"github.com/harness-edge/harness-edge/runtime/task"
@@ -27,7 +30,7 @@ import (
 // API is every operation another process may ask of a store's owner.
 type API interface {
 	Health(ctx context.Context) (Health, error)
-	List(ctx context.Context) ([]bridge.IndexEntry, error)
+	List(ctx context.Context) ([]store.IndexEntry, error)
 	State(ctx context.Context, id string) (*statefmt.HarnessState, error)
 	// Submit creates a harness for a task and queues it (daemon only).
 	Submit(ctx context.Context, s Submission) (string, error)
@@ -38,11 +41,11 @@ type API interface {
 	Stop(ctx context.Context, id string) (statefmt.Status, error)
 	// Events calls f with the harness's logged events numbered above `after`; with follow it
 	// goes on with new ones until the harness completes or fails, ctx ends, or f fails.
-	Events(ctx context.Context, id string, after uint64, follow bool, f func(runtime.Event) error) error
+	Events(ctx context.Context, id string, after uint64, follow bool, f func(event.Event) error) error
 	Freeze(ctx context.Context, mode FreezeMode) error
 	Unfreeze(ctx context.Context) error
 	Report(ctx context.Context, since time.Duration) (*Report, error)
-	Verify(ctx context.Context, id string) ([]bridge.Problem, error)
+	Verify(ctx context.Context, id string) ([]store.Problem, error)
 }
 
 // Health is what GET /v1/health says about the owner.
@@ -115,7 +118,7 @@ type Config struct {
 // Server owns a store: it runs the operations of API on it and, as a daemon, schedules the
 // harnesses it holds.
 type Server struct {
-	store  *bridge.Store
+	store  *store.Store
 	m      *runtime.Manager
 	cfg    Config
 	notify *broker
@@ -132,31 +135,31 @@ type Server struct {
 }
 
 // NewServer makes a server over an open store.
-func NewServer(store *bridge.Store, cfg Config) *Server {
+func NewServer(db *store.Store, cfg Config) *Server {
 	cfg.Owner = cmp.Or(cfg.Owner, "none")
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 2)
-	s := &Server{store: store, cfg: cfg, notify: newBroker(), log: cfg.Logger, start: time.Now().UTC(),
+	s := &Server{store: db, cfg: cfg, notify: newBroker(), log: cfg.Logger, start: time.Now().UTC(),
 		running: map[string]bool{}, wake: make(chan struct{}, 1)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	o := cfg.Options
 	o.Sinks = append(slices.Clone(o.Sinks), s.notify)
-	s.m = runtime.NewManager(store, o)
-	if _, err := os.Stat(filepath.Join(store.Dir(), frozenFile)); err == nil {
+	s.m = runtime.NewManager(db, o)
+	if _, err := os.Stat(filepath.Join(db.Dir(), frozenFile)); err == nil {
 		s.frozen = true
 	}
 	return s
 }
 
 // Local is a server over a store that no process owns: commands run on it directly.
-func Local(store *bridge.Store) *Server { return NewServer(store, Config{}) }
+func Local(db *store.Store) *Server { return NewServer(db, Config{}) }
 
 // Manager is the server's harness manager.
 func (s *Server) Manager() *runtime.Manager { return s.m }
 
 // Store is the store the server owns.
-func (s *Server) Store() *bridge.Store { return s.store }
+func (s *Server) Store() *store.Store { return s.store }
 
 func (s *Server) daemon() bool { return s.cfg.Owner == "daemon" }
 
@@ -172,10 +175,10 @@ func (s *Server) Health(context.Context) (Health, error) {
 		Frozen: s.frozen, Running: running, Queued: append([]string{}, s.queue...), Started: s.start}, nil
 }
 
-func (s *Server) List(context.Context) ([]bridge.IndexEntry, error) {
+func (s *Server) List(context.Context) ([]store.IndexEntry, error) {
 	l, err := s.store.List()
 	if l == nil {
-		l = []bridge.IndexEntry{}
+		l = []store.IndexEntry{}
 	}
 	return l, err
 }
@@ -281,7 +284,7 @@ func (s *Server) Stop(_ context.Context, id string) (statefmt.Status, error) {
 	return h.Status(), nil
 }
 
-func (s *Server) Events(ctx context.Context, id string, after uint64, follow bool, f func(runtime.Event) error) error {
+func (s *Server) Events(ctx context.Context, id string, after uint64, follow bool, f func(event.Event) error) error {
 	if _, err := s.store.Index(id); err != nil {
 		return err
 	}
@@ -297,16 +300,11 @@ func (s *Server) Events(ctx context.Context, id string, after uint64, follow boo
 			return err
 		}
 		var ferr error
-		err = s.store.Events(id, after, func(le bridge.LoggedEvent) bool {
-			e, err := DecodeEvent(id, le)
-			if err != nil {
-				ferr = err
-				return false
-			}
+		err = s.store.Events(id, after, func(e event.Event) bool {
 			if ferr = f(e); ferr != nil {
 				return false
 			}
-			after = le.N
+			after = e.N
 			return true
 		})
 		if err != nil {
@@ -387,22 +385,12 @@ func (s *Server) Unfreeze(context.Context) error {
 	return nil
 }
 
-func (s *Server) Verify(_ context.Context, id string) ([]bridge.Problem, error) {
+func (s *Server) Verify(_ context.Context, id string) ([]store.Problem, error) {
 	p, err := s.store.Verify(id)
 	if p == nil {
-		p = []bridge.Problem{}
+		p = []store.Problem{}
 	}
 	return p, err
-}
-
-// DecodeEvent decodes one logged event.
-func DecodeEvent(id string, le bridge.LoggedEvent) (runtime.Event, error) {
-	var e runtime.Event
-	if err := json.Unmarshal(le.Data, &e); err != nil {
-		return e, fmt.Errorf("harness %s: event %d is not valid: %w", id, le.N, err)
-	}
-	e.N = le.N
-	return e, nil
 }
 
 // --- the daemon's scheduler
@@ -555,7 +543,7 @@ type broker struct {
 
 func newBroker() *broker { return &broker{subs: map[string]map[chan struct{}]bool{}} }
 
-func (b *broker) Emit(e runtime.Event) {
+func (b *broker) Emit(e event.Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for ch := range b.subs[e.HarnessID] {

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/harness-edge/harness-edge/bridge"
-	"github.com/harness-edge/harness-edge/bridge/bridgetest"
+	"github.com/harness-edge/harness-edge/internal/enginetest"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the seed corpus files under testdata/fuzz")
@@ -23,7 +23,7 @@ const maxFuzzTarget = 1 << 20
 func FuzzDeltaApply(f *testing.F) {
 	engines, _ := bridge.Available()
 	f.Fuzz(func(t *testing.T, base, delta []byte) {
-		bridgetest.Agree(t, engines, base, delta, maxFuzzTarget)
+		enginetest.Agree(t, engines, base, delta, maxFuzzTarget)
 	})
 }
 

@@ -6,9 +6,9 @@ import (
 	"strings"
 
 	"github.com/harness-edge/harness-edge/bridge"
-	"github.com/harness-edge/harness-edge/bridge/workload"
+	"github.com/harness-edge/harness-edge/internal/stategen"
+	"github.com/harness-edge/harness-edge/internal/workload"
 	"github.com/harness-edge/harness-edge/statefmt"
-	"github.com/harness-edge/harness-edge/statefmt/stategen"
 )
 
 // Seed is one named corpus entry: the arguments of a fuzz target, in order.

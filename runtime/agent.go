@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
@@ -50,7 +52,7 @@ type StepContext struct {
 	// saveDue is set by Dream Mode's timer when a save is due.
 	saveDue *atomic.Bool
 	ask     func(kind, why string) error
-	emit    func(Event)
+	emit    func(event.Event)
 	count   func()
 	// budget reports a used-up token or wall-clock budget.
 	budget func() *BudgetError
@@ -107,7 +109,7 @@ func (sc *StepContext) CountIteration() {
 }
 
 // Emit queues an event; it is written with the next Save or when the attempt ends.
-func (sc *StepContext) Emit(e Event) {
+func (sc *StepContext) Emit(e event.Event) {
 	if sc.emit != nil {
 		sc.emit(e)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
@@ -38,7 +40,7 @@ type StepOutput struct {
 func OutputOf(st *statefmt.HarnessState, path string) TaskOutput {
 	o := TaskOutput{TaskID: st.TaskID, HarnessID: st.HarnessID, Path: path, Status: st.Status, Reason: st.StatusReason,
 		ToolCalls: st.TotalToolCalls, Checkpoints: st.CheckpointCount, Steps: []StepOutput{},
-		DurationMs: ms(st.UpdatedAt.Sub(st.CreatedAt))}
+		DurationMs: event.Ms(st.UpdatedAt.Sub(st.CreatedAt))}
 	if st.Plan == nil {
 		return o
 	}

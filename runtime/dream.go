@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/harness-edge/harness-edge/statefmt/event"
 )
 
 // Dream Mode: unattended runs checkpoint at an interval even inside a long step.
@@ -52,7 +54,7 @@ func (h *Harness) startDream(interval time.Duration, due *atomic.Bool) func() {
 				due.Store(true)
 				h.cpReason = "dream"
 				if err := h.checkpoint(); err != nil {
-					h.emit(Event{Type: EventWarning, Message: "Dream Mode auto-checkpoint: " + err.Error()})
+					h.emit(event.Event{Type: event.Warning, Message: "Dream Mode auto-checkpoint: " + err.Error()})
 				}
 			} else {
 				next = interval - since
@@ -95,7 +97,7 @@ func (h *Harness) waitForRoom(ctx context.Context, stepID string) error {
 		if why == "" {
 			if !since.IsZero() {
 				h.st.StatusReason = ""
-				h.emit(Event{Type: EventGovernor, StepID: stepID, Action: "resumed", WaitMs: ms(h.now().Sub(since))})
+				h.emit(event.Event{Type: event.Governor, StepID: stepID, Action: "resumed", WaitMs: event.Ms(h.now().Sub(since))})
 			}
 			h.mu.Unlock()
 			return nil
@@ -103,7 +105,7 @@ func (h *Harness) waitForRoom(ctx context.Context, stepID string) error {
 		if since.IsZero() {
 			since = h.now()
 			h.st.StatusReason = "waiting for resources: " + why
-			h.emit(Event{Type: EventGovernor, StepID: stepID, Action: "waiting", Message: why})
+			h.emit(event.Event{Type: event.Governor, StepID: stepID, Action: "waiting", Message: why})
 			if err := h.checkpoint(); err != nil {
 				h.mu.Unlock()
 				return err

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
@@ -52,7 +54,7 @@ func (h *Harness) gateLocked(step *statefmt.ExecutionStep) (bool, error) {
 func (h *Harness) addGateLocked(kind, stepID, why string) *statefmt.Gate {
 	id := fmt.Sprintf("g%d", len(h.st.Gates)+1)
 	h.st.Gates = append(h.st.Gates, statefmt.Gate{ID: id, StepID: stepID, Status: statefmt.GatePending, Kind: kind, CreatedAt: h.now()})
-	h.emit(Event{Type: EventGate, GateID: id, StepID: stepID, Kind: kind, Action: "waiting_for_human", Message: why})
+	h.emit(event.Event{Type: event.Gate, GateID: id, StepID: stepID, Kind: kind, Action: "waiting_for_human", Message: why})
 	return &h.st.Gates[len(h.st.Gates)-1]
 }
 
@@ -107,7 +109,7 @@ func (h *Harness) budgetStopLocked(step *statefmt.ExecutionStep, be *BudgetError
 	if h.task.Autonomy >= 4 {
 		msg := "budget exceeded: " + be.Msg
 		blocked := FailStep(h.st.Plan, step.ID, msg)
-		h.emit(Event{Type: EventStepFailed, StepID: step.ID, Message: msg, Blocked: blocked})
+		h.emit(event.Event{Type: event.StepFailed, StepID: step.ID, Message: msg, Blocked: blocked})
 		return h.failLocked(msg)
 	}
 	return h.openGateLocked(GateBudget+":"+be.Budget, step.ID, be.Msg+"; approving extends it by the task's budget again")
@@ -243,8 +245,8 @@ func (m *Manager) Decide(id, gateID string, approve bool, reason string) (Pendin
 		g.Status = statefmt.GateRejected
 		target.st.StatusReason = fmt.Sprintf("gate %s rejected: %s (replan, then resume; or stop)", g.ID, reason)
 	}
-	target.emit(Event{Type: EventGate, GateID: g.ID, StepID: g.StepID, Kind: g.Kind, Action: action, Reason: reason,
-		WaitMs: ms(now.Sub(g.CreatedAt))})
+	target.emit(event.Event{Type: event.Gate, GateID: g.ID, StepID: g.StepID, Kind: g.Kind, Action: action, Reason: reason,
+		WaitMs: event.Ms(now.Sub(g.CreatedAt))})
 	if err := target.checkpoint(); err != nil {
 		*g, target.st.StatusReason, target.st.Budget = saved, reason0, budget
 		return PendingGate{}, err

@@ -3,7 +3,6 @@ package runtime
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -14,7 +13,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
+	"github.com/harness-edge/harness-edge/store"
+
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
@@ -33,11 +35,11 @@ type Harness struct {
 
 	mu      sync.Mutex
 	st      *statefmt.HarnessState
-	pending []Event
+	pending []event.Event
 	agents  map[string]Agent
 	running bool
 	stop    context.CancelCauseFunc // cancels Run; its cause says why
-	last    bridge.Checkpoint
+	last    store.Checkpoint
 	// runMark is when the wall-clock budget was last charged (zero when not running).
 	runMark time.Time
 	// cpReason marks the next checkpoint's event (a Dream Mode auto-checkpoint).
@@ -65,7 +67,7 @@ func (h *Harness) Status() statefmt.Status {
 }
 
 // LastCheckpoint describes the harness's newest checkpoint written by this process.
-func (h *Harness) LastCheckpoint() bridge.Checkpoint {
+func (h *Harness) LastCheckpoint() store.Checkpoint {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.last
@@ -86,7 +88,7 @@ func cloneState(s *statefmt.HarnessState) *statefmt.HarnessState {
 func (h *Harness) now() time.Time { return h.m.clock.Now() }
 
 // emit queues an event for the next checkpoint. h.mu held.
-func (h *Harness) emit(e Event) {
+func (h *Harness) emit(e event.Event) {
 	e.HarnessID = h.st.HarnessID
 	if e.Time.IsZero() {
 		e.Time = h.now()
@@ -107,28 +109,17 @@ func (h *Harness) checkpoint() error {
 	h.st.UpdatedAt = now
 	events := h.pending
 	h.pending = nil
-	raw := make([][]byte, len(events))
-	for i, e := range events {
-		raw[i], _ = json.Marshal(e)
-	}
-	var cpEvent Event
-	cp, err := h.m.store.PersistWith(h.st, bridge.Extras{Events: raw, Task: h.taskJSON,
-		CheckpointEvent: func(cp bridge.Checkpoint) []byte {
-			cpEvent = Event{Type: EventCheckpoint, HarnessID: h.st.HarnessID, Time: now, Seq: cp.Seq, Kind: cp.Kind.String(), StoredBytes: cp.StoredBytes, Reason: h.cpReason}
-			b, _ := json.Marshal(cpEvent)
-			return b
-		}})
+	cp, err := h.m.store.PersistWith(h.st, store.Extras{Events: events, Task: h.taskJSON,
+		Checkpoint: &event.Event{Type: event.Checkpoint, HarnessID: h.st.HarnessID, Time: now, Reason: h.cpReason}})
 	h.cpReason = ""
 	if err != nil {
 		h.st.CheckpointCount--
 		return fmt.Errorf("harness %s: checkpoint: %w", h.st.HarnessID, err)
 	}
 	h.taskJSON, h.last = nil, cp
-	events = append(events, cpEvent)
-	for i := range events {
-		events[i].N = cp.FirstEvent + uint64(i)
+	for _, e := range cp.Events {
 		for _, s := range h.m.sinks {
-			s.Emit(events[i])
+			s.Emit(e)
 		}
 	}
 	return nil
@@ -156,8 +147,8 @@ func (h *Harness) recordToolCall(cur *attemptState, r statefmt.ToolCallRecord, e
 	defer h.mu.Unlock()
 	ok := r.Result.Success
 	cur.records = append(cur.records, r)
-	cur.events = append(cur.events, Event{Type: EventToolCall, HarnessID: h.ID(), Tool: r.CallName,
-		DurationMs: ms(r.Duration), Success: &ok, Message: r.Result.Error, Attempt: r.RetryCount,
+	cur.events = append(cur.events, event.Event{Type: event.ToolCall, HarnessID: h.ID(), Tool: r.CallName,
+		DurationMs: event.Ms(r.Duration), Success: &ok, Message: r.Result.Error, Attempt: r.RetryCount,
 		Time: r.Timestamp.Add(r.Duration)})
 	if executed {
 		cur.executed++
@@ -198,7 +189,7 @@ func (s *suspended) Error() string { return s.reason }
 type attemptState struct {
 	step     string
 	records  []statefmt.ToolCallRecord
-	events   []Event
+	events   []event.Event
 	executed int   // tool calls that ran (refusals are recorded but not counted)
 	tokens   int64 // model tokens the agent reported
 	occ      map[string]int
@@ -284,7 +275,7 @@ func (h *Harness) Run(ctx context.Context) error {
 		}
 		step.Status, h.st.CurrentStepIndex = statefmt.StepRunning, i
 		attempt := step.Attempts + 1
-		h.emit(Event{Type: EventStepStarted, StepID: step.ID, Attempt: attempt})
+		h.emit(event.Event{Type: event.StepStarted, StepID: step.ID, Attempt: attempt})
 		if err := h.checkpoint(); err != nil {
 			h.mu.Unlock()
 			return err
@@ -326,7 +317,7 @@ func (h *Harness) Run(ctx context.Context) error {
 					defer h.mu.Unlock()
 					return h.askLocked(cur.step, kind, why)
 				},
-				emit: func(e Event) {
+				emit: func(e event.Event) {
 					h.mu.Lock()
 					defer h.mu.Unlock()
 					e.HarnessID, e.StepID = h.ID(), cmp.Or(e.StepID, cur.step)
@@ -346,7 +337,7 @@ func (h *Harness) Run(ctx context.Context) error {
 		}
 		out, err := run()
 		stopDream()
-		use := Event{CPUMs: ms(cpuTime() - cpu0), RSSBytes: rssBytes()}
+		use := event.Event{CPUMs: event.Ms(cpuTime() - cpu0), RSSBytes: rssBytes()}
 
 		h.mu.Lock()
 		step = &h.st.Plan.Steps[i]
@@ -393,19 +384,19 @@ func (h *Harness) Run(ctx context.Context) error {
 		switch {
 		case err == nil:
 			CompleteStep(h.st.Plan, step.ID, out)
-			h.emit(Event{Type: EventStepCompleted, StepID: step.ID, Attempt: attempt, CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
+			h.emit(event.Event{Type: event.StepCompleted, StepID: step.ID, Attempt: attempt, CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
 		case isTransient(err) && attempt <= h.task.Retry.Retries():
 			msg := err.Error()
 			step.Status, step.Error = statefmt.StepReady, &msg
 			delay = h.backoff(step.ID, attempt)
-			h.emit(Event{Type: EventStepRetry, StepID: step.ID, Attempt: attempt, Message: msg, DelayMs: float64(delay.Milliseconds()), CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
+			h.emit(event.Event{Type: event.StepRetry, StepID: step.ID, Attempt: attempt, Message: msg, DelayMs: float64(delay.Milliseconds()), CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
 		default:
 			msg := err.Error()
 			if isTransient(err) {
 				msg = fmt.Sprintf("%s (after %d attempts)", msg, attempt)
 			}
 			blocked := FailStep(h.st.Plan, step.ID, msg)
-			h.emit(Event{Type: EventStepFailed, StepID: step.ID, Attempt: attempt, Message: msg, Blocked: blocked, CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
+			h.emit(event.Event{Type: event.StepFailed, StepID: step.ID, Attempt: attempt, Message: msg, Blocked: blocked, CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
 		}
 		err = h.checkpoint()
 		h.mu.Unlock()
@@ -437,7 +428,7 @@ func (h *Harness) commitLocked(cur *attemptState) {
 		if e.StepID == cur.step && e.Result == nil {
 			// The re-run did not make this call again (an agent that is not deterministic): it
 			// may have run before the interruption, and nobody will know but from this warning.
-			h.pending = append(h.pending, Event{Type: EventWarning, HarnessID: h.ID(), Time: h.now(), StepID: e.StepID, Tool: e.Tool,
+			h.pending = append(h.pending, event.Event{Type: event.Warning, HarnessID: h.ID(), Time: h.now(), StepID: e.StepID, Tool: e.Tool,
 				Message: fmt.Sprintf("side-effecting call %s %s may have run before an interruption; the step's re-run did not make it again", e.Tool, e.Arguments)})
 		}
 	}
@@ -533,7 +524,7 @@ func (h *Harness) startLocked(ctx context.Context) error {
 			return err
 		}
 	case statefmt.StatusRunning:
-		h.emit(Event{Type: EventWarning, Message: "continuing after an interruption (the process that ran it stopped without pausing it)"})
+		h.emit(event.Event{Type: event.Warning, Message: "continuing after an interruption (the process that ran it stopped without pausing it)"})
 	default:
 		return &TransitionError{HarnessID: h.ID(), From: h.st.Status, To: statefmt.StatusRunning}
 	}
@@ -581,9 +572,9 @@ func (h *Harness) finishLocked() error {
 	done, failed, blocked := PlanOutcome(h.st.Plan)
 	if done {
 		if h.st.Phase != "" {
-			h.emit(Event{Type: EventPhase, Phase: h.st.Phase, Action: "completed"})
+			h.emit(event.Event{Type: event.Phase, Phase: h.st.Phase, Action: "completed"})
 		}
-		h.emit(Event{Type: EventPlanCompleted, Steps: len(h.st.Plan.Steps)})
+		h.emit(event.Event{Type: event.PlanCompleted, Steps: len(h.st.Plan.Steps)})
 		return h.transitionLocked(statefmt.StatusCompleted, "")
 	}
 	var why []string
@@ -609,11 +600,11 @@ func deref(s *string) string {
 // written with the step's start checkpoint, so the boundary is durable. h.mu held.
 func (h *Harness) enterPhaseLocked(phase string) {
 	if h.st.Phase != "" {
-		h.emit(Event{Type: EventPhase, Phase: h.st.Phase, Action: "completed"})
+		h.emit(event.Event{Type: event.Phase, Phase: h.st.Phase, Action: "completed"})
 	}
 	h.st.Phase = phase
 	if phase != "" {
-		h.emit(Event{Type: EventPhase, Phase: phase, Action: "started"})
+		h.emit(event.Event{Type: event.Phase, Phase: phase, Action: "started"})
 	}
 }
 
@@ -665,4 +656,4 @@ func (h *Harness) stopLocked() error {
 }
 
 // Store is the store the harness checkpoints to.
-func (h *Harness) Store() *bridge.Store { return h.m.store }
+func (h *Harness) Store() *store.Store { return h.m.store }

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
+	"github.com/harness-edge/harness-edge/store"
+
 	"github.com/harness-edge/harness-edge/runtime"
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
@@ -16,11 +19,11 @@ import (
 // Recorder is a sink that keeps every event.
 type recorder struct {
 	mu     sync.Mutex
-	events []runtime.Event
-	hook   func(runtime.Event)
+	events []event.Event
+	hook   func(event.Event)
 }
 
-func (r *recorder) Emit(e runtime.Event) {
+func (r *recorder) Emit(e event.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, e)
 	hook := r.hook
@@ -30,10 +33,10 @@ func (r *recorder) Emit(e runtime.Event) {
 	}
 }
 
-func (r *recorder) of(t runtime.EventType) []runtime.Event {
+func (r *recorder) of(t event.Type) []event.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []runtime.Event
+	var out []event.Event
 	for _, e := range r.events {
 		if e.Type == t {
 			out = append(out, e)
@@ -44,9 +47,9 @@ func (r *recorder) of(t runtime.EventType) []runtime.Event {
 
 // ToolWarnings are the warnings about tool calls (hooks, doom loops): not the one the fallback
 // backend adds when the engine is unavailable.
-func (r *recorder) toolWarnings() []runtime.Event {
-	var out []runtime.Event
-	for _, e := range r.of(runtime.EventWarning) {
+func (r *recorder) toolWarnings() []event.Event {
+	var out []event.Event
+	for _, e := range r.of(event.Warning) {
 		if e.Tool != "" {
 			out = append(out, e)
 		}
@@ -57,7 +60,7 @@ func (r *recorder) toolWarnings() []runtime.Event {
 type env struct {
 	t     *testing.T
 	dir   string
-	store *bridge.Store
+	store *store.Store
 	clock *runtime.FakeClock
 	rec   *recorder
 	m     *runtime.Manager
@@ -76,12 +79,12 @@ func (e *env) open() {
 	if e.store != nil {
 		e.store.Close()
 	}
-	s, err := bridge.OpenStore(filepath.Join(e.dir, "store"), bridge.StoreOptions{})
+	s, err := store.OpenStore(filepath.Join(e.dir, "store"), store.StoreOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.store = s
-	e.m = runtime.NewManager(s, runtime.Options{Clock: e.clock, Sinks: []runtime.Sink{e.rec},
+	e.m = runtime.NewManager(s, runtime.Options{Clock: e.clock, Sinks: []event.Sink{e.rec},
 		NewID: func() string { e.ids++; return fmt.Sprintf("h-%04d", e.ids) }})
 }
 

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
+	"github.com/harness-edge/harness-edge/internal/openaitest"
 	"github.com/harness-edge/harness-edge/runtime"
-	"github.com/harness-edge/harness-edge/runtime/openaitest"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
@@ -182,7 +184,7 @@ func TestGoHooksAndTheModelIsTold(t *testing.T) {
 	e := newEnv(t)
 	ws := filepath.Join(e.dir, "ws")
 	var seen []string
-	e.m = runtime.NewManager(e.store, runtime.Options{Clock: e.clock, Sinks: []runtime.Sink{e.rec}, Hooks: runtime.Hooks{
+	e.m = runtime.NewManager(e.store, runtime.Options{Clock: e.clock, Sinks: []event.Sink{e.rec}, Hooks: runtime.Hooks{
 		Pre: []runtime.PreToolHook{func(_ context.Context, r runtime.ToolRequest) (runtime.HookDecision, string) {
 			if strings.Contains(string(r.Arguments), "rm -rf") {
 				return runtime.HookBlock, "no rm -rf here"

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
@@ -30,7 +32,7 @@ func (h *Harness) journalIntent(cur *attemptState, tool string, args statefmt.JS
 			idx = i
 		}
 	}
-	ev := Event{Type: EventSideEffect, Tool: tool, StepID: step}
+	ev := event.Event{Type: event.SideEffect, Tool: tool, StepID: step}
 	if idx < 0 {
 		h.st.SideEffects = append(h.st.SideEffects, statefmt.SideEffect{StepID: step, Tool: tool, Arguments: args, Occurrence: occ, StartedAt: h.now()})
 		ev.Action = "intent"
@@ -105,7 +107,7 @@ func (h *Harness) journalReceipt(idx int, res statefmt.ToolResult) error {
 	defer h.mu.Unlock()
 	e := &h.st.SideEffects[idx]
 	e.Result = &res
-	h.emit(Event{Type: EventSideEffect, Tool: e.Tool, StepID: e.StepID, Action: "receipt", Success: &res.Success})
+	h.emit(event.Event{Type: event.SideEffect, Tool: e.Tool, StepID: e.StepID, Action: "receipt", Success: &res.Success})
 	if err := h.checkpoint(); err != nil {
 		e.Result = nil
 		return err

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
 	"github.com/harness-edge/harness-edge/runtime"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
@@ -157,7 +159,7 @@ func TestReceiptIsReplayedNotRerun(t *testing.T) {
 		t.Fatalf("deploy ran %d times; %s; history %+v", n, st.Status, st.ToolCallHistory)
 	}
 	replayed := 0
-	for _, ev := range e.rec.of(runtime.EventSideEffect) {
+	for _, ev := range e.rec.of(event.SideEffect) {
 		if ev.Action == "replayed" {
 			replayed++
 		}
@@ -242,8 +244,8 @@ plan:
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e.rec.hook = func(ev runtime.Event) {
-		if ev.Type == runtime.EventStepStarted && ev.HarnessID == "p.s1" {
+	e.rec.hook = func(ev event.Event) {
+		if ev.Type == event.StepStarted && ev.HarnessID == "p.s1" {
 			cancel()
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
@@ -33,11 +35,11 @@ func (e *TransitionError) Error() string {
 }
 
 // transition moves s to status `to`, or refuses and changes nothing. It returns the event.
-func transition(s *statefmt.HarnessState, to statefmt.Status, reason string, now time.Time) (Event, error) {
+func transition(s *statefmt.HarnessState, to statefmt.Status, reason string, now time.Time) (event.Event, error) {
 	if !CanTransition(s.Status, to) {
-		return Event{}, &TransitionError{HarnessID: s.HarnessID, From: s.Status, To: to}
+		return event.Event{}, &TransitionError{HarnessID: s.HarnessID, From: s.Status, To: to}
 	}
-	ev := Event{Type: EventStateTransition, HarnessID: s.HarnessID, Time: now, From: s.Status, To: to, Reason: reason}
+	ev := event.Event{Type: event.StateTransition, HarnessID: s.HarnessID, Time: now, From: s.Status, To: to, Reason: reason}
 	s.Status, s.StatusReason, s.UpdatedAt = to, reason, now
 	return ev, nil
 }

@@ -9,7 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
+	"github.com/harness-edge/harness-edge/store"
+
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
@@ -21,7 +24,7 @@ type Options struct {
 	// NewID makes harness ids for tasks without one (default: NewID).
 	NewID func() string
 	// Sinks receive every event after it is durable.
-	Sinks []Sink
+	Sinks []event.Sink
 	// Hooks run around every tool call, before the task file's shell hooks.
 	Hooks Hooks
 	// Dream turns Dream Mode on for every harness (a task can turn it on for itself).
@@ -34,10 +37,10 @@ type Options struct {
 
 // Manager creates, finds, lists, runs, stops and resumes harnesses over one store.
 type Manager struct {
-	store *bridge.Store
+	store *store.Store
 	clock Clock
 	newID func() string
-	sinks []Sink
+	sinks []event.Sink
 	hooks Hooks
 	dream bool
 
@@ -49,8 +52,8 @@ type Manager struct {
 }
 
 // NewManager returns a manager over an open store.
-func NewManager(store *bridge.Store, o Options) *Manager {
-	m := &Manager{store: store, clock: o.Clock, newID: o.NewID, sinks: o.Sinks, hooks: o.Hooks, dream: o.Dream,
+func NewManager(db *store.Store, o Options) *Manager {
+	m := &Manager{store: db, clock: o.Clock, newID: o.NewID, sinks: o.Sinks, hooks: o.Hooks, dream: o.Dream,
 		governor: o.Governor, governorPoll: cmp.Or(o.GovernorPoll, 5*time.Second), harnesses: map[string]*Harness{}}
 	if m.clock == nil {
 		m.clock = RealClock{}
@@ -62,14 +65,14 @@ func NewManager(store *bridge.Store, o Options) *Manager {
 }
 
 // Store is the manager's checkpoint store.
-func (m *Manager) Store() *bridge.Store { return m.store }
+func (m *Manager) Store() *store.Store { return m.store }
 
 // newHarness wraps a state; when the engine is missing, the harness's next checkpoint carries
 // a warning saying so.
 func (m *Manager) newHarness(t *task.Task, st *statefmt.HarnessState) *Harness {
 	h := &Harness{m: m, task: t, st: st, agents: map[string]Agent{}}
 	if !m.store.IsAvailable() {
-		h.emit(Event{Type: EventWarning, Message: "the Eternal Engine is not available: checkpoints are written by the Go fallback (keyframes only)"})
+		h.emit(event.Event{Type: event.Warning, Message: "the Eternal Engine is not available: checkpoints are written by the Go fallback (keyframes only)"})
 	}
 	return h
 }
@@ -97,7 +100,7 @@ func (m *Manager) create(t *task.Task, init func(*statefmt.HarnessState)) (*Harn
 	if id == "" {
 		id = m.newID()
 	}
-	if err := bridge.ValidID(id); err != nil {
+	if err := store.ValidID(id); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
@@ -107,7 +110,7 @@ func (m *Manager) create(t *task.Task, init func(*statefmt.HarnessState)) (*Harn
 	}
 	if _, err := m.store.Index(id); err == nil {
 		return nil, fmt.Errorf("harness %s: %w (resume it, or give the task another id)", id, ErrExists)
-	} else if !errors.Is(err, bridge.ErrNotFound) {
+	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
 	now := m.clock.Now()
@@ -135,7 +138,7 @@ func (m *Manager) create(t *task.Task, init func(*statefmt.HarnessState)) (*Harn
 	}
 	statefmt.Normalize(st)
 	h.mu.Lock()
-	h.pending = append([]Event{{Type: EventStateTransition, HarnessID: id, Time: now, To: statefmt.StatusCreated}}, h.pending...)
+	h.pending = append([]event.Event{{Type: event.StateTransition, HarnessID: id, Time: now, To: statefmt.StatusCreated}}, h.pending...)
 	err = h.checkpoint()
 	h.mu.Unlock()
 	if err != nil {
@@ -171,7 +174,7 @@ func (m *Manager) Get(id string) (*Harness, error) {
 }
 
 // List returns the store's harnesses (id, agent, status, parent, timestamps, head checkpoint).
-func (m *Manager) List() ([]bridge.IndexEntry, error) { return m.store.List() }
+func (m *Manager) List() ([]store.IndexEntry, error) { return m.store.List() }
 
 // ResumeFromCheckpoint loads a harness from its last checkpoint for Run to continue: a paused
 // one, or one that was running when its process died. Finished harnesses are refused.

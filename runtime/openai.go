@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
@@ -184,7 +186,7 @@ func (a *openaiAgent) RunStep(ctx context.Context, sc *StepContext) (string, err
 				ID: cmp.Or(tc.ID, fmt.Sprintf("call_%d_%d", loop.Iteration, i)), Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}
 		loop.Messages = append(loop.Messages, reply)
-		ev := Event{Type: EventIteration, Iteration: loop.Iteration, DurationMs: ms(sc.Clock.Now().Sub(start)), Outcome: IterCompleted}
+		ev := event.Event{Type: event.Iteration, Iteration: loop.Iteration, DurationMs: event.Ms(sc.Clock.Now().Sub(start)), Outcome: IterCompleted}
 		if len(reply.ToolCalls) > 0 {
 			names := make([]string, len(reply.ToolCalls))
 			for i, tc := range reply.ToolCalls {
@@ -248,7 +250,7 @@ func (a *openaiAgent) callTool(ctx context.Context, sc *StepContext, st *oaState
 	if n := a.cfg.DoomLoop; st.RepeatCount >= n {
 		why := fmt.Sprintf("the model asked for %s %s %d times in a row", call.Name, canon, st.RepeatCount)
 		if st.RepeatCount < 2*n {
-			sc.Emit(Event{Type: EventWarning, Tool: call.Name, Message: "doom loop: " + why + "; the call was blocked and the model told"})
+			sc.Emit(event.Event{Type: event.Warning, Tool: call.Name, Message: "doom loop: " + why + "; the call was blocked and the model told"})
 			return fmt.Sprintf("blocked: you have called %s with these same arguments %d times in a row, and the result will not change. "+
 				"Do something different: other arguments, another tool, or your final answer.", call.Name, st.RepeatCount), nil
 		}
@@ -400,7 +402,7 @@ func (a *openaiAgent) complete(ctx context.Context, sc *StepContext, msgs []stat
 		if wait > 0 { // the server said how long (within reason)
 			delay = min(wait, time.Hour)
 		}
-		sc.Emit(Event{Type: EventWarning, Message: fmt.Sprintf("model request failed (%s); retrying in %v", se.Msg, delay.Round(time.Millisecond))})
+		sc.Emit(event.Event{Type: event.Warning, Message: fmt.Sprintf("model request failed (%s); retrying in %v", se.Msg, delay.Round(time.Millisecond))})
 		if err := sc.Clock.Sleep(ctx, delay); err != nil {
 			return ChatResponse{}, err
 		}
@@ -607,7 +609,7 @@ func (a *openaiAgent) compactIfNeeded(ctx context.Context, sc *StepContext, loop
 	st.UsageTokens, st.UsageMessages = 0, 0
 	st.Compactions++
 	after := estimateTokens(loop.Messages, st)
-	sc.Emit(Event{Type: EventCompaction, Outcome: outcome, Message: fmt.Sprintf("%d messages compacted into one: about %d tokens before, %d after (window %d)",
+	sc.Emit(event.Event{Type: event.Compaction, Outcome: outcome, Message: fmt.Sprintf("%d messages compacted into one: about %d tokens before, %d after (window %d)",
 		len(middle), before, after, a.cfg.ContextWindow)})
 	return true, nil
 }

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harness-edge/harness-edge/internal/openaitest"
 	"github.com/harness-edge/harness-edge/runtime"
-	"github.com/harness-edge/harness-edge/runtime/openaitest"
 	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/statefmt/event"
 )
 
 // OpenaiTask is a one-step task for an openai agent at the fake server; extra goes into the
@@ -198,7 +199,7 @@ func TestOpenAIHTTPErrors(t *testing.T) {
 			t.Fatalf("waits %v: the first should be Retry-After's 7s", sl)
 		}
 		var warnings []string
-		for _, w := range e.rec.of(runtime.EventWarning) {
+		for _, w := range e.rec.of(event.Warning) {
 			warnings = append(warnings, w.Message)
 		}
 		all := strings.Join(warnings, "\n")
@@ -336,7 +337,7 @@ func TestOpenAICompaction(t *testing.T) {
 			if msg := checkEvents(e); msg != "" {
 				t.Fatal(msg)
 			}
-			comp := e.rec.of(runtime.EventCompaction)
+			comp := e.rec.of(event.Compaction)
 			want := map[bool]string{false: "summarised", true: "dropped"}[summaryFails]
 			if len(comp) == 0 || comp[0].Outcome != want {
 				t.Fatalf("compactions %+v", comp)

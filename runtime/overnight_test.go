@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
 	"github.com/harness-edge/harness-edge/runtime"
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
@@ -45,7 +47,7 @@ func TestPhasesRunInOrderAndAreEvented(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, ev := range e.rec.of(runtime.EventPhase) {
+	for _, ev := range e.rec.of(event.Phase) {
 		got = append(got, ev.Phase+":"+ev.Action)
 	}
 	want := "implement:started implement:completed review:started review:completed fix:started fix:completed"
@@ -82,8 +84,8 @@ func TestPhaseSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e.rec.hook = func(ev runtime.Event) {
-		if ev.Type == runtime.EventStepStarted && ev.StepID == "b1" {
+	e.rec.hook = func(ev event.Event) {
+		if ev.Type == event.StepStarted && ev.StepID == "b1" {
 			cancel()
 		}
 	}
@@ -99,12 +101,12 @@ func TestPhaseSurvivesRestart(t *testing.T) {
 	if p := h.State().Phase; p != "review" {
 		t.Fatalf("after the restart the harness is in phase %q, want review", p)
 	}
-	n := len(e.rec.of(runtime.EventPhase))
+	n := len(e.rec.of(event.Phase))
 	if err := h.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	var after []string
-	for _, ev := range e.rec.of(runtime.EventPhase)[n:] {
+	for _, ev := range e.rec.of(event.Phase)[n:] {
 		after = append(after, ev.Phase+":"+ev.Action)
 	}
 	if strings.Join(after, " ") != "review:completed fix:started fix:completed" {
@@ -115,7 +117,7 @@ func TestPhaseSurvivesRestart(t *testing.T) {
 // RealEnv is an env on the wall clock (Dream Mode's timer and real subprocesses need one).
 func realEnv(t *testing.T, gov runtime.Governor) *env {
 	e := newEnv(t)
-	e.m = runtime.NewManager(e.store, runtime.Options{Sinks: []runtime.Sink{e.rec}, Governor: gov, GovernorPoll: time.Millisecond})
+	e.m = runtime.NewManager(e.store, runtime.Options{Sinks: []event.Sink{e.rec}, Governor: gov, GovernorPoll: time.Millisecond})
 	return e
 }
 
@@ -228,7 +230,7 @@ func TestDreamCheckpointsInsideALongStepAndResumesFromTheSave(t *testing.T) {
 	}
 	wg.Wait()
 	var dream int
-	for _, ev := range e.rec.of(runtime.EventCheckpoint) {
+	for _, ev := range e.rec.of(event.Checkpoint) {
 		if ev.Reason == "dream" {
 			dream++
 		}
@@ -311,7 +313,7 @@ plan: [{id: s1, description: one, agent: A}, {id: s2, description: two, agent: A
 	if !strings.Contains(reason, "waiting for resources: available memory") {
 		t.Fatalf("while it waited the stored state said %q", reason)
 	}
-	evs := e.rec.of(runtime.EventGovernor)
+	evs := e.rec.of(event.Governor)
 	if len(evs) != 2 || evs[0].Action != "waiting" || evs[1].Action != "resumed" || evs[1].WaitMs <= 0 || evs[0].StepID != "s1" {
 		t.Fatalf("governor events: %+v", evs)
 	}
@@ -319,7 +321,7 @@ plan: [{id: s1, description: one, agent: A}, {id: s2, description: two, agent: A
 	if st.Status != statefmt.StatusCompleted || st.StatusReason != "" {
 		t.Fatalf("status %s (%s)", st.Status, st.StatusReason)
 	}
-	for _, ev := range e.rec.of(runtime.EventStepCompleted) {
+	for _, ev := range e.rec.of(event.StepCompleted) {
 		if ev.RSSBytes <= 0 {
 			t.Fatalf("step_completed without RSS: %+v", ev)
 		}

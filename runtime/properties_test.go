@@ -22,6 +22,7 @@ import (
 
 	"github.com/harness-edge/harness-edge/runtime"
 	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/statefmt/event"
 )
 
 // ToolCallArgs are arguments that make each tool succeed in a workspace holding seed.txt; i
@@ -112,8 +113,8 @@ func TestPropertyCallsOutsidePermittedToolsAreRefused(t *testing.T) {
 				}
 				executed++
 			}
-			if st.TotalToolCalls != executed || len(e.rec.of(runtime.EventToolCall)) != len(st.ToolCallHistory) {
-				return fmt.Sprintf("%d calls counted, %d ran; %d events for %d records", st.TotalToolCalls, executed, len(e.rec.of(runtime.EventToolCall)), len(st.ToolCallHistory))
+			if st.TotalToolCalls != executed || len(e.rec.of(event.ToolCall)) != len(st.ToolCallHistory) {
+				return fmt.Sprintf("%d calls counted, %d ran; %d events for %d records", st.TotalToolCalls, executed, len(e.rec.of(event.ToolCall)), len(st.ToolCallHistory))
 			}
 			return checkEvents(e)
 		})
@@ -161,7 +162,7 @@ func TestPropertyEveryCallIsRecordedAndEvented(t *testing.T) {
 			if st.Status != statefmt.StatusCompleted || len(st.ToolCallHistory) != len(calls) || st.TotalToolCalls != len(calls) {
 				return fmt.Sprintf("status %s, %d records for %d calls", st.Status, len(st.ToolCallHistory), len(calls))
 			}
-			events := e.rec.of(runtime.EventToolCall)
+			events := e.rec.of(event.ToolCall)
 			for i, rec := range st.ToolCallHistory {
 				var args map[string]any
 				if rec.CallName != calls[i] || json.Unmarshal(rec.Arguments, &args) != nil || len(args) == 0 || !rec.Result.Success ||
@@ -364,13 +365,13 @@ func TestPropertyGatesArePlacedByAutonomy(t *testing.T) {
 			approved := map[string]bool{}
 			for _, ev := range e.rec.events {
 				switch {
-				case ev.Type == runtime.EventGate && ev.Action == "approved":
+				case ev.Type == event.Gate && ev.Action == "approved":
 					approved[ev.StepID] = true
-				case ev.Type == runtime.EventStepStarted && slices.Contains(want, ev.StepID) && !approved[ev.StepID]:
+				case ev.Type == event.StepStarted && slices.Contains(want, ev.StepID) && !approved[ev.StepID]:
 					return "step " + ev.StepID + " started before its gate was approved"
 				}
 			}
-			if n := len(e.rec.of(runtime.EventGate)); n != 2*len(want) {
+			if n := len(e.rec.of(event.Gate)); n != 2*len(want) {
 				return fmt.Sprintf("%d gate events for %d gates", n, len(want))
 			}
 			return checkEvents(e)
@@ -396,7 +397,7 @@ func TestPropertyGatesSuspendPersistAndSurviveRestarts(t *testing.T) {
 			if err := h.Run(context.Background()); !errors.Is(err, runtime.ErrWaiting) {
 				return fmt.Sprintf("run: %v, want waiting", err)
 			}
-			waits := e.rec.of(runtime.EventGate)
+			waits := e.rec.of(event.Gate)
 			if len(waits) != 1 || waits[0].Action != "waiting_for_human" || waits[0].GateID == "" || waits[0].StepID == "" {
 				return fmt.Sprintf("gate events %+v", waits)
 			}
@@ -552,8 +553,8 @@ func TestPropertySubAgentsRunInPersistedChildHarnesses(t *testing.T) {
 					return fmt.Sprintf("child %s stored as parent %q depth %d agent %s %s", cid, child.ParentHarnessID, child.Depth, child.AgentName, child.Status)
 				}
 			}
-			if len(st.SubAgentIDs) != children || len(e.rec.of(runtime.EventSubAgent)) != 2*children {
-				return fmt.Sprintf("%d children tracked, %d delegated steps, %d sub_agent events", len(st.SubAgentIDs), children, len(e.rec.of(runtime.EventSubAgent)))
+			if len(st.SubAgentIDs) != children || len(e.rec.of(event.SubAgent)) != 2*children {
+				return fmt.Sprintf("%d children tracked, %d delegated steps, %d sub_agent events", len(st.SubAgentIDs), children, len(e.rec.of(event.SubAgent)))
 			}
 			return checkEvents(e)
 		})

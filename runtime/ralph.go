@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/harness-edge/harness-edge/runtime/task"
@@ -103,7 +105,7 @@ func (a *commandAgent) RunStep(ctx context.Context, sc *StepContext) (string, er
 			}
 		}
 		if st.BreakerOpen {
-			sc.Emit(Event{Type: EventIteration, Iteration: loop.Iteration, Outcome: IterBreakerDone,
+			sc.Emit(event.Event{Type: event.Iteration, Iteration: loop.Iteration, Outcome: IterBreakerDone,
 				Message: "resumed by a human: the circuit breaker's counts start again"})
 			st = loopState{OutputHash: st.OutputHash, WorkspaceHash: st.WorkspaceHash}
 		}
@@ -111,7 +113,7 @@ func (a *commandAgent) RunStep(ctx context.Context, sc *StepContext) (string, er
 	if st.RunToken != "" {
 		// The iteration in flight when the harness was killed: what it started may live on.
 		if n := killMarked(st.RunToken); n > 0 {
-			sc.Emit(Event{Type: EventWarning, Message: fmt.Sprintf("killed %d leftover processes of the iteration cut short", n)})
+			sc.Emit(event.Event{Type: event.Warning, Message: fmt.Sprintf("killed %d leftover processes of the iteration cut short", n)})
 		}
 		st.RunToken = ""
 	}
@@ -152,7 +154,7 @@ func (a *commandAgent) RunStep(ctx context.Context, sc *StepContext) (string, er
 		}
 		final := withoutEcho(FinalText(it.stdout), prompt)
 		done := it.exit == 0 && (a.cfg.CompletionPromise == "" || KeptPromise(final, a.cfg.CompletionPromise, prompt))
-		ev := Event{Type: EventIteration, Iteration: n, DurationMs: ms(it.took), ExitCode: &it.exit}
+		ev := event.Event{Type: event.Iteration, Iteration: n, DurationMs: event.Ms(it.took), ExitCode: &it.exit}
 
 		// Rate limits first: a limit message is neither a failure nor progress, and the
 		// iteration does not count. A completed iteration is never read as one.
@@ -163,7 +165,7 @@ func (a *commandAgent) RunStep(ctx context.Context, sc *StepContext) (string, er
 				wait := a.rateLimitWait(rl, st.RateLimited, now)
 				until := now.Add(wait)
 				st.WaitUntil = &until
-				ev.Outcome, ev.DelayMs, ev.Message = IterRateLimited, ms(wait), fmt.Sprintf("rate limited (%q); waiting %v", rl.Match, wait.Round(time.Second))
+				ev.Outcome, ev.DelayMs, ev.Message = IterRateLimited, event.Ms(wait), fmt.Sprintf("rate limited (%q); waiting %v", rl.Match, wait.Round(time.Second))
 				if st.RateLimited >= a.cfg.CircuitBreaker.RateLimits {
 					return "", a.openBreaker(sc, &st, ev, save, fmt.Sprintf("%d rate-limited iterations in a row (last: %q)", st.RateLimited, rl.Match))
 				}
@@ -231,7 +233,7 @@ func (st *loopState) countError(e string) {
 }
 
 // openBreaker saves the loop with the breaker open and returns the pause that stops the harness.
-func (a *commandAgent) openBreaker(sc *StepContext, st *loopState, ev Event, save func() error, why string) error {
+func (a *commandAgent) openBreaker(sc *StepContext, st *loopState, ev event.Event, save func() error, why string) error {
 	st.BreakerOpen = true
 	ev.Outcome, ev.Message = IterBreaker, why
 	sc.Emit(ev)

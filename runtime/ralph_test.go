@@ -13,6 +13,7 @@ import (
 
 	"github.com/harness-edge/harness-edge/runtime"
 	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/statefmt/event"
 )
 
 // FakeAgent is the stand-in CLI agent of the examples (examples/agents/fake-agent.sh).
@@ -37,7 +38,7 @@ plan: [{id: write, description: write the parts, agent: R}]
 
 func outcomes(rec *recorder) []string {
 	var out []string
-	for _, e := range rec.of(runtime.EventIteration) {
+	for _, e := range rec.of(event.Iteration) {
 		out = append(out, fmt.Sprintf("%d:%s", e.Iteration, e.Outcome))
 	}
 	return out

@@ -12,10 +12,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
 	"github.com/leanovate/gopter/gen"
 	"github.com/leanovate/gopter/prop"
 
-	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/runtime"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
@@ -108,8 +109,8 @@ agents:
 	if b, err := os.ReadFile(filepath.Join(ws, "sub", "a.txt")); err != nil || string(b) != "one\ntwo\nthree\n" {
 		t.Fatalf("workspace file: %q %v", b, err)
 	}
-	if len(e.rec.of(runtime.EventPlanCompleted)) != 1 || len(e.rec.of(runtime.EventToolCall)) != 2 {
-		t.Fatalf("events: %d plan_completed, %d tool_call", len(e.rec.of(runtime.EventPlanCompleted)), len(e.rec.of(runtime.EventToolCall)))
+	if len(e.rec.of(event.PlanCompleted)) != 1 || len(e.rec.of(event.ToolCall)) != 2 {
+		t.Fatalf("events: %d plan_completed, %d tool_call", len(e.rec.of(event.PlanCompleted)), len(e.rec.of(event.ToolCall)))
 	}
 	// The store holds the final state, which a new process reads back.
 	e.open()
@@ -153,11 +154,11 @@ agents:
 	if out.Status != statefmt.StatusFailed || !strings.Contains(out.Reason, "step a failed: still down (after 2 attempts)") || !strings.Contains(out.Reason, "blocked: b, c") {
 		t.Fatalf("output %+v", out)
 	}
-	failed := e.rec.of(runtime.EventStepFailed)
+	failed := e.rec.of(event.StepFailed)
 	if len(failed) != 1 || failed[0].StepID != "a" || !reflect.DeepEqual(failed[0].Blocked, []string{"b", "c"}) {
 		t.Fatalf("step_failed events %+v", failed)
 	}
-	if retries := e.rec.of(runtime.EventStepRetry); len(retries) != 1 || retries[0].DelayMs < 1000 || retries[0].DelayMs > 1200 {
+	if retries := e.rec.of(event.StepRetry); len(retries) != 1 || retries[0].DelayMs < 1000 || retries[0].DelayMs > 1200 {
 		t.Fatalf("retry events %+v (want one, 1s plus at most 20%% jitter)", retries)
 	}
 	st := out.Steps
@@ -195,7 +196,7 @@ agents:
 	if len(hist) != 1 || hist[0].Result.ErrorKind != "permission" {
 		t.Fatalf("history %+v", hist)
 	}
-	calls := e.rec.of(runtime.EventToolCall)
+	calls := e.rec.of(event.ToolCall)
 	if len(calls) != 1 || *calls[0].Success {
 		t.Fatalf("tool_call events %+v", calls)
 	}
@@ -224,7 +225,7 @@ func TestPropertyInterruptResumeMatchesUninterrupted(t *testing.T) {
 			if msg := checkEvents(ref); msg != "" {
 				return msg
 			}
-			if want.Status == statefmt.StatusCompleted && len(ref.rec.of(runtime.EventPlanCompleted)) != 1 {
+			if want.Status == statefmt.StatusCompleted && len(ref.rec.of(event.PlanCompleted)) != 1 {
 				return "completed without plan_completed"
 			}
 			// Interrupted at a random step start, then resumed (possibly several times).
@@ -238,8 +239,8 @@ func TestPropertyInterruptResumeMatchesUninterrupted(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				stopAt := 1 + r.IntN(4)
 				seen := 0
-				e.rec.hook = func(ev runtime.Event) {
-					if ev.Type == runtime.EventStepStarted {
+				e.rec.hook = func(ev event.Event) {
+					if ev.Type == event.StepStarted {
 						if seen++; seen == stopAt && round < 3 {
 							cancel()
 						}
@@ -287,36 +288,36 @@ func TestPropertyInterruptResumeMatchesUninterrupted(t *testing.T) {
 // CheckEvents: every event has its common and type-specific fields, and the durable log of
 // each harness holds what the live sink saw, in order.
 func checkEvents(e *env) string {
-	byHarness := map[string][]runtime.Event{}
+	byHarness := map[string][]event.Event{}
 	for _, ev := range e.rec.events {
 		if ev.HarnessID == "" || ev.Time.IsZero() || ev.N == 0 {
 			return fmt.Sprintf("event without harness id, time or number: %+v", ev)
 		}
 		var missing bool
 		switch ev.Type {
-		case runtime.EventStateTransition:
+		case event.StateTransition:
 			missing = ev.To == ""
-		case runtime.EventStepStarted, runtime.EventStepCompleted, runtime.EventStepRetry:
+		case event.StepStarted, event.StepCompleted, event.StepRetry:
 			missing = ev.StepID == "" || ev.Attempt == 0
-		case runtime.EventStepFailed:
+		case event.StepFailed:
 			missing = ev.StepID == "" || ev.Message == ""
-		case runtime.EventToolCall:
+		case event.ToolCall:
 			missing = ev.Tool == "" || ev.Success == nil
-		case runtime.EventCheckpoint:
+		case event.Checkpoint:
 			missing = ev.Seq == 0 || ev.Kind == "" || ev.StoredBytes == 0
-		case runtime.EventPlanCompleted:
+		case event.PlanCompleted:
 			missing = ev.Steps == 0
-		case runtime.EventWarning:
+		case event.Warning:
 			missing = ev.Message == ""
-		case runtime.EventGate:
+		case event.Gate:
 			missing = ev.GateID == "" || ev.StepID == "" || ev.Action == "" || ev.Kind == ""
-		case runtime.EventSubAgent:
+		case event.SubAgent:
 			missing = ev.SubAgentID == "" || ev.StepID == "" || ev.Outcome == ""
-		case runtime.EventSideEffect:
+		case event.SideEffect:
 			missing = ev.Tool == "" || ev.StepID == "" || ev.Action == ""
-		case runtime.EventIteration:
+		case event.Iteration:
 			missing = ev.StepID == "" || ev.Iteration == 0 || ev.Outcome == ""
-		case runtime.EventCompaction:
+		case event.Compaction:
 			missing = ev.StepID == "" || ev.Outcome == "" || ev.Message == ""
 		default:
 			return "unknown event type " + string(ev.Type)
@@ -327,11 +328,8 @@ func checkEvents(e *env) string {
 		byHarness[ev.HarnessID] = append(byHarness[ev.HarnessID], ev)
 	}
 	for id, live := range byHarness {
-		var stored []runtime.Event
-		err := e.store.Events(id, 0, func(le bridge.LoggedEvent) bool {
-			var ev runtime.Event
-			_ = json.Unmarshal(le.Data, &ev)
-			ev.N = le.N
+		var stored []event.Event
+		err := e.store.Events(id, 0, func(ev event.Event) bool {
 			stored = append(stored, ev)
 			return true
 		})

@@ -8,7 +8,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
+	"github.com/harness-edge/harness-edge/store"
+
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
@@ -71,7 +74,7 @@ func (h *Harness) runChild(ctx context.Context, i int) (string, error) {
 			if prevErr != "" {
 				msg = "retrying with the previous failure as context: " + prevErr
 			}
-			h.emit(Event{Type: EventSubAgent, SubAgentID: cid, StepID: step.ID, Agent: step.AssignedAgent, Outcome: "spawned", Message: msg})
+			h.emit(event.Event{Type: event.SubAgent, SubAgentID: cid, StepID: step.ID, Agent: step.AssignedAgent, Outcome: "spawned", Message: msg})
 			if err := h.checkpoint(); err != nil {
 				h.mu.Unlock()
 				return "", err
@@ -123,7 +126,7 @@ func (h *Harness) noteChild(cid string, st *statefmt.HarnessState, outcome strin
 		msg = st.StatusReason
 	}
 	h.st.SubAgentResults[cid] = r
-	h.emit(Event{Type: EventSubAgent, SubAgentID: cid, StepID: r.StepID, Agent: r.AgentName, Outcome: outcome, Message: msg})
+	h.emit(event.Event{Type: event.SubAgent, SubAgentID: cid, StepID: r.StepID, Agent: r.AgentName, Outcome: outcome, Message: msg})
 }
 
 // child returns the child harness cid of parent for step: the stored one when it exists, else a
@@ -135,7 +138,7 @@ func (h *Harness) noteChild(cid string, st *statefmt.HarnessState, outcome strin
 func (m *Manager) child(parent *Harness, cid string, step statefmt.ExecutionStep, prevID, prevErr string) (*Harness, error) {
 	if h, err := m.Get(cid); err == nil {
 		return h, nil
-	} else if !errors.Is(err, bridge.ErrNotFound) {
+	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
 	t := *parent.task

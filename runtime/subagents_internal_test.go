@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
+	"github.com/harness-edge/harness-edge/store"
+
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
@@ -16,7 +19,7 @@ import (
 // harness already at the maximum depth refuses to spawn, before any child exists, and the step
 // fails with its dependents blocked.
 func TestSpawnBeyondMaxDepthIsRefusedAtRunTime(t *testing.T) {
-	s, err := bridge.OpenStore(filepath.Join(t.TempDir(), "store"), bridge.StoreOptions{})
+	s, err := store.OpenStore(filepath.Join(t.TempDir(), "store"), store.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +52,7 @@ plan:
 		!strings.Contains(*st.Plan.Steps[0].Error, "depth 3, above the maximum 2") || st.Plan.Steps[1].Status != statefmt.StepBlocked {
 		t.Fatalf("%s (%s), steps %+v", st.Status, st.StatusReason, st.Plan.Steps)
 	}
-	if _, err := s.Index(childID("deep", "s1", 1)); !errors.Is(err, bridge.ErrNotFound) || len(st.SubAgentIDs) != 0 {
+	if _, err := s.Index(childID("deep", "s1", 1)); !errors.Is(err, store.ErrNotFound) || len(st.SubAgentIDs) != 0 {
 		t.Fatalf("a child was created: %v %v", err, st.SubAgentIDs)
 	}
 }
@@ -57,14 +60,14 @@ plan:
 // An intent the step's re-run does not match (an agent that called something else this time)
 // is not dropped silently: the step's end warns that the call may have run.
 func TestUnmatchedIntentWarns(t *testing.T) {
-	s, err := bridge.OpenStore(filepath.Join(t.TempDir(), "store"), bridge.StoreOptions{})
+	s, err := store.OpenStore(filepath.Join(t.TempDir(), "store"), store.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	var warnings []Event
-	m := NewManager(s, Options{Sinks: []Sink{SinkFunc(func(e Event) {
-		if e.Type == EventWarning && e.Tool != "" { // (the fallback backend adds one of its own)
+	var warnings []event.Event
+	m := NewManager(s, Options{Sinks: []event.Sink{event.SinkFunc(func(e event.Event) {
+		if e.Type == event.Warning && e.Tool != "" { // (the fallback backend adds one of its own)
 			warnings = append(warnings, e)
 		}
 	})}})

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
@@ -189,7 +191,7 @@ func (c *toolCaller) Call(ctx context.Context, name string, args map[string]any)
 	}
 	for _, msg := range postTool(ctx, h.m.hooks, h.task, h.m.clock, req, res) {
 		h.mu.Lock()
-		c.cur.events = append(c.cur.events, Event{Type: EventWarning, HarnessID: h.ID(), Time: h.now(), StepID: c.cur.step, Tool: name, Message: msg})
+		c.cur.events = append(c.cur.events, event.Event{Type: event.Warning, HarnessID: h.ID(), Time: h.now(), StepID: c.cur.step, Tool: name, Message: msg})
 		h.mu.Unlock()
 	}
 	record(res, retries, true)

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/harness-edge/harness-edge/internal/stategen"
 	"github.com/harness-edge/harness-edge/statefmt"
-	"github.com/harness-edge/harness-edge/statefmt/stategen"
 )
 
 func TestEncodeBinaryRefusesInvalidStates(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"net"
 	"net/http"
 
-	"github.com/harness-edge/harness-edge/runtime/openaitest"
+	"github.com/harness-edge/harness-edge/internal/openaitest"
 )
 
 func main() {

@@ -15,9 +15,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
+	"github.com/harness-edge/harness-edge/store"
+
 	"github.com/spf13/cobra"
 
-	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/runtime"
 	"github.com/harness-edge/harness-edge/statefmt"
@@ -27,7 +30,7 @@ import (
 // reach finds who has the store in dir: the client of the process that owns it, or else the
 // store itself, opened here. An owner that is starting holds the store's lock before its socket
 // answers, and a command holds it for a moment: either is waited for, up to 3 s.
-func reach(dir string) (*control.Client, *bridge.Store, error) {
+func reach(dir string) (*control.Client, *store.Store, error) {
 	for try := 0; ; try++ {
 		c, err := control.Dial(dir)
 		if err == nil {
@@ -36,8 +39,8 @@ func reach(dir string) (*control.Client, *bridge.Store, error) {
 		if !errors.Is(err, control.ErrNoOwner) {
 			return nil, nil, fmt.Errorf("the control socket of %s: %w", dir, err)
 		}
-		s, err := bridge.OpenStore(dir, bridge.StoreOptions{})
-		if err == nil || !errors.Is(err, bridge.ErrStoreInUse) || try >= 30 {
+		s, err := store.OpenStore(dir, store.StoreOptions{})
+		if err == nil || !errors.Is(err, store.ErrStoreInUse) || try >= 30 {
 			return nil, s, err
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -108,7 +111,7 @@ func (g *globals) own(o runtime.Options) (*control.Server, func(), error) {
 }
 
 // openToOwn opens the store to own it; another owner is an error that says who it is.
-func openToOwn(dir string) (*bridge.Store, error) {
+func openToOwn(dir string) (*store.Store, error) {
 	c, s, err := reach(dir)
 	if c != nil {
 		return nil, ownedError(dir, c.Owner)
@@ -119,9 +122,9 @@ func openToOwn(dir string) (*bridge.Store, error) {
 // ownedError says that another process owns the store, and what to do.
 func ownedError(dir string, h control.Health) error {
 	if h.Owner == "daemon" {
-		return fmt.Errorf("%w: %s is owned by the harness-edge daemon (pid %d): hand it the task with `harness-edge submit TASK`, or stop the daemon first", bridge.ErrStoreInUse, dir, h.PID)
+		return fmt.Errorf("%w: %s is owned by the harness-edge daemon (pid %d): hand it the task with `harness-edge submit TASK`, or stop the daemon first", store.ErrStoreInUse, dir, h.PID)
 	}
-	return fmt.Errorf("%w: %s is owned by a foreground `harness-edge run` (pid %d, running %s): wait for it, or pause it with `harness-edge pause ID`", bridge.ErrStoreInUse, dir, h.PID, strings.Join(h.Running, ", "))
+	return fmt.Errorf("%w: %s is owned by a foreground `harness-edge run` (pid %d, running %s): wait for it, or pause it with `harness-edge pause ID`", store.ErrStoreInUse, dir, h.PID, strings.Join(h.Running, ", "))
 }
 
 func newServeCmd(g *globals, stdout, stderr io.Writer) *cobra.Command {
@@ -176,16 +179,16 @@ memory, load per CPU or temperature is over its limit.`,
 				h = slog.NewJSONHandler(stderr, nil)
 			}
 			log := slog.New(h)
-			store, err := openToOwn(dir)
+			db, err := openToOwn(dir)
 			if err != nil {
 				return err
 			}
-			defer store.Close()
-			o := runtime.Options{Dream: dream, Sinks: []runtime.Sink{runtime.Slog{L: log}}, GovernorPoll: governorPoll}
+			defer db.Close()
+			o := runtime.Options{Dream: dream, Sinks: []event.Sink{event.Slog{L: log}}, GovernorPoll: governorPoll}
 			if limits != (sysinfo.Limits{}) {
 				o.Governor = &sysinfo.Governor{Limits: limits}
 			}
-			srv := control.NewServer(store, control.Config{Owner: "daemon", Concurrency: concurrency, Options: o, Version: version, Logger: log})
+			srv := control.NewServer(db, control.Config{Owner: "daemon", Concurrency: concurrency, Options: o, Version: version, Logger: log})
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			sock, err := control.ListenSocket(dir)

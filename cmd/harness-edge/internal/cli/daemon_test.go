@@ -16,7 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/store"
+
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/runtime"
 	"github.com/harness-edge/harness-edge/statefmt"
@@ -33,9 +34,9 @@ type daemon struct {
 }
 
 // startDaemon starts `serve --http 127.0.0.1:0` on store and waits until it listens.
-func startDaemon(t *testing.T, store string, extra ...string) *daemon {
+func startDaemon(t *testing.T, db string, extra ...string) *daemon {
 	t.Helper()
-	cmd := child(append([]string{"--store", store, "serve", "--http", "127.0.0.1:0", "--shutdown-timeout", "20s"}, extra...)...)
+	cmd := child(append([]string{"--store", db, "serve", "--http", "127.0.0.1:0", "--shutdown-timeout", "20s"}, extra...)...)
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	if err := cmd.Start(); err != nil {
@@ -88,11 +89,11 @@ func (d *daemon) http(method, path, token string, body []byte) (int, string) {
 }
 
 // waitStatus polls `show --json` (through the socket) until the harness has status want.
-func waitStatus(t *testing.T, store, id string, want statefmt.Status) *statefmt.HarnessState {
+func waitStatus(t *testing.T, db, id string, want statefmt.Status) *statefmt.HarnessState {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		code, out, _ := run(t, "--store", store, "show", id, "--json")
+		code, out, _ := run(t, "--store", db, "show", id, "--json")
 		if code == ExitOK {
 			st, err := statefmt.DecodeJSON([]byte(out))
 			if err != nil {
@@ -158,48 +159,48 @@ plan:
 // and a graceful SIGTERM (the running harness paused, resumed by the next daemon).
 func TestDaemon(t *testing.T) {
 	dir := t.TempDir()
-	store, ws := filepath.Join(dir, "store"), filepath.Join(dir, "ws")
+	db, ws := filepath.Join(dir, "store"), filepath.Join(dir, "ws")
 	write := func(name, src string) string { return writeTask(t, dir, name, src) }
-	d := startDaemon(t, store)
-	tok, err := os.ReadFile(filepath.Join(store, control.TokenName))
+	d := startDaemon(t, db)
+	tok, err := os.ReadFile(filepath.Join(db, control.TokenName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	token := strings.TrimSpace(string(tok))
-	if fi, err := os.Stat(filepath.Join(store, control.TokenName)); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(filepath.Join(db, control.TokenName)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("token file: %v %v", fi.Mode(), err)
 	}
-	if fi, err := os.Stat(control.SocketPath(store)); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(control.SocketPath(db)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("socket: %v", err)
 	}
 
 	// A second daemon on the same store is refused, clearly.
-	second := child("--store", store, "serve")
+	second := child("--store", db, "serve")
 	var secondErr bytes.Buffer
 	second.Stderr = &secondErr
 	if err := second.Run(); err == nil || !strings.Contains(secondErr.String(), fmt.Sprintf("owned by the harness-edge daemon (pid %d)", d.cmd.Process.Pid)) {
 		t.Fatalf("second daemon: %v: %s", err, secondErr.String())
 	}
 	// So is a foreground run, pointing at submit.
-	if code, _, stderr := run(t, "--store", store, "run", write("x.yaml", daemonTask("x", ws, 1, "1ms", false))); code != ExitError || !strings.Contains(stderr, "harness-edge submit") {
+	if code, _, stderr := run(t, "--store", db, "run", write("x.yaml", daemonTask("x", ws, 1, "1ms", false))); code != ExitError || !strings.Contains(stderr, "harness-edge submit") {
 		t.Fatalf("run beside the daemon: exit %d: %s", code, stderr)
 	}
 
 	// Over the socket: a gated task, approved through the socket; the daemon resumes it.
-	if code, out, stderr := run(t, "--store", store, "submit", write("a.yaml", daemonTask("a", ws, 2, "10ms", true))); code != ExitOK || !strings.Contains(out, "submitted: harness a") {
+	if code, out, stderr := run(t, "--store", db, "submit", write("a.yaml", daemonTask("a", ws, 2, "10ms", true))); code != ExitOK || !strings.Contains(out, "submitted: harness a") {
 		t.Fatalf("submit: exit %d: %s%s", code, out, stderr)
 	}
-	waitStatus(t, store, "a", statefmt.StatusPaused)
-	if code, out, stderr := run(t, "--store", store, "approve", "a"); code != ExitOK || !strings.Contains(out, "the daemon (pid") {
+	waitStatus(t, db, "a", statefmt.StatusPaused)
+	if code, out, stderr := run(t, "--store", db, "approve", "a"); code != ExitOK || !strings.Contains(out, "the daemon (pid") {
 		t.Fatalf("approve: exit %d: %s%s", code, out, stderr)
 	}
-	code, out, stderr := run(t, "--store", store, "events", "a", "--follow")
+	code, out, stderr := run(t, "--store", db, "events", "a", "--follow")
 	if code != ExitOK || !strings.Contains(out, "running -> completed") {
 		t.Fatalf("events --follow: exit %d: %s%s", code, out, stderr)
 	}
 
 	// Over HTTP: refusals first, and nothing changes.
-	list := func() string { _, out, _ := run(t, "--store", store, "ls", "--json"); return out }
+	list := func() string { _, out, _ := run(t, "--store", db, "ls", "--json"); return out }
 	before := list()
 	body, _ := json.Marshal(control.SubmitRequest{Task: daemonTask("h", ws, 2, "10ms", true), Dir: dir})
 	for _, c := range []struct {
@@ -232,21 +233,21 @@ func TestDaemon(t *testing.T) {
 	if code, resp := d.http("POST", "/v1/harnesses", token, body); code != 201 || !strings.Contains(resp, `"id":"h"`) {
 		t.Fatalf("submit over HTTP: %d %s", code, resp)
 	}
-	waitStatus(t, store, "h", statefmt.StatusPaused)
+	waitStatus(t, db, "h", statefmt.StatusPaused)
 	if code, resp := d.http("POST", "/v1/harnesses/h/approve", token, []byte(`{"gate": "g1"}`)); code != 200 || !strings.Contains(resp, `"resumed":true`) {
 		t.Fatalf("approve over HTTP: %d %s", code, resp)
 	}
-	waitStatus(t, store, "h", statefmt.StatusCompleted)
+	waitStatus(t, db, "h", statefmt.StatusCompleted)
 	if code, resp := d.http("GET", "/v1/harnesses/h/events?follow=1", token, nil); code != 200 || !strings.Contains(resp, "event: plan_completed") || !strings.HasSuffix(resp, "event: end\ndata: {}\n\n") {
 		t.Fatalf("SSE events: %d %s", code, resp)
 	}
 
 	// SIGKILL in the middle of a long harness; a new daemon resumes it from its last checkpoint.
-	if code, out, stderr := run(t, "--store", store, "submit", write("b.yaml", daemonTask("b", ws, 6, "150ms", false))); code != ExitOK {
+	if code, out, stderr := run(t, "--store", db, "submit", write("b.yaml", daemonTask("b", ws, 6, "150ms", false))); code != ExitOK {
 		t.Fatalf("submit b: exit %d: %s%s", code, out, stderr)
 	}
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if st := waitStatus(t, store, "b", statefmt.StatusRunning); st.Plan.Steps[1].Status == statefmt.StepCompleted {
+		if st := waitStatus(t, db, "b", statefmt.StatusRunning); st.Plan.Steps[1].Status == statefmt.StepCompleted {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -257,18 +258,18 @@ func TestDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-d.exited
-	if _, err := os.Stat(control.SocketPath(store)); err != nil {
+	if _, err := os.Stat(control.SocketPath(db)); err != nil {
 		t.Fatalf("a killed daemon leaves its socket behind, for the next one to replace: %v", err)
 	}
 	// With the owner dead, commands open the store directly and see b interrupted.
-	if code, out, _ := run(t, "--store", store, "ls"); code != ExitOK || !regexp.MustCompile(`b\s+A\s+running`).MatchString(out) {
+	if code, out, _ := run(t, "--store", db, "ls"); code != ExitOK || !regexp.MustCompile(`b\s+A\s+running`).MatchString(out) {
 		t.Fatalf("ls with a dead owner: %d %s", code, out)
 	}
-	d = startDaemon(t, store)
+	d = startDaemon(t, db)
 	if !strings.Contains(d.log.String(), "resumed=b") {
 		t.Fatalf("the new daemon did not resume b:\n%s", d.log)
 	}
-	st := waitStatus(t, store, "b", statefmt.StatusCompleted)
+	st := waitStatus(t, db, "b", statefmt.StatusCompleted)
 	for _, s := range st.Plan.Steps {
 		if s.Status != statefmt.StepCompleted || s.Output == nil || *s.Output != "wrote 13 bytes to b.txt\ndone" {
 			t.Fatalf("step %s: %s %v", s.ID, s.Status, s.Output)
@@ -276,10 +277,10 @@ func TestDaemon(t *testing.T) {
 	}
 
 	// SIGTERM: the running harness pauses (reason "daemon shutdown") and the daemon exits in time.
-	if code, out, stderr := run(t, "--store", store, "submit", write("c.yaml", daemonTask("c", ws, 4, "2s", false))); code != ExitOK {
+	if code, out, stderr := run(t, "--store", db, "submit", write("c.yaml", daemonTask("c", ws, 4, "2s", false))); code != ExitOK {
 		t.Fatalf("submit c: exit %d: %s%s", code, out, stderr)
 	}
-	waitStatus(t, store, "c", statefmt.StatusRunning)
+	waitStatus(t, db, "c", statefmt.StatusRunning)
 	start := time.Now()
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -293,18 +294,18 @@ func TestDaemon(t *testing.T) {
 		t.Fatalf("daemon exit %d after SIGTERM:\n%s", code, d.log)
 	}
 	t.Logf("SIGTERM to exit: %v", time.Since(start))
-	if _, err := os.Stat(control.SocketPath(store)); err == nil {
+	if _, err := os.Stat(control.SocketPath(db)); err == nil {
 		t.Fatal("a daemon that stopped cleanly left its socket")
 	}
-	st = storeState(t, store, "c")
+	st = storeState(t, db, "c")
 	if st.Status != statefmt.StatusPaused || st.StatusReason != runtime.ReasonShutdown {
 		t.Fatalf("after SIGTERM c is %s (%s)", st.Status, st.StatusReason)
 	}
-	d = startDaemon(t, store)
-	waitStatus(t, store, "c", statefmt.StatusCompleted)
+	d = startDaemon(t, db)
+	waitStatus(t, db, "c", statefmt.StatusCompleted)
 
 	// The morning report, through the daemon.
-	code, out, _ = run(t, "--store", store, "report", "--json")
+	code, out, _ = run(t, "--store", db, "report", "--json")
 	var rep control.Report
 	if code != ExitOK || json.Unmarshal([]byte(out), &rep) != nil {
 		t.Fatalf("report: %d %s", code, out)
@@ -314,9 +315,9 @@ func TestDaemon(t *testing.T) {
 	}
 }
 
-func storeState(t *testing.T, store, id string) *statefmt.HarnessState {
+func storeState(t *testing.T, db, id string) *statefmt.HarnessState {
 	t.Helper()
-	s, err := bridge.OpenStore(store, bridge.StoreOptions{})
+	s, err := store.OpenStore(db, store.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,28 +333,28 @@ func storeState(t *testing.T, store, id string) *statefmt.HarnessState {
 // ls and show answer, and pause stops it (exit 3) with its state persisted.
 func TestForegroundRunOwnsTheStore(t *testing.T) {
 	dir := t.TempDir()
-	store, ws := filepath.Join(dir, "store"), filepath.Join(dir, "ws")
+	db, ws := filepath.Join(dir, "store"), filepath.Join(dir, "ws")
 	taskFile := writeTask(t, dir, "f.yaml", daemonTask("f", ws, 5, "400ms", false))
-	cmd := child("--store", store, "run", taskFile)
+	cmd := child("--store", db, "run", taskFile)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	waitStatus(t, store, "f", statefmt.StatusRunning)
-	if code, out, _ := run(t, "--store", store, "ls"); code != ExitOK || !regexp.MustCompile(`f\s+A\s+running`).MatchString(out) {
+	waitStatus(t, db, "f", statefmt.StatusRunning)
+	if code, out, _ := run(t, "--store", db, "ls"); code != ExitOK || !regexp.MustCompile(`f\s+A\s+running`).MatchString(out) {
 		t.Fatalf("ls through the run's socket: %d %s", code, out)
 	}
-	if code, _, stderr := run(t, "--store", store, "submit", taskFile); code != ExitError || !strings.Contains(stderr, "no daemon owns this store (owner: run)") {
+	if code, _, stderr := run(t, "--store", db, "submit", taskFile); code != ExitError || !strings.Contains(stderr, "no daemon owns this store (owner: run)") {
 		t.Fatalf("submit to a foreground run: %d %s", code, stderr)
 	}
-	if code, out, stderr := run(t, "--store", store, "pause", "f"); code != ExitOK || !strings.Contains(out, "harness f: paused") {
+	if code, out, stderr := run(t, "--store", db, "pause", "f"); code != ExitOK || !strings.Contains(out, "harness f: paused") {
 		t.Fatalf("pause: %d %s%s", code, out, stderr)
 	}
 	_ = cmd.Wait()
 	if code := cmd.ProcessState.ExitCode(); code != ExitWaiting {
 		t.Fatalf("the paused run exited %d, want %d", code, ExitWaiting)
 	}
-	if st := storeState(t, store, "f"); st.Status != statefmt.StatusPaused || st.StatusReason != control.ReasonRequested {
+	if st := storeState(t, db, "f"); st.Status != statefmt.StatusPaused || st.StatusReason != control.ReasonRequested {
 		t.Fatalf("stored: %s (%s)", st.Status, st.StatusReason)
 	}
 }
@@ -362,38 +363,38 @@ func TestForegroundRunOwnsTheStore(t *testing.T) {
 // freeze outlives a restart; unfreeze resumes both.
 func TestDaemonFreeze(t *testing.T) {
 	dir := t.TempDir()
-	store, ws := filepath.Join(dir, "store"), filepath.Join(dir, "ws")
+	db, ws := filepath.Join(dir, "store"), filepath.Join(dir, "ws")
 	write := func(name, src string) string { return writeTask(t, dir, name, src) }
-	d := startDaemon(t, store)
-	if code, out, stderr := run(t, "--store", store, "submit", write("a.yaml", daemonTask("a", ws, 4, "300ms", false))); code != ExitOK {
+	d := startDaemon(t, db)
+	if code, out, stderr := run(t, "--store", db, "submit", write("a.yaml", daemonTask("a", ws, 4, "300ms", false))); code != ExitOK {
 		t.Fatalf("submit: %d %s%s", code, out, stderr)
 	}
-	waitStatus(t, store, "a", statefmt.StatusRunning)
-	if code, out, stderr := run(t, "--store", store, "freeze", "--pause"); code != ExitOK || !strings.Contains(out, "frozen=true") {
+	waitStatus(t, db, "a", statefmt.StatusRunning)
+	if code, out, stderr := run(t, "--store", db, "freeze", "--pause"); code != ExitOK || !strings.Contains(out, "frozen=true") {
 		t.Fatalf("freeze: %d %s%s", code, out, stderr)
 	}
-	if st := waitStatus(t, store, "a", statefmt.StatusPaused); st.StatusReason != control.ReasonFrozen {
+	if st := waitStatus(t, db, "a", statefmt.StatusPaused); st.StatusReason != control.ReasonFrozen {
 		t.Fatalf("a paused for %q", st.StatusReason)
 	}
-	if code, _, stderr := run(t, "--store", store, "submit", write("b.yaml", daemonTask("b", ws, 1, "1ms", false))); code != ExitOK {
+	if code, _, stderr := run(t, "--store", db, "submit", write("b.yaml", daemonTask("b", ws, 1, "1ms", false))); code != ExitOK {
 		t.Fatalf("submit while frozen: %d %s", code, stderr)
 	}
 	time.Sleep(300 * time.Millisecond)
-	if st := waitStatus(t, store, "b", statefmt.StatusCreated); st.CheckpointCount != 1 {
+	if st := waitStatus(t, db, "b", statefmt.StatusCreated); st.CheckpointCount != 1 {
 		t.Fatalf("b started while frozen: %+v", st.Status)
 	}
 	// The freeze is kept across a restart.
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	<-d.exited
-	d = startDaemon(t, store)
+	d = startDaemon(t, db)
 	if !strings.Contains(d.log.String(), "frozen=true") {
 		t.Fatalf("the restarted daemon is not frozen:\n%s", d.log)
 	}
 	time.Sleep(300 * time.Millisecond)
-	waitStatus(t, store, "b", statefmt.StatusCreated)
-	if code, out, stderr := run(t, "--store", store, "unfreeze"); code != ExitOK || !strings.Contains(out, "frozen=false") {
+	waitStatus(t, db, "b", statefmt.StatusCreated)
+	if code, out, stderr := run(t, "--store", db, "unfreeze"); code != ExitOK || !strings.Contains(out, "frozen=false") {
 		t.Fatalf("unfreeze: %d %s%s", code, out, stderr)
 	}
-	waitStatus(t, store, "a", statefmt.StatusCompleted)
-	waitStatus(t, store, "b", statefmt.StatusCompleted)
+	waitStatus(t, db, "a", statefmt.StatusCompleted)
+	waitStatus(t, db, "b", statefmt.StatusCompleted)
 }

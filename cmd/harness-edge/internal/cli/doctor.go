@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harness-edge/harness-edge/bridge"
-	"github.com/harness-edge/harness-edge/bridge/workload"
 	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/internal/workload"
 	"github.com/harness-edge/harness-edge/sysinfo"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/harness-edge/harness-edge/runtime/openaitest"
+	"github.com/harness-edge/harness-edge/internal/openaitest"
 )
 
 // copyExample copies an example task file (and the stand-in agents it may use) into a temporary

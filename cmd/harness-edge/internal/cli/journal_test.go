@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
+	"github.com/harness-edge/harness-edge/store"
+
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
@@ -78,16 +81,16 @@ func shipUntilDone(t *testing.T, id, replay string) (kills, replays int) {
 	if err := os.WriteFile(taskFile, []byte(shipTask(id, filepath.Join(dir, "ws"), ledger, replay)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	store := filepath.Join(dir, "store")
-	kills = killUntilDone(t, store, taskFile, id, 15, true, func() {
+	db := filepath.Join(dir, "store")
+	kills = killUntilDone(t, db, taskFile, id, 15, true, func() {
 		if replay != "ask" {
 			t.Fatal("waiting for a human without replay: ask")
 		}
-		if c, o, e := run(t, "--store", store, "approve", id); c != 0 || !strings.Contains(o, "(replay, step") {
+		if c, o, e := run(t, "--store", db, "approve", id); c != 0 || !strings.Contains(o, "(replay, step") {
 			t.Fatalf("approve: exit %d: %s %s", c, o, e)
 		}
 	})
-	_, stdout, _ := run(t, "--store", store, "show", id, "--json")
+	_, stdout, _ := run(t, "--store", db, "show", id, "--json")
 	st, err := statefmt.DecodeJSON([]byte(stdout))
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +106,7 @@ func shipUntilDone(t *testing.T, id, replay string) (kills, replays int) {
 		approved[g.StepID]++
 		replays++
 	}
-	_, events, _ := run(t, "--store", store, "events", id, "--json")
+	_, events, _ := run(t, "--store", db, "events", id, "--json")
 	replays += strings.Count(events, `"action":"skip"`)
 	data, _ := os.ReadFile(ledger)
 	starts := map[string]int{}
@@ -150,16 +153,16 @@ func shipUntilDone(t *testing.T, id, replay string) (kills, replays int) {
 // intent is durable, at a random instant up to 15 ms later, until it completes. A run that
 // stops at a human gate (exit 3) calls waiting and resumes. It returns the kills (at most max;
 // then the runs go on unkilled).
-func killUntilDone(t *testing.T, store, taskFile, id string, max int, intents bool, waiting func()) (kills int) {
+func killUntilDone(t *testing.T, db, taskFile, id string, max int, intents bool, waiting func()) (kills int) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
 	for attempt := 0; ; attempt++ {
 		if attempt > 300 {
 			t.Fatal("not done after 300 runs")
 		}
-		args := []string{"--store", store, "resume", id, "--json"}
+		args := []string{"--store", db, "resume", id, "--json"}
 		if attempt == 0 {
-			args = []string{"--store", store, "run", taskFile, "--json"}
+			args = []string{"--store", db, "run", taskFile, "--json"}
 		}
 		cmd := child(args...)
 		out, _ := cmd.StdoutPipe()
@@ -204,9 +207,14 @@ func killUntilDone(t *testing.T, store, taskFile, id string, max int, intents bo
 }
 
 // eventLog is a harness's durable event log, one JSON event per line.
-func eventLog(s *bridge.Store, id string) string {
+func eventLog(s *store.Store, id string) string {
 	var b strings.Builder
-	_ = s.Events(id, 0, func(le bridge.LoggedEvent) bool { b.Write(le.Data); b.WriteByte('\n'); return true })
+	_ = s.Events(id, 0, func(e event.Event) bool {
+		data, _ := event.Encode(e)
+		b.Write(data)
+		b.WriteByte('\n')
+		return true
+	})
 	return b.String()
 }
 
@@ -271,10 +279,10 @@ plan:
 	if code, _, stderr := run(t, "--store", refStore, "run", write("ref.yaml", src(filepath.Join(dir, "ref-ws")))); code != 0 {
 		t.Fatalf("uninterrupted run: exit %d: %s", code, stderr)
 	}
-	store := filepath.Join(dir, "store")
+	db := filepath.Join(dir, "store")
 	kills := 0
 	for round := range 4 {
-		s := filepath.Join(store, fmt.Sprint(round))
+		s := filepath.Join(db, fmt.Sprint(round))
 		kills += killUntilDone(t, s, write("d.yaml", src(filepath.Join(dir, "ws"))), "d", 12, false, func() { t.Fatal("waiting for a human at autonomy 4") })
 		checkDelegation(t, s, refStore)
 	}
@@ -284,10 +292,10 @@ plan:
 	t.Logf("%d kills", kills)
 }
 
-func checkDelegation(t *testing.T, store, refStore string) {
+func checkDelegation(t *testing.T, db, refStore string) {
 	t.Helper()
 	load := func(dir string) (map[string]*statefmt.HarnessState, map[string]string) {
-		s, err := bridge.OpenStore(dir, bridge.StoreOptions{})
+		s, err := store.OpenStore(dir, store.StoreOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,7 +313,7 @@ func checkDelegation(t *testing.T, store, refStore string) {
 		}
 		return states, logs
 	}
-	got, logs := load(store)
+	got, logs := load(db)
 	want, _ := load(refStore)
 	if len(got) != len(want) || len(got) != 5 { // d; its children for s1, s2, s3; and d.s2.c2, C delegating to B
 		ids := []string{}

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/store"
+
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
@@ -22,7 +23,7 @@ import (
 // completion.
 func TestKill9RalphLoop(t *testing.T) {
 	dir := t.TempDir()
-	ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
+	ws, db := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
 	agent, _ := filepath.Abs("../../../../examples/agents/fake-agent.sh")
 	taskFile := filepath.Join(dir, "ralph.yaml")
 	src := fmt.Sprintf(`id: ralph
@@ -68,9 +69,9 @@ plan: [{id: write, description: write the parts, agent: R}]
 			t.Fatalf("the run ended before the kill: exit %d", cmd.ProcessState.ExitCode())
 		}
 	}
-	killAt([]string{"--store", store, "run", taskFile}, "working.2")
-	killAt([]string{"--store", store, "resume", "ralph"}, "promised.3")
-	if code, out, stderr := run(t, "--store", store, "resume", "ralph"); code != ExitOK {
+	killAt([]string{"--store", db, "run", taskFile}, "working.2")
+	killAt([]string{"--store", db, "resume", "ralph"}, "promised.3")
+	if code, out, stderr := run(t, "--store", db, "resume", "ralph"); code != ExitOK {
 		t.Fatalf("final resume: exit %d: %s%s", code, out, stderr)
 	}
 	// The agent's own child (its "sleep") of each killed iteration outlived the kill (Pdeathsig
@@ -86,7 +87,7 @@ plan: [{id: write, description: write the parts, agent: R}]
 	if string(runs) != "started 1\nstarted 2\nstarted 2\nstarted 3\nstarted 3\n" {
 		t.Fatalf("runs.log %q: iterations 2 and 3 should each have run twice, nothing else", runs)
 	}
-	s, err := bridge.OpenStore(store, bridge.StoreOptions{})
+	s, err := store.OpenStore(db, store.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
+	"github.com/harness-edge/harness-edge/store"
+
 	"github.com/spf13/cobra"
 
-	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/runtime"
 	"github.com/harness-edge/harness-edge/runtime/task"
@@ -34,37 +37,37 @@ func isTerminal(w io.Writer) bool {
 }
 
 // progress prints events for a person watching a terminal.
-func progress(w io.Writer) runtime.Sink {
-	return runtime.SinkFunc(func(e runtime.Event) {
+func progress(w io.Writer) event.Sink {
+	return event.SinkFunc(func(e event.Event) {
 		switch e.Type {
-		case runtime.EventStateTransition:
+		case event.StateTransition:
 			if e.Reason != "" {
 				fmt.Fprintf(w, "  harness %s: %s (%s)\n", e.HarnessID, e.To, e.Reason)
 			} else {
 				fmt.Fprintf(w, "  harness %s: %s\n", e.HarnessID, e.To)
 			}
-		case runtime.EventStepStarted:
+		case event.StepStarted:
 			fmt.Fprintf(w, "  > step %s (attempt %d)\n", e.StepID, e.Attempt)
-		case runtime.EventStepCompleted:
+		case event.StepCompleted:
 			fmt.Fprintf(w, "  + step %s completed\n", e.StepID)
-		case runtime.EventStepRetry:
+		case event.StepRetry:
 			fmt.Fprintf(w, "  ~ step %s: %s (retry in %.1fs)\n", e.StepID, e.Message, e.DelayMs/1000)
-		case runtime.EventStepFailed:
+		case event.StepFailed:
 			fmt.Fprintf(w, "  ! step %s failed: %s\n", e.StepID, e.Message)
-		case runtime.EventToolCall:
+		case event.ToolCall:
 			ok := e.Success != nil && *e.Success
 			fmt.Fprintf(w, "    tool %s (%.1f ms, ok=%v)\n", e.Tool, e.DurationMs, ok)
-		case runtime.EventWarning:
+		case event.Warning:
 			fmt.Fprintf(w, "  warning: %s\n", e.Message)
-		case runtime.EventGate:
+		case event.Gate:
 			fmt.Fprintf(w, "  ? gate %s (%s, step %s): %s %s\n", e.GateID, e.Kind, e.StepID, e.Action, e.Message+e.Reason)
-		case runtime.EventSubAgent:
+		case event.SubAgent:
 			fmt.Fprintf(w, "  = sub-agent %s (%s, step %s): %s %s\n", e.SubAgentID, e.Agent, e.StepID, e.Outcome, e.Message)
-		case runtime.EventSideEffect:
+		case event.SideEffect:
 			if e.Action != "intent" && e.Action != "receipt" {
 				fmt.Fprintf(w, "    side effect %s (step %s): %s %s\n", e.Tool, e.StepID, e.Action, e.Message)
 			}
-		case runtime.EventIteration:
+		case event.Iteration:
 			line := fmt.Sprintf("    iteration %d (step %s): %s", e.Iteration, e.StepID, e.Outcome)
 			if e.DurationMs > 0 {
 				line += fmt.Sprintf(", %.1fs", e.DurationMs/1000)
@@ -73,11 +76,11 @@ func progress(w io.Writer) runtime.Sink {
 				line += ": " + firstLine(e.Message)
 			}
 			fmt.Fprintln(w, line)
-		case runtime.EventCompaction:
+		case event.Compaction:
 			fmt.Fprintf(w, "    context compacted (step %s, %s): %s\n", e.StepID, e.Outcome, e.Message)
-		case runtime.EventPhase:
+		case event.Phase:
 			fmt.Fprintf(w, "  phase %s %s\n", e.Phase, e.Action)
-		case runtime.EventGovernor:
+		case event.Governor:
 			if e.Action == "waiting" {
 				fmt.Fprintf(w, "  waiting for resources before step %s: %s\n", e.StepID, e.Message)
 			} else {
@@ -100,13 +103,13 @@ func runHarness(m *runtime.Manager, h *runtime.Harness, f runFlags, stdout io.Wr
 }
 
 // report prints a task's outcome and turns it into the exit code.
-func report(out runtime.TaskOutput, err error, f runFlags, stdout io.Writer, store *bridge.Store, hint func() string) error {
+func report(out runtime.TaskOutput, err error, f runFlags, stdout io.Writer, db *store.Store, hint func() string) error {
 	if err != nil && !errors.Is(err, runtime.ErrPaused) {
 		return err
 	}
 	var stored int
-	if store != nil && out.HarnessID != "" {
-		if recs, ierr := store.Inspect(out.HarnessID); ierr == nil {
+	if db != nil && out.HarnessID != "" {
+		if recs, ierr := db.Inspect(out.HarnessID); ierr == nil {
 			for _, r := range recs {
 				stored += r.StoredBytes
 			}
@@ -167,10 +170,10 @@ func indent(s string) string {
 // ownManager makes this process the store's owner (its control socket serves other commands
 // while it runs) with a manager whose events go where the flags say.
 func (g *globals) ownManager(f runFlags, stdout io.Writer) (*runtime.Manager, func(), error) {
-	var sinks []runtime.Sink
+	var sinks []event.Sink
 	switch {
 	case f.json:
-		sinks = append(sinks, runtime.NewJSONLines(stdout))
+		sinks = append(sinks, event.NewJSONLines(stdout))
 	case f.progress || isTerminal(stdout):
 		sinks = append(sinks, progress(stdout))
 	}
@@ -410,7 +413,7 @@ func newEventsCmd(g *globals, stdout io.Writer) *cobra.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			var last uint64
-			print := func(e runtime.Event) error {
+			print := func(e event.Event) error {
 				if asJSON {
 					b, _ := json.Marshal(e)
 					fmt.Fprintf(stdout, "%s\n", b)
@@ -438,7 +441,7 @@ func newEventsCmd(g *globals, stdout io.Writer) *cobra.Command {
 	return c
 }
 
-func describe(e runtime.Event) string {
+func describe(e event.Event) string {
 	var parts []string
 	add := func(format string, args ...any) { parts = append(parts, fmt.Sprintf(format, args...)) }
 	if e.To != "" {
@@ -482,7 +485,7 @@ func describe(e runtime.Event) string {
 		add("waited %.1fs", e.WaitMs/1000)
 	}
 	switch {
-	case e.Type == runtime.EventToolCall:
+	case e.Type == event.ToolCall:
 		add("tool %s %.1f ms ok=%v", e.Tool, e.DurationMs, e.Success != nil && *e.Success)
 	case e.Tool != "":
 		add("tool %s", e.Tool)

@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/store"
+
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
@@ -77,14 +78,14 @@ func TestRunKill9ResumeUntilDone(t *testing.T) {
 	if code, _, stderr := run(t, "--store", refStore, "run", write("ref.yaml", killTask("k", filepath.Join(dir, "ref-ws")))); code != 0 {
 		t.Fatalf("uninterrupted run: exit %d: %s", code, stderr)
 	}
-	store := filepath.Join(dir, "store")
+	db := filepath.Join(dir, "store")
 	taskFile := write("k.yaml", killTask("k", filepath.Join(dir, "ws")))
-	kills := killUntilDone(t, store, taskFile, "k", 200, false, func() { t.Fatal("waiting for a human at autonomy 3 without critical steps") })
+	kills := killUntilDone(t, db, taskFile, "k", 200, false, func() { t.Fatal("waiting for a human at autonomy 3 without critical steps") })
 	if kills < 3 {
 		t.Fatalf("only %d runs were killed: the test tested little", kills)
 	}
 	restore := func(dir string) *statefmt.HarnessState {
-		s, err := bridge.OpenStore(dir, bridge.StoreOptions{})
+		s, err := store.OpenStore(dir, store.StoreOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +96,7 @@ func TestRunKill9ResumeUntilDone(t *testing.T) {
 		}
 		return st
 	}
-	got, want := restore(store), restore(refStore)
+	got, want := restore(db), restore(refStore)
 	calls := func(st *statefmt.HarnessState) map[string]int {
 		seen := map[string]int{}
 		for _, rec := range st.ToolCallHistory {
@@ -143,8 +144,8 @@ func TestInterruptPausesAndResumeFinishes(t *testing.T) {
 	if err := os.WriteFile(taskFile, []byte(strings.ReplaceAll(killTask("k", filepath.Join(dir, "ws")), "{sleep: ", "{sleep: 1")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	store := filepath.Join(dir, "store")
-	cmd := child("--store", store, "run", taskFile, "--json")
+	db := filepath.Join(dir, "store")
+	cmd := child("--store", db, "run", taskFile, "--json")
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -164,14 +165,14 @@ func TestInterruptPausesAndResumeFinishes(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != ExitWaiting || !strings.Contains(last, `"status":"paused"`) {
 		t.Fatalf("after SIGINT: exit %d, last line %s", code, last)
 	}
-	code, stdout, _ := run(t, "--store", store, "show", "k", "--json")
+	code, stdout, _ := run(t, "--store", db, "show", "k", "--json")
 	if code != 0 || !strings.Contains(stdout, `"paused"`) || !strings.Contains(stdout, `"interrupted"`) {
 		t.Fatalf("show after SIGINT: %d %s", code, stdout)
 	}
-	if code, stdout, stderr := run(t, "--store", store, "resume", "k"); code != 0 || !strings.Contains(stdout, "harness k: completed") {
+	if code, stdout, stderr := run(t, "--store", db, "resume", "k"); code != 0 || !strings.Contains(stdout, "harness k: completed") {
 		t.Fatalf("resume: %d %s %s", code, stdout, stderr)
 	}
-	if code, stdout, _ := run(t, "--store", store, "events", "k"); code != 0 || !strings.Contains(stdout, "running -> paused  (interrupted)") || !strings.Contains(stdout, "plan_completed") {
+	if code, stdout, _ := run(t, "--store", db, "events", "k"); code != 0 || !strings.Contains(stdout, "running -> paused  (interrupted)") || !strings.Contains(stdout, "plan_completed") {
 		t.Fatalf("events: %s", stdout)
 	}
 }

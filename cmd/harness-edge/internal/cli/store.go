@@ -8,6 +8,8 @@ import (
 	"os"
 	"text/tabwriter"
 
+	"github.com/harness-edge/harness-edge/store"
+
 	"github.com/spf13/cobra"
 
 	"github.com/harness-edge/harness-edge/bridge"
@@ -15,16 +17,16 @@ import (
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
-func (g *globals) openStore() (*bridge.Store, error) {
+func (g *globals) openStore() (*store.Store, error) {
 	dir, err := g.storeDir()
 	if err != nil {
 		return nil, err
 	}
-	return bridge.OpenStore(dir, bridge.StoreOptions{})
+	return store.OpenStore(dir, store.StoreOptions{})
 }
 
 // withStore opens the store for one command and closes it after.
-func (g *globals) withStore(f func(*bridge.Store) error) error {
+func (g *globals) withStore(f func(*store.Store) error) error {
 	s, err := g.openStore()
 	if err != nil {
 		return err
@@ -47,7 +49,7 @@ func newLsCmd(g *globals, stdout io.Writer) *cobra.Command {
 				}
 				if asJSON {
 					if list == nil {
-						list = []bridge.IndexEntry{}
+						list = []store.IndexEntry{}
 					}
 					return writeJSON(stdout, list)
 				}
@@ -97,7 +99,7 @@ func newInspectCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Short: "Show a harness's checkpoint chain: seq, kind, raw and stored bytes, hashes, totals",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return g.withStore(func(s *bridge.Store) error {
+			return g.withStore(func(s *store.Store) error {
 				recs, err := s.Inspect(args[0])
 				if err != nil {
 					return err
@@ -146,7 +148,7 @@ func newVerifyCmd(g *globals, stdout io.Writer) *cobra.Command {
 				}
 				if asJSON {
 					if probs == nil {
-						probs = []bridge.Problem{}
+						probs = []store.Problem{}
 					}
 					if err := writeJSON(stdout, probs); err != nil {
 						return err
@@ -178,7 +180,7 @@ func newExportCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Short: "Write a harness's state as HarnessState JSON v1 (or, with --chain, its raw checkpoint chain)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return g.withStore(func(s *bridge.Store) (err error) {
+			return g.withStore(func(s *store.Store) (err error) {
 				w := stdout
 				if out != "" && out != "-" {
 					f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -230,8 +232,8 @@ func newImportCmd(g *globals, stdin io.Reader, stdout io.Writer) *cobra.Command 
 			if err != nil {
 				return err
 			}
-			return g.withStore(func(s *bridge.Store) error {
-				if bridge.IsChainFile(data) {
+			return g.withStore(func(s *store.Store) error {
+				if store.IsChainFile(data) {
 					idx, err := s.ImportChain(data, replace)
 					if err != nil {
 						return err
@@ -244,7 +246,7 @@ func newImportCmd(g *globals, stdin io.Reader, stdout io.Writer) *cobra.Command 
 					return fmt.Errorf("%s: %w", args[0], err)
 				}
 				cp, err := s.ImportState(st, replace)
-				if errors.Is(err, bridge.ErrExists) {
+				if errors.Is(err, store.ErrExists) {
 					return err
 				}
 				if err != nil {

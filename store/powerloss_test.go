@@ -1,4 +1,4 @@
-package bridge_test
+package store_test
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/harness-edge/harness-edge/store"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -19,7 +21,7 @@ import (
 // and verify finds nothing wrong.
 func checkRecovered(t *testing.T, fs vfs.FS, oracle *crashOracle, acked int, what string) {
 	t.Helper()
-	s, err := bridge.OpenStore("store", bridge.StoreOptions{FS: fs, Policy: bridge.ChainPolicy{MaxReplay: 7}})
+	s, err := store.OpenStore("store", store.StoreOptions{FS: fs, Policy: bridge.ChainPolicy{MaxReplay: 7}})
 	if err != nil {
 		t.Fatalf("%s: reopen: %v", what, err)
 	}
@@ -45,7 +47,7 @@ func TestPowerLoss(t *testing.T) {
 	var oracle crashOracle
 	for round := range 6 {
 		mem := vfs.NewCrashableMem()
-		s, err := bridge.OpenStore("store", bridge.StoreOptions{FS: mem, Policy: bridge.ChainPolicy{MaxReplay: 7}})
+		s, err := store.OpenStore("store", store.StoreOptions{FS: mem, Policy: bridge.ChainPolicy{MaxReplay: 7}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +109,7 @@ func TestInjectedIOErrors(t *testing.T) {
 				err = fmt.Errorf("pebble fatal: %v", p)
 			}
 		}()
-		s, err := bridge.OpenStore("store", bridge.StoreOptions{FS: fs, Policy: bridge.ChainPolicy{MaxReplay: 7}, ErrorLog: discard{}})
+		s, err := store.OpenStore("store", store.StoreOptions{FS: fs, Policy: bridge.ChainPolicy{MaxReplay: 7}, ErrorLog: discard{}})
 		if err != nil {
 			return 0, err
 		}

@@ -1,4 +1,4 @@
-package runtime_test
+package event_test
 
 import (
 	"bytes"
@@ -8,18 +8,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/harness-edge/harness-edge/runtime"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
 func TestSinksWriteEveryField(t *testing.T) {
 	ok := false
-	ev := runtime.Event{Type: runtime.EventToolCall, HarnessID: "h1", Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), N: 7,
+	ev := event.Event{Type: event.ToolCall, HarnessID: "h1", Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), N: 7,
 		Tool: "bash", DurationMs: 1.5, Success: &ok, Message: "exit 1"}
 	var lines bytes.Buffer
-	runtime.NewJSONLines(&lines).Emit(ev)
-	runtime.NewJSONLines(&lines).Emit(runtime.Event{Type: runtime.EventStateTransition, HarnessID: "h1", Time: ev.Time, From: statefmt.StatusRunning, To: statefmt.StatusFailed, Reason: "r"})
-	var back runtime.Event
+	event.NewJSONLines(&lines).Emit(ev)
+	event.NewJSONLines(&lines).Emit(event.Event{Type: event.StateTransition, HarnessID: "h1", Time: ev.Time, From: statefmt.StatusRunning, To: statefmt.StatusFailed, Reason: "r"})
+	var back event.Event
 	first, _, _ := strings.Cut(lines.String(), "\n")
 	if err := json.Unmarshal([]byte(first), &back); err != nil || back.Tool != "bash" || back.N != 7 || *back.Success || back.HarnessID != "h1" {
 		t.Fatalf("JSON line %q: %v", first, err)
@@ -28,7 +29,7 @@ func TestSinksWriteEveryField(t *testing.T) {
 		t.Fatalf("want one line per event: %q", lines.String())
 	}
 	var logged bytes.Buffer
-	runtime.Slog{L: slog.New(slog.NewTextHandler(&logged, nil))}.Emit(ev)
+	event.Slog{L: slog.New(slog.NewTextHandler(&logged, nil))}.Emit(ev)
 	for _, want := range []string{"level=WARN", "msg=tool_call", "harnessId=h1", "tool=bash", "success=false", "durationMs=1.5"} {
 		if !strings.Contains(logged.String(), want) {
 			t.Errorf("slog line %q lacks %q", logged.String(), want)

@@ -1,4 +1,4 @@
-package bridge
+package store
 
 import (
 	"encoding/binary"
@@ -6,21 +6,14 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/harness-edge/harness-edge/statefmt/event"
 )
 
 // The durable event log: each harness's events are stored under e/<id>/<n> with n counting from
-// 1, append-only. The store keeps the bytes the runtime encoded (JSON); it never reorders or
-// rewrites them. Events persisted with a checkpoint are in the checkpoint's batch: both are
-// durable or neither is.
-
-// MaxEventBytes bounds one event.
-const MaxEventBytes = 1 << 20
-
-// LoggedEvent is one stored event and its number in the harness's log.
-type LoggedEvent struct {
-	N    uint64
-	Data []byte
-}
+// 1, append-only, in the encoding of package event; the store never reorders or rewrites them.
+// Events persisted with a checkpoint are in the checkpoint's batch: both are durable or neither
+// is.
 
 // nextEvent returns the number the harness's next event gets, reading the log's end the first
 // time. h.mu must be held.
@@ -41,8 +34,8 @@ func (s *Store) nextEvent(id string, h *harness) (uint64, error) {
 	return h.nextEvent, it.Error()
 }
 
-// addEvents puts events into b with their numbers and returns the first; h.mu must be held.
-// The harness's counter moves only when the caller commits (see commitEvents).
+// addEvents puts encoded events into b with their numbers and returns the first; h.mu must be
+// held. The harness's counter moves only when the caller commits.
 func (s *Store) addEvents(b *pebble.Batch, id string, h *harness, events [][]byte) (uint64, error) {
 	first, err := s.nextEvent(id, h)
 	if err != nil {
@@ -54,26 +47,34 @@ func (s *Store) addEvents(b *pebble.Batch, id string, h *harness, events [][]byt
 	return first, nil
 }
 
-// checkEvents refuses empty and oversized events before anything is written.
-func checkEvents(id string, events [][]byte) error {
+// encodeEvents encodes events for the log of harness id, refusing before anything is written
+// an event that names another harness or does not encode.
+func encodeEvents(id string, events []event.Event) ([][]byte, error) {
+	raw := make([][]byte, len(events))
 	for i, e := range events {
-		if len(e) == 0 || len(e) > MaxEventBytes {
-			return fmt.Errorf("harness %s: event %d is %d bytes (allowed: 1 to %d)", id, i, len(e), MaxEventBytes)
+		if e.HarnessID != id {
+			return nil, fmt.Errorf("harness %s: event %d (%s) belongs to harness %q", id, i, e.Type, e.HarnessID)
 		}
+		b, err := event.Encode(e)
+		if err != nil {
+			return nil, fmt.Errorf("harness %s: event %d: %w", id, i, err)
+		}
+		raw[i] = b
 	}
-	return nil
+	return raw, nil
 }
 
 // AppendEvents appends events to the harness's log in one synced batch and returns the number
 // of the first. When it returns nil the events are durable.
-func (s *Store) AppendEvents(id string, events [][]byte) (uint64, error) {
+func (s *Store) AppendEvents(id string, events []event.Event) (uint64, error) {
 	if err := ValidID(id); err != nil {
 		return 0, err
 	}
 	if len(events) == 0 {
 		return 0, errors.New("no events to append")
 	}
-	if err := checkEvents(id, events); err != nil {
+	raw, err := encodeEvents(id, events)
+	if err != nil {
 		return 0, err
 	}
 	h, err := s.acquire(id, true)
@@ -83,7 +84,7 @@ func (s *Store) AppendEvents(id string, events [][]byte) (uint64, error) {
 	defer h.mu.Unlock()
 	b := s.db.NewBatch()
 	defer b.Close()
-	first, err := s.addEvents(b, id, h, events)
+	first, err := s.addEvents(b, id, h, raw)
 	if err != nil {
 		return 0, err
 	}
@@ -96,8 +97,8 @@ func (s *Store) AppendEvents(id string, events [][]byte) (uint64, error) {
 }
 
 // Events calls f with the harness's events numbered above `after`, in order, until f returns
-// false or the log ends.
-func (s *Store) Events(id string, after uint64, f func(LoggedEvent) bool) error {
+// false or the log ends. An event that does not decode ends it with an error naming it.
+func (s *Store) Events(id string, after uint64, f func(event.Event) bool) error {
 	if err := ValidID(id); err != nil {
 		return err
 	}
@@ -112,7 +113,11 @@ func (s *Store) Events(id string, after uint64, f func(LoggedEvent) bool) error 
 		if err != nil {
 			return fmt.Errorf("harness %s: event %d: %w", id, binary.BigEndian.Uint64(k[len(k)-8:]), err)
 		}
-		if !f(LoggedEvent{N: binary.BigEndian.Uint64(k[len(k)-8:]), Data: append([]byte(nil), v...)}) {
+		e, err := event.Decode(id, binary.BigEndian.Uint64(k[len(k)-8:]), v)
+		if err != nil {
+			return err
+		}
+		if !f(e) {
 			return nil
 		}
 	}

@@ -1,4 +1,4 @@
-package bridge_test
+package store_test
 
 import (
 	"encoding/binary"
@@ -10,11 +10,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/harness-edge/harness-edge/store"
+
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/internal/stategen"
 	"github.com/harness-edge/harness-edge/statefmt"
-	"github.com/harness-edge/harness-edge/statefmt/stategen"
 )
 
 // damage rewrites the stored record seq of harness id with f, straight in Pebble.
@@ -69,7 +71,7 @@ func TestStoreCorruptionIsReportedAndLastGoodRestores(t *testing.T) {
 				s = openStore(t, dir, e, bridge.ChainPolicy{MaxReplay: 100})
 				defer s.Close()
 				_, err := s.Restore(st.HarnessID)
-				var ce *bridge.CorruptError
+				var ce *store.CorruptError
 				if !errors.As(err, &ce) || ce.ID != st.HarnessID || ce.Seq != victim {
 					t.Fatalf("restore after damage to record %d: %v", victim, err)
 				}

@@ -1,8 +1,13 @@
-package runtime
+// Package event is the event format: the closed set of event types, the Event record, its
+// encoding in the durable log (one JSON object per event) and decoding back, and the sink
+// interface with the built-in sinks (JSON lines, slog). Events are data: the harness makes them,
+// the store writes the bytes Encode gives, and every reader decodes them here.
+package event
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -11,32 +16,32 @@ import (
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
-// EventType names an event. The set is closed: sinks and `events` rely on it.
-type EventType string
+// Type names an event. The set is closed: sinks and `events` rely on it.
+type Type string
 
 const (
-	EventStateTransition EventType = "state_transition" // from, to (reason when paused or failed)
-	EventStepStarted     EventType = "step_started"     // stepId, attempt
-	EventStepCompleted   EventType = "step_completed"   // stepId, attempt
-	EventStepRetry       EventType = "step_retry"       // stepId, attempt, message, delayMs
-	EventStepFailed      EventType = "step_failed"      // stepId, message, blocked
-	EventPlanCompleted   EventType = "plan_completed"   // steps
-	EventToolCall        EventType = "tool_call"        // tool, durationMs, success (message on failure)
-	EventCheckpoint      EventType = "checkpoint"       // seq, kind, storedBytes
-	EventWarning         EventType = "warning"          // message
-	EventGate            EventType = "gate"             // gateId, stepId, kind, action (waiting_for_human, approved, rejected), waitMs, reason
-	EventSubAgent        EventType = "sub_agent"        // subAgentId, stepId, agent, outcome (spawned, completed, failed, waiting), message
-	EventSideEffect      EventType = "side_effect"      // tool, stepId, action (intent, receipt, replayed, retry, skip, ask, rejected)
-	EventIteration       EventType = "iteration"        // stepId, iteration, outcome, exitCode, durationMs, delayMs (rate limited), message
-	EventCompaction      EventType = "compaction"       // stepId, outcome (summarised, dropped), message
-	EventPhase           EventType = "phase"            // phase, action (started, completed)
-	EventGovernor        EventType = "governor"         // stepId, action (waiting, resumed), message (why), waitMs
+	StateTransition Type = "state_transition" // from, to (reason when paused or failed)
+	StepStarted     Type = "step_started"     // stepId, attempt
+	StepCompleted   Type = "step_completed"   // stepId, attempt
+	StepRetry       Type = "step_retry"       // stepId, attempt, message, delayMs
+	StepFailed      Type = "step_failed"      // stepId, message, blocked
+	PlanCompleted   Type = "plan_completed"   // steps
+	ToolCall        Type = "tool_call"        // tool, durationMs, success (message on failure)
+	Checkpoint      Type = "checkpoint"       // seq, kind, storedBytes
+	Warning         Type = "warning"          // message
+	Gate            Type = "gate"             // gateId, stepId, kind, action (waiting_for_human, approved, rejected), waitMs, reason
+	SubAgent        Type = "sub_agent"        // subAgentId, stepId, agent, outcome (spawned, completed, failed, waiting), message
+	SideEffect      Type = "side_effect"      // tool, stepId, action (intent, receipt, replayed, retry, skip, ask, rejected)
+	Iteration       Type = "iteration"        // stepId, iteration, outcome, exitCode, durationMs, delayMs (rate limited), message
+	Compaction      Type = "compaction"       // stepId, outcome (summarised, dropped), message
+	Phase           Type = "phase"            // phase, action (started, completed)
+	Governor        Type = "governor"         // stepId, action (waiting, resumed), message (why), waitMs
 )
 
 // Event is one structured event. Every event has its type, harness id and timestamp; the other
-// fields depend on the type (see EventType).
+// fields depend on the type (see Type).
 type Event struct {
-	Type      EventType `json:"type"`
+	Type      Type      `json:"type"`
 	HarnessID string    `json:"harnessId"`
 	Time      time.Time `json:"ts"`
 	// N is the event's number in the harness's durable log (0 until it is stored).
@@ -82,8 +87,8 @@ type Event struct {
 	Message string `json:"message,omitempty"`
 }
 
-// ms is a duration in (fractional) milliseconds, as events report durations.
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+// Ms is a duration in (fractional) milliseconds, as events report durations.
+func Ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // Sink receives events. The durable event log in the store is written with each checkpoint (the
 // events of a step are durable with the step's state); live sinks get them right after.
@@ -112,7 +117,7 @@ type Slog struct{ L *slog.Logger }
 
 func (s Slog) Emit(e Event) {
 	level := slog.LevelInfo
-	if e.Type == EventWarning || e.Type == EventStepFailed || e.To == statefmt.StatusFailed || e.Success != nil && !*e.Success {
+	if e.Type == Warning || e.Type == StepFailed || e.To == statefmt.StatusFailed || e.Success != nil && !*e.Success {
 		level = slog.LevelWarn
 	}
 	b, _ := json.Marshal(e)
@@ -131,3 +136,28 @@ func (s Slog) Emit(e Event) {
 type SinkFunc func(Event)
 
 func (f SinkFunc) Emit(e Event) { f(e) }
+
+// MaxBytes bounds one encoded event.
+const MaxBytes = 1 << 20
+
+// Encode is an event as the durable log stores it.
+func Encode(e Event) ([]byte, error) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxBytes {
+		return nil, fmt.Errorf("harness %s: a %s event is %d bytes encoded (at most %d)", e.HarnessID, e.Type, len(b), MaxBytes)
+	}
+	return b, nil
+}
+
+// Decode reads back event number n of harness id's log.
+func Decode(id string, n uint64, data []byte) (Event, error) {
+	var e Event
+	if err := json.Unmarshal(data, &e); err != nil {
+		return Event{}, fmt.Errorf("harness %s: event %d is not valid: %w", id, n, err)
+	}
+	e.N = n
+	return e, nil
+}

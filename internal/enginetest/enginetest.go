@@ -1,6 +1,6 @@
-// Package bridgetest is the conformance suite every engine backend must pass, and the workload
+// Package enginetest is the conformance suite every engine backend must pass, and the workload
 // generators that tests, fuzzers and benchmarks share (go-workflows' backendtest pattern).
-package bridgetest
+package enginetest
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/harness-edge/harness-edge/bridge"
-	"github.com/harness-edge/harness-edge/bridge/workload"
+	"github.com/harness-edge/harness-edge/internal/workload"
 )
 
 // Pair is one named (base, target) case.

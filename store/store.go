@@ -1,4 +1,4 @@
-package bridge
+package store
 
 import (
 	"bytes"
@@ -19,6 +19,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/klauspost/compress/zstd"
@@ -26,12 +29,7 @@ import (
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
-// The store's keys. Harness ids are restricted (ValidID) so that "/" separates fields safely.
-//
-//	i/<id>               index entry (JSON): listing, head and keyframe sequence numbers
-//	c/<id>/<seq u64be>   checkpoint record (statefmt envelope, payload zstd-compressed)
-//	e/<id>/<n u64be>     durable event log entry (JSON), append-only
-//	t/<id>               the harness's task definition (JSON), what resume runs
+// The key prefixes (see the package doc).
 const (
 	prefixIndex  = "i/"
 	prefixChain  = "c/"
@@ -89,10 +87,12 @@ type IndexEntry struct {
 type Checkpoint struct {
 	Seq         uint64
 	Kind        statefmt.RecordKind
-	StateBytes  int    // the state's canonical encoding
-	RawBytes    int    // the record's payload before compression
-	StoredBytes int    // the record as stored (envelope, compressed payload)
-	FirstEvent  uint64 // the number of the first event persisted with it (PersistWith)
+	StateBytes  int // the state's canonical encoding
+	RawBytes    int // the record's payload before compression
+	StoredBytes int // the record as stored (envelope, compressed payload)
+	// Events are the events persisted with it (PersistWith), numbered, the checkpoint's own
+	// event last when one was asked for.
+	Events []event.Event
 	// Prepare is the checkpoint's state-management cost: everything Persist did before the
 	// Pebble commit (incremental encode, delta, compression, envelope, index, batch). The bench
 	// suite reports it per step.
@@ -102,9 +102,9 @@ type Checkpoint struct {
 // StoreOptions configures OpenStore. Zero values take the defaults.
 type StoreOptions struct {
 	// Engine makes and replays chains (default: Load()).
-	Engine Engine
+	Engine bridge.Engine
 	// Policy is the keyframe policy of new chains.
-	Policy ChainPolicy
+	Policy bridge.ChainPolicy
 	// FS replaces the real file system (tests use Pebble's crashable in-memory FS); no
 	// process lock is taken then.
 	FS vfs.FS
@@ -116,8 +116,8 @@ type StoreOptions struct {
 type Store struct {
 	dir    string
 	db     *pebble.DB
-	engine Engine
-	policy ChainPolicy
+	engine bridge.Engine
+	policy bridge.ChainPolicy
 	lock   *os.File
 	zdec   *zstd.Decoder
 
@@ -130,7 +130,7 @@ type Store struct {
 type harness struct {
 	mu    sync.Mutex
 	enc   statefmt.BinaryEncoder
-	chain Chain
+	chain bridge.Chain
 	index IndexEntry
 
 	// The deltas' zstd stream (see compress): zw is nil until the first delta, streamOpen
@@ -303,7 +303,7 @@ func lockDir(dir string) (*os.File, error) {
 func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	s := &Store{dir: dir, engine: o.Engine, policy: o.Policy, harnesses: map[string]*harness{}}
 	if s.engine == nil {
-		s.engine, _ = Load()
+		s.engine, _ = bridge.Load()
 	}
 	fs := o.FS
 	if fs == nil {
@@ -366,10 +366,10 @@ func (s *Store) Close() error {
 func (s *Store) Dir() string { return s.dir }
 
 // Engine is the engine the store's chains use.
-func (s *Store) Engine() Engine { return s.engine }
+func (s *Store) Engine() bridge.Engine { return s.engine }
 
 // IsAvailable reports whether a native engine (not the Go fallback) writes this store's chains.
-func (s *Store) IsAvailable() bool { return s.engine.Backend() != BackendFallback }
+func (s *Store) IsAvailable() bool { return s.engine.Backend() != bridge.BackendFallback }
 
 // Index returns the harness's index entry (what `ls` shows), or an error wrapping ErrNotFound.
 func (s *Store) Index(id string) (IndexEntry, error) {
@@ -538,14 +538,14 @@ func (s *Store) decompress(rec *statefmt.Record, scratch *[]byte, stream *stream
 	return *scratch, nil
 }
 
-func infoOf(r *statefmt.Record, stateLen uint64) RecordInfo {
-	return RecordInfo{Kind: uint32(r.Kind), Seq: r.Seq, BaseSeq: r.BaseSeq, Prefix: r.Prefix,
+func infoOf(r *statefmt.Record, stateLen uint64) bridge.RecordInfo {
+	return bridge.RecordInfo{Kind: uint32(r.Kind), Seq: r.Seq, BaseSeq: r.BaseSeq, Prefix: r.Prefix,
 		StateHash: r.StateHash, ChainHash: r.ChainHash, RawLen: r.RawLen, StateLen: stateLen}
 }
 
 // replay builds a chain positioned at record `to` (the head when to is 0) from the latest
 // keyframe at or before it. On damage it returns a *CorruptError naming the last good record.
-func (s *Store) replay(id string, idx IndexEntry, to uint64, scratch *[]byte) (Chain, error) {
+func (s *Store) replay(id string, idx IndexEntry, to uint64, scratch *[]byte) (bridge.Chain, error) {
 	if to == 0 {
 		to = idx.HeadSeq
 	}
@@ -614,7 +614,7 @@ func stateLenOf(r *statefmt.Record, raw []byte) (uint64, error) {
 	if r.Kind == statefmt.KindKeyframe {
 		return uint64(len(raw)), nil
 	}
-	_, target, err := DeltaHeader(raw)
+	_, target, err := bridge.DeltaHeader(raw)
 	if err != nil {
 		return 0, err
 	}
@@ -716,22 +716,27 @@ func (s *Store) Persist(state *statefmt.HarnessState) (Checkpoint, error) {
 
 // Extras are written in a checkpoint's batch: durable together with it or not at all.
 type Extras struct {
-	// Events are appended to the harness's event log; Checkpoint.FirstEvent numbers the first.
-	Events [][]byte
+	// Events are appended to the harness's event log; Checkpoint.Events returns them numbered.
+	Events []event.Event
 	// Task, when set, replaces the harness's stored task definition (see Task).
 	Task []byte
-	// CheckpointEvent, when set, makes one more event, last, from the checkpoint being
-	// committed (its sequence number, kind and size are known only then).
-	CheckpointEvent func(Checkpoint) []byte
+	// Checkpoint, when set, is the checkpoint's own event, logged after Events: the store
+	// fills in the sequence number, kind and stored size, which are known only at commit.
+	Checkpoint *event.Event
 }
 
 // PersistWith is Persist that also writes extras in the same batch.
 func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint, error) {
-	id, events := state.HarnessID, x.Events
+	id := state.HarnessID
 	if err := ValidID(id); err != nil {
 		return Checkpoint{}, err
 	}
-	if err := checkEvents(id, events); err != nil {
+	events := slices.Clone(x.Events)
+	if x.Checkpoint != nil {
+		events = append(events, *x.Checkpoint)
+	}
+	raw, err := encodeEvents(id, events)
+	if err != nil {
 		return Checkpoint{}, err
 	}
 	h, err := s.acquire(id, true)
@@ -753,10 +758,10 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	rec := statefmt.Record{Kind: statefmt.RecordKind(info.Kind), Seq: info.Seq, BaseSeq: info.BaseSeq, Prefix: info.Prefix,
 		StateHash: info.StateHash, ChainHash: info.ChainHash, RawLen: info.RawLen, StateFormat: statefmt.BinaryFormatVersion,
 		Compression: statefmt.CompressionNone, Payload: payload}
-	if info.Kind == KindDelta {
-		rec.DeltaFormat = DeltaFormatVersion
+	if info.Kind == bridge.KindDelta {
+		rec.DeltaFormat = bridge.DeltaFormatVersion
 	}
-	comp, z, err := h.compress(payload, info.Kind == KindKeyframe)
+	comp, z, err := h.compress(payload, info.Kind == bridge.KindKeyframe)
 	if err != nil {
 		s.forgetLocked(id, h)
 		return Checkpoint{}, err
@@ -768,7 +773,7 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	idx.ID, idx.AgentName, idx.TaskID, idx.Status = id, state.AgentName, state.TaskID, state.Status
 	idx.ParentHarnessID, idx.CreatedAt, idx.UpdatedAt = state.ParentHarnessID, state.CreatedAt, state.UpdatedAt
 	idx.HeadSeq, idx.HeadStateBytes, idx.LastCheckpointAt = info.Seq, uint64(len(inc.Bytes)), time.Now().UTC().Round(0)
-	if info.Kind == KindKeyframe {
+	if info.Kind == bridge.KindKeyframe {
 		idx.KeyframeSeq = info.Seq
 	}
 	idxJSON, err := json.Marshal(idx)
@@ -779,24 +784,24 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	defer b.Close()
 	_ = b.Set(chainKey(id, info.Seq), envelope, nil)
 	_ = b.Set([]byte(prefixIndex+id), idxJSON, nil)
-	if info.Kind == KindKeyframe && info.Seq > 1 {
+	if info.Kind == bridge.KindKeyframe && info.Seq > 1 {
 		_ = b.DeleteRange(chainKey(id, 0), chainKey(id, info.Seq), nil)
 	}
 	if x.Task != nil {
 		_ = b.Set([]byte(prefixTask+id), x.Task, nil)
 	}
 	cp := Checkpoint{Seq: info.Seq, Kind: rec.Kind, StateBytes: len(inc.Bytes), RawBytes: len(payload), StoredBytes: len(envelope)}
-	if x.CheckpointEvent != nil {
-		ev := x.CheckpointEvent(cp)
-		if err := checkEvents(id, [][]byte{ev}); err != nil {
+	if x.Checkpoint != nil {
+		last := &events[len(events)-1]
+		last.Seq, last.Kind, last.StoredBytes = cp.Seq, cp.Kind.String(), cp.StoredBytes
+		if raw[len(raw)-1], err = event.Encode(*last); err != nil {
 			s.forgetLocked(id, h)
 			return Checkpoint{}, err
 		}
-		events = append(events[:len(events):len(events)], ev)
 	}
 	var firstEvent uint64
 	if len(events) > 0 {
-		if firstEvent, err = s.addEvents(b, id, h, events); err != nil {
+		if firstEvent, err = s.addEvents(b, id, h, raw); err != nil {
 			s.forgetLocked(id, h)
 			return Checkpoint{}, err
 		}
@@ -811,7 +816,10 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	if len(events) > 0 {
 		h.nextEvent = firstEvent + uint64(len(events))
 	}
-	cp.FirstEvent = firstEvent
+	for i := range events {
+		events[i].N = firstEvent + uint64(i)
+	}
+	cp.Events = events
 	return cp, nil
 }
 
@@ -847,7 +855,7 @@ func (s *Store) Restore(id string) (*statefmt.HarnessState, error) {
 // decodeHead decodes the chain's state, copied into buf's memory (which it then owns: a restore
 // passes the buffer that held the decompressed keyframe, already paged in, and the decoded
 // strings point into it).
-func decodeHead(c Chain, buf []byte) (*statefmt.HarnessState, error) {
+func decodeHead(c bridge.Chain, buf []byte) (*statefmt.HarnessState, error) {
 	return statefmt.DecodeBinaryOwned(c.State(buf[:0]))
 }
 

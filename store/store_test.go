@@ -1,4 +1,4 @@
-package bridge_test
+package store_test
 
 import (
 	"errors"
@@ -10,18 +10,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harness-edge/harness-edge/statefmt/event"
+	"github.com/harness-edge/harness-edge/store"
+
 	"github.com/leanovate/gopter"
 	"github.com/leanovate/gopter/gen"
 	"github.com/leanovate/gopter/prop"
 
 	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/internal/stategen"
 	"github.com/harness-edge/harness-edge/statefmt"
-	"github.com/harness-edge/harness-edge/statefmt/stategen"
 )
 
-func openStore(t *testing.T, dir string, e bridge.Engine, p bridge.ChainPolicy) *bridge.Store {
+func openStore(t *testing.T, dir string, e bridge.Engine, p bridge.ChainPolicy) *store.Store {
 	t.Helper()
-	s, err := bridge.OpenStore(dir, bridge.StoreOptions{Engine: e, Policy: p})
+	s, err := store.OpenStore(dir, store.StoreOptions{Engine: e, Policy: p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,8 +155,8 @@ func TestStoreChainContinuesAcrossReopenAndReleasesOldRecords(t *testing.T) {
 func TestStoreIsOneProcessAtATime(t *testing.T) {
 	dir := t.TempDir()
 	s := openStore(t, dir, bridge.Fallback(), bridge.ChainPolicy{})
-	_, err := bridge.OpenStore(dir, bridge.StoreOptions{Engine: bridge.Fallback()})
-	if !errors.Is(err, bridge.ErrStoreInUse) || !strings.Contains(err.Error(), "in use by pid") {
+	_, err := store.OpenStore(dir, store.StoreOptions{Engine: bridge.Fallback()})
+	if !errors.Is(err, store.ErrStoreInUse) || !strings.Contains(err.Error(), "in use by pid") {
 		t.Fatalf("second open: %v", err)
 	}
 	s.Close()
@@ -164,7 +167,7 @@ func TestStoreIsOneProcessAtATime(t *testing.T) {
 func TestStoreNotFoundAndBadIDs(t *testing.T) {
 	s := openStore(t, t.TempDir(), bridge.Fallback(), bridge.ChainPolicy{})
 	defer s.Close()
-	if _, err := s.Restore("nope"); !errors.Is(err, bridge.ErrNotFound) {
+	if _, err := s.Restore("nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("Restore of an unknown harness: %v", err)
 	}
 	st := stategen.State(rand.New(rand.NewPCG(1, 2)), stategen.Small)
@@ -191,7 +194,7 @@ func TestStoreDeleteAndList(t *testing.T) {
 	if len(list) != 1 || list[0].ID != b.HarnessID {
 		t.Fatalf("after delete: %+v", list)
 	}
-	if _, err := s.Restore(a.HarnessID); !errors.Is(err, bridge.ErrNotFound) {
+	if _, err := s.Restore(a.HarnessID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("deleted harness restored: %v", err)
 	}
 }
@@ -273,43 +276,51 @@ func TestStoreEventLog(t *testing.T) {
 	s := openStore(t, dir, e, bridge.ChainPolicy{})
 	r := rand.New(rand.NewPCG(3, 9))
 	st := stategen.Reference(r, 2_000)
-	ev := func(s string) []byte { return []byte(`{"e":"` + s + `"}`) }
-	if _, err := s.PersistWith(st, bridge.Extras{Events: [][]byte{ev("a"), ev("b")}, Task: []byte(`{"agent":"M"}`)}); err != nil {
+	ev := func(s string) event.Event {
+		return event.Event{Type: event.Warning, HarnessID: st.HarnessID, Message: s}
+	}
+	if _, err := s.PersistWith(st, store.Extras{Events: []event.Event{ev("a"), ev("b")}, Task: []byte(`{"agent":"M"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	if task, err := s.Task(st.HarnessID); err != nil || string(task) != `{"agent":"M"}` {
 		t.Fatalf("task: %q %v", task, err)
 	}
-	if n, err := s.AppendEvents(st.HarnessID, [][]byte{ev("c")}); err != nil || n != 3 {
+	if n, err := s.AppendEvents(st.HarnessID, []event.Event{ev("c")}); err != nil || n != 3 {
 		t.Fatalf("append: first %d, %v; want 3", n, err)
 	}
 	// Refused events change nothing: no checkpoint, no event.
-	if _, err := s.PersistWith(st, bridge.Extras{Events: [][]byte{ev("d"), nil}}); err == nil || !strings.Contains(err.Error(), "event 1 is 0 bytes") {
-		t.Fatalf("empty event: %v", err)
+	other := ev("d")
+	other.HarnessID = "someone-else"
+	if _, err := s.PersistWith(st, store.Extras{Events: []event.Event{ev("d"), other}}); err == nil || !strings.Contains(err.Error(), `event 1 (warning) belongs to harness "someone-else"`) {
+		t.Fatalf("another harness's event: %v", err)
 	}
-	if _, err := s.AppendEvents(st.HarnessID, [][]byte{make([]byte, bridge.MaxEventBytes+1)}); err == nil {
+	huge := ev(strings.Repeat("x", event.MaxBytes))
+	if _, err := s.AppendEvents(st.HarnessID, []event.Event{huge}); err == nil {
 		t.Fatal("oversized event accepted")
 	}
 	s.Close()
 	s = openStore(t, dir, e, bridge.ChainPolicy{})
 	defer s.Close()
 	step(r, st)
-	cp, err := s.PersistWith(st, bridge.Extras{Events: [][]byte{ev("d")}})
-	if err != nil || cp.Seq != 2 || cp.FirstEvent != 4 {
-		t.Fatalf("after reopen: checkpoint %d, first event %d, %v; want 2 and 4", cp.Seq, cp.FirstEvent, err)
+	cp, err := s.PersistWith(st, store.Extras{Events: []event.Event{ev("d")}, Checkpoint: &event.Event{Type: event.Checkpoint, HarnessID: st.HarnessID}})
+	if err != nil || cp.Seq != 2 || len(cp.Events) != 2 || cp.Events[0].N != 4 {
+		t.Fatalf("after reopen: checkpoint %d, events %+v, %v; want 2 and 4, 5", cp.Seq, cp.Events, err)
+	}
+	if c := cp.Events[1]; c.N != 5 || c.Type != event.Checkpoint || c.Seq != 2 || c.StoredBytes != cp.StoredBytes || c.Kind != cp.Kind.String() {
+		t.Fatalf("the checkpoint's own event: %+v for %+v", c, cp)
 	}
 	var got []string
 	collect := func(after uint64) {
 		got = nil
-		if err := s.Events(st.HarnessID, after, func(e bridge.LoggedEvent) bool {
-			got = append(got, fmt.Sprintf("%d%s", e.N, e.Data))
+		if err := s.Events(st.HarnessID, after, func(e event.Event) bool {
+			got = append(got, fmt.Sprintf("%d%s", e.N, e.Message))
 			return true
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	collect(0)
-	want := []string{`1{"e":"a"}`, `2{"e":"b"}`, `3{"e":"c"}`, `4{"e":"d"}`}
+	want := []string{"1a", "2b", "3c", "4d", "5"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
 	}
@@ -323,7 +334,7 @@ func TestStoreEventLog(t *testing.T) {
 	if collect(0); len(got) != 0 {
 		t.Fatalf("events after delete: %v", got)
 	}
-	if _, err := s.Task(st.HarnessID); !errors.Is(err, bridge.ErrNotFound) {
+	if _, err := s.Task(st.HarnessID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("task after delete: %v", err)
 	}
 }
@@ -347,7 +358,7 @@ func TestStoreReleaseUnderConcurrentUse(t *testing.T) {
 				return
 			default:
 			}
-			if _, err := s.Restore(st.HarnessID); err != nil && !errors.Is(err, bridge.ErrNotFound) {
+			if _, err := s.Restore(st.HarnessID); err != nil && !errors.Is(err, store.ErrNotFound) {
 				t.Error(err)
 				return
 			}

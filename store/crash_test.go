@@ -1,4 +1,4 @@
-package bridge_test
+package store_test
 
 import (
 	"bufio"
@@ -13,9 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harness-edge/harness-edge/statefmt/event"
+	"github.com/harness-edge/harness-edge/store"
+
 	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/internal/stategen"
 	"github.com/harness-edge/harness-edge/statefmt"
-	"github.com/harness-edge/harness-edge/statefmt/stategen"
 )
 
 const crashSeed = 77
@@ -62,7 +65,7 @@ func TestMain(m *testing.M) {
 }
 
 func crashChild(dir string) {
-	s, err := bridge.OpenStore(dir, bridge.StoreOptions{Policy: bridge.ChainPolicy{MaxReplay: 25}})
+	s, err := store.OpenStore(dir, store.StoreOptions{Policy: bridge.ChainPolicy{MaxReplay: 25}})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)
@@ -73,7 +76,7 @@ func crashChild(dir string) {
 	}
 	for n := st.CheckpointCount + 1; ; n++ {
 		crashStep(st, n)
-		if _, err := s.PersistWith(st, bridge.Extras{Events: [][]byte{fmt.Appendf(nil, `{"checkpoint":%d}`, n)}}); err != nil {
+		if _, err := s.PersistWith(st, store.Extras{Events: []event.Event{{Type: event.Checkpoint, HarnessID: st.HarnessID, Message: fmt.Sprint(n)}}}); err != nil {
 			fmt.Println("error", err)
 			os.Exit(2)
 		}
@@ -131,7 +134,7 @@ func TestCrashKill9(t *testing.T) {
 		}
 		_ = cmd.Wait()
 
-		s, err := bridge.OpenStore(dir, bridge.StoreOptions{Policy: bridge.ChainPolicy{MaxReplay: 25}})
+		s, err := store.OpenStore(dir, store.StoreOptions{Policy: bridge.ChainPolicy{MaxReplay: 25}})
 		if err != nil {
 			t.Fatalf("kill %d: reopen: %v", k, err)
 		}
@@ -152,13 +155,13 @@ func TestCrashKill9(t *testing.T) {
 			}
 			// Each checkpoint's event is in its batch: the log holds exactly one per checkpoint.
 			var events []string
-			if err := s.Events("crash-harness", 0, func(e bridge.LoggedEvent) bool {
-				events = append(events, fmt.Sprintf("%d=%s", e.N, e.Data))
+			if err := s.Events("crash-harness", 0, func(e event.Event) bool {
+				events = append(events, fmt.Sprintf("%d=%s", e.N, e.Message))
 				return true
 			}); err != nil {
 				t.Fatalf("kill %d: events: %v", k, err)
 			}
-			if len(events) != n || (n > 0 && events[n-1] != fmt.Sprintf(`%d={"checkpoint":%d}`, n, n)) {
+			if len(events) != n || (n > 0 && events[n-1] != fmt.Sprintf("%d=%d", n, n)) {
 				t.Fatalf("kill %d: %d events for %d checkpoints (last %v)", k, len(events), n, events[max(0, len(events)-1):])
 			}
 			maxSeen = max(maxSeen, n)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/harness-edge/harness-edge/bridge/workload"
+	"github.com/harness-edge/harness-edge/internal/workload"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
