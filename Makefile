@@ -37,9 +37,11 @@ CROSS_PACKAGES := rustc-web libstd-rust-web-dev:arm64 libc6:arm64 gcc-aarch64-li
 DEBIAN_RUSTC   := /usr/bin/rustc
 
 GO_PKGS := ./...
-# Packages that reach the engine: the purego and fallback passes run these (the rest does not
-# depend on which backend is loaded and runs once, in the cgo pass).
-ENGINE_PKGS := ./bridge/... ./store/... ./fuzz/... ./cmd/... ./runtime/... ./control/...
+# The purego and fallback passes: the packages that touch the engine directly run whole; the
+# harness and the CLI above them run with -short (fewer generated cases, the same tests), since
+# what differs between backends is below them. The cgo pass runs everything in full.
+ENGINE_PKGS := ./bridge/... ./store/... ./fuzz/...
+ABOVE_ENGINE_PKGS := ./runtime/... ./control/... ./cmd/...
 
 .PHONY: help
 help: ## List the targets
@@ -129,9 +131,13 @@ test-go: engine ## Go tests: cgo (+purego in-process), purego-only (CGO_ENABLED=
 	@echo "== go test: CGO_ENABLED=0 with libeternal.so (purego and fallback backends)"
 	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) HARNESS_EDGE_EXPECT_BACKEND=purego \
 		CGO_ENABLED=0 $(GO) test -count=1 -tags invariants$(if $(TAGS),$(comma)$(TAGS)) $(ENGINE_PKGS)
+	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) HARNESS_EDGE_EXPECT_BACKEND=purego \
+		CGO_ENABLED=0 $(GO) test -count=1 -short -tags invariants$(if $(TAGS),$(comma)$(TAGS)) $(ABOVE_ENGINE_PKGS)
 	@echo "== go test: CGO_ENABLED=0 without any engine (fallback backend only)"
 	HARNESS_EDGE_ENGINE_LIB=/nonexistent/libeternal.so HARNESS_EDGE_EXPECT_BACKEND=fallback \
 		CGO_ENABLED=0 $(GO) test -count=1 -tags invariants$(if $(TAGS),$(comma)$(TAGS)) $(ENGINE_PKGS)
+	HARNESS_EDGE_ENGINE_LIB=/nonexistent/libeternal.so HARNESS_EDGE_EXPECT_BACKEND=fallback \
+		CGO_ENABLED=0 $(GO) test -count=1 -short -tags invariants$(if $(TAGS),$(comma)$(TAGS)) $(ABOVE_ENGINE_PKGS)
 
 .PHONY: test-arm64
 test-arm64: deps engine-arm64 ## Rust and Go tests cross-compiled for arm64 (static), run under qemu-aarch64

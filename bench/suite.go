@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/harness-edge/harness-edge/runtime/clock"
+
 	"github.com/harness-edge/harness-edge/store"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -24,7 +26,7 @@ import (
 	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/internal/stategen"
-	"github.com/harness-edge/harness-edge/runtime"
+	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/sysinfo"
@@ -482,7 +484,7 @@ plan: [{id: s1, description: say done, agent: A}]
 	var direct, bare []time.Duration
 	for range runs {
 		t0 := time.Now()
-		out, err := runtime.RunDirect(ctx, t, runtime.RealClock{})
+		out, err := harness.RunDirect(ctx, t, clock.RealClock{})
 		direct = append(direct, time.Since(t0))
 		if err != nil || out.Status != statefmt.StatusCompleted {
 			return fmt.Errorf("direct path: %v (%s: %s)", err, out.Status, out.Reason)

@@ -22,7 +22,7 @@ import (
 
 	"github.com/harness-edge/harness-edge/store"
 
-	"github.com/harness-edge/harness-edge/runtime"
+	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
@@ -102,7 +102,7 @@ func writeError(w http.ResponseWriter, code int, err error) {
 // fail maps an operation's error to its status code.
 func fail(w http.ResponseWriter, err error) {
 	code := http.StatusInternalServerError
-	var te *runtime.TransitionError
+	var te *harness.TransitionError
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
@@ -113,7 +113,7 @@ func fail(w http.ResponseWriter, err error) {
 		code = http.StatusNotFound
 	case errors.Is(err, ErrNotDaemon):
 		code = http.StatusNotImplemented
-	case errors.As(err, &te), errors.Is(err, runtime.ErrNoGate), errors.Is(err, runtime.ErrExists):
+	case errors.As(err, &te), errors.Is(err, harness.ErrNoGate), errors.Is(err, harness.ErrExists):
 		code = http.StatusConflict
 	}
 	writeError(w, code, err)

@@ -22,7 +22,7 @@ import (
 	"github.com/harness-edge/harness-edge/store"
 
 	"github.com/harness-edge/harness-edge/bridge"
-	"github.com/harness-edge/harness-edge/runtime"
+	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
@@ -110,7 +110,7 @@ type Config struct {
 	// Concurrency is how many harnesses the daemon runs at once (default 2).
 	Concurrency int
 	// Manager options: event sinks (the server adds its own), Dream Mode, the governor.
-	Options runtime.Options
+	Options harness.Options
 	Version string
 	Logger  *slog.Logger
 }
@@ -119,7 +119,7 @@ type Config struct {
 // harnesses it holds.
 type Server struct {
 	store  *store.Store
-	m      *runtime.Manager
+	m      *harness.Manager
 	cfg    Config
 	notify *broker
 	log    *slog.Logger
@@ -145,7 +145,7 @@ func NewServer(db *store.Store, cfg Config) *Server {
 	}
 	o := cfg.Options
 	o.Sinks = append(slices.Clone(o.Sinks), s.notify)
-	s.m = runtime.NewManager(db, o)
+	s.m = harness.NewManager(db, o)
 	if _, err := os.Stat(filepath.Join(db.Dir(), frozenFile)); err == nil {
 		s.frozen = true
 	}
@@ -156,7 +156,7 @@ func NewServer(db *store.Store, cfg Config) *Server {
 func Local(db *store.Store) *Server { return NewServer(db, Config{}) }
 
 // Manager is the server's harness manager.
-func (s *Server) Manager() *runtime.Manager { return s.m }
+func (s *Server) Manager() *harness.Manager { return s.m }
 
 // Store is the store the server owns.
 func (s *Server) Store() *store.Store { return s.store }
@@ -262,7 +262,7 @@ func (s *Server) Resume(_ context.Context, id string) error {
 		return err
 	}
 	if gates, _ := s.m.PendingGates(id); len(gates) > 0 {
-		return fmt.Errorf("%w: harness %s waits for a human (%d pending gate(s)): approve or reject first", runtime.ErrNoGate, id, len(gates))
+		return fmt.Errorf("%w: harness %s waits for a human (%d pending gate(s)): approve or reject first", harness.ErrNoGate, id, len(gates))
 	}
 	s.enqueue(id)
 	return nil
@@ -448,7 +448,7 @@ func (s *Server) Recover() ([]string, error) {
 				s.log.Warn("recover: cannot read", "harness", e.ID, "err", err)
 				continue
 			}
-			if st.StatusReason != runtime.ReasonShutdown && st.StatusReason != ReasonFrozen {
+			if st.StatusReason != harness.ReasonShutdown && st.StatusReason != ReasonFrozen {
 				continue
 			}
 		default:
@@ -462,7 +462,7 @@ func (s *Server) Recover() ([]string, error) {
 }
 
 // Schedule runs queued harnesses, Concurrency at a time, until ctx ends; then it pauses the
-// running ones (reason runtime.ReasonShutdown, so the next daemon resumes them) and waits for
+// running ones (reason harness.ReasonShutdown, so the next daemon resumes them) and waits for
 // them up to grace.
 func (s *Server) Schedule(ctx context.Context, grace time.Duration) {
 	runCtx, cancelRuns := context.WithCancel(context.Background())
@@ -503,7 +503,7 @@ func (s *Server) run(ctx context.Context, id string) {
 	err = h.Run(ctx)
 	st := h.State()
 	switch {
-	case err == nil || errors.Is(err, runtime.ErrPaused):
+	case err == nil || errors.Is(err, harness.ErrPaused):
 		s.log.Info("harness ended", "harness", id, "status", st.Status, "reason", st.StatusReason)
 	default:
 		s.log.Error("harness run failed", "harness", id, "err", err)
@@ -522,7 +522,7 @@ func (s *Server) shutdown(grace time.Duration) {
 	}
 	s.mu.Unlock()
 	for _, id := range running {
-		if err := s.m.Pause(id, runtime.ReasonShutdown); err != nil {
+		if err := s.m.Pause(id, harness.ReasonShutdown); err != nil {
 			s.log.Warn("shutdown: pause", "harness", id, "err", err)
 		}
 	}

@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/harness-edge/harness-edge/runtime"
+	"github.com/harness-edge/harness-edge/runtime/driver/command"
+	"github.com/harness-edge/harness-edge/runtime/driver/openai"
 )
 
 var rateLimitPatterns = func() []*regexp.Regexp {
 	var out []*regexp.Regexp
-	for _, p := range runtime.DefaultRateLimitPatterns {
+	for _, p := range command.DefaultRateLimitPatterns {
 		out = append(out, regexp.MustCompile(p))
 	}
 	return out
@@ -26,17 +27,17 @@ func FuzzAgentOutput(f *testing.F) {
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, out, promiseBytes []byte) {
 		s, promise := string(out), string(promiseBytes)
-		final := runtime.FinalText(s)
+		final := command.FinalText(s)
 		if len(final) > len(s) {
 			t.Fatalf("the final text (%d bytes) is longer than the output (%d)", len(final), len(s))
 		}
-		_ = runtime.KeptPromise(s, promise, s)
+		_ = command.KeptPromise(s, promise, s)
 		if p := strings.TrimSpace(promise); p != "" && !strings.ContainsAny(p, "\n\r\x1b<>") { // as task validation requires
-			if !runtime.KeptPromise(s+"\n<promise>"+p+"</promise>\n", p, "") {
+			if !command.KeptPromise(s+"\n<promise>"+p+"</promise>\n", p, "") {
 				t.Fatalf("an appended promise tag was not found (promise %q)", p)
 			}
 		}
-		_, _ = runtime.DetectRateLimit(s, rateLimitPatterns, now)
-		_, _ = runtime.DecodeChatResponse(out)
+		_, _ = command.DetectRateLimit(s, rateLimitPatterns, now)
+		_, _ = openai.DecodeChatResponse(out)
 	})
 }

@@ -140,7 +140,7 @@ func (w *writer) result(field string, res *ToolResult) {
 	w.str(field+".output", res.Output)
 	w.json(field+".data", res.Data)
 	w.str(field+".error", res.Error)
-	w.str(field+".errorKind", res.ErrorKind)
+	w.str(field+".errorKind", string(res.ErrorKind))
 }
 
 // appendRecord appends one length-prefixed history record.
@@ -579,7 +579,7 @@ func (r *reader) result(field string) ToolResult {
 	res.Output = r.str(field + ".output")
 	res.Data = r.json(field + ".data")
 	res.Error = r.str(field + ".error")
-	res.ErrorKind = r.str(field + ".errorKind")
+	res.ErrorKind = ErrorKind(r.str(field + ".errorKind"))
 	return res
 }
 

@@ -138,11 +138,32 @@ type ToolResult struct {
 	Data JSONValue `json:"data,omitempty"`
 	// Error is the failure message.
 	Error string `json:"error,omitempty"`
-	// ErrorKind classifies a failure: transient, permanent, timeout, permission, budget, blocked
-	// (by a hook, a human, or doom-loop detection).
-	ErrorKind string `json:"errorKind,omitempty"`
-	Truncated bool   `json:"truncated,omitempty"`
+	// ErrorKind classifies a failure.
+	ErrorKind ErrorKind `json:"errorKind,omitempty"`
+	Truncated bool      `json:"truncated,omitempty"`
 }
+
+// ErrorKind classifies a failed tool call. The strings are stored in every format: they never
+// change, and a retired one stays reserved. A stored kind this build does not know is kept as
+// it is (a newer build may have written it).
+type ErrorKind string
+
+const (
+	// ErrorTransient is worth retrying: the pipeline retries it with backoff.
+	ErrorTransient ErrorKind = "transient"
+	// ErrorPermanent is not worth retrying.
+	ErrorPermanent ErrorKind = "permanent"
+	// ErrorTimeout is a call cut off by its timeout.
+	ErrorTimeout ErrorKind = "timeout"
+	// ErrorPermission is a call outside the agent's permitted tools, refused unexecuted.
+	ErrorPermission ErrorKind = "permission"
+	// ErrorBudget is a call refused because a budget is used up.
+	ErrorBudget ErrorKind = "budget"
+	// ErrorBlocked is a call refused by a hook, a human, or doom-loop detection.
+	ErrorBlocked ErrorKind = "blocked"
+)
+
+func (k ErrorKind) String() string { return string(k) }
 
 // SubAgentResult is the outcome of a child harness, keyed by child harness id.
 type SubAgentResult struct {

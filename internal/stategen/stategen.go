@@ -127,7 +127,7 @@ func Record(r *rand.Rand, sz Size) statefmt.ToolCallRecord {
 	}
 	if !res.Success {
 		res.Error = String(r, Small)
-		res.ErrorKind = []string{"transient", "permanent", "timeout", "permission", "budget"}[r.IntN(5)]
+		res.ErrorKind = []statefmt.ErrorKind{"transient", "permanent", "timeout", "permission", "budget"}[r.IntN(5)]
 	}
 	return statefmt.ToolCallRecord{
 		CallName:   []string{"read_file", "write_file", "edit_file", "glob", "grep", "bash", "deploy"}[r.IntN(7)],
@@ -255,7 +255,7 @@ func State(r *rand.Rand, sz Size) *statefmt.HarnessState {
 		args, _ := statefmt.JSONOf(map[string]any{"target": ident(r, "env")})
 		e := statefmt.SideEffect{StepID: ident(r, "step"), Tool: ident(r, "tool"), Arguments: args, Occurrence: 1 + i, StartedAt: Time(r)}
 		if r.IntN(2) == 0 {
-			e.Result = &statefmt.ToolResult{Success: r.IntN(2) == 0, Output: String(r, Small), ErrorKind: []string{"", "transient"}[r.IntN(2)]}
+			e.Result = &statefmt.ToolResult{Success: r.IntN(2) == 0, Output: String(r, Small), ErrorKind: []statefmt.ErrorKind{"", "transient"}[r.IntN(2)]}
 		}
 		if r.IntN(3) == 0 {
 			e.GateID = ident(r, "gate")

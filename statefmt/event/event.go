@@ -38,6 +38,18 @@ const (
 	Governor        Type = "governor"         // stepId, action (waiting, resumed), message (why), waitMs
 )
 
+// The outcomes of an iteration event.
+const (
+	IterCompleted   = "completed"      // the promise was kept (or, without one, the command exited 0)
+	IterContinue    = "continue"       // not done yet: another iteration follows
+	IterFailed      = "failed"         // the command failed (non-zero exit): another iteration follows
+	IterTimeout     = "timeout"        // the iteration ran out of time; its process group was killed
+	IterRateLimited = "rate_limited"   // a rate limit: waits, does not count
+	IterBreaker     = "breaker_open"   // the circuit breaker opened: the harness pauses
+	IterBreakerDone = "breaker_closed" // resume closed it: the counts start again
+	IterExhausted   = "max_iterations"
+)
+
 // Event is one structured event. Every event has its type, harness id and timestamp; the other
 // fields depend on the type (see Type).
 type Event struct {

@@ -22,7 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harness-edge/harness-edge/control"
-	"github.com/harness-edge/harness-edge/runtime"
+	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/sysinfo"
 )
@@ -82,7 +82,7 @@ func (g *globals) withAPI(f func(control.API, *control.Client) error) error {
 
 // own makes this process the store's owner for a foreground run: its control socket serves
 // other processes until the returned function is called.
-func (g *globals) own(o runtime.Options) (*control.Server, func(), error) {
+func (g *globals) own(o harness.Options) (*control.Server, func(), error) {
 	dir, err := g.storeDir()
 	if err != nil {
 		return nil, nil, err
@@ -184,7 +184,7 @@ memory, load per CPU or temperature is over its limit.`,
 				return err
 			}
 			defer db.Close()
-			o := runtime.Options{Dream: dream, Sinks: []event.Sink{event.Slog{L: log}}, GovernorPoll: governorPoll}
+			o := harness.Options{Dream: dream, Sinks: []event.Sink{event.Slog{L: log}}, GovernorPoll: governorPoll}
 			if limits != (sysinfo.Limits{}) {
 				o.Governor = &sysinfo.Governor{Limits: limits}
 			}

@@ -19,7 +19,7 @@ import (
 	"github.com/harness-edge/harness-edge/store"
 
 	"github.com/harness-edge/harness-edge/control"
-	"github.com/harness-edge/harness-edge/runtime"
+	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
@@ -298,7 +298,7 @@ func TestDaemon(t *testing.T) {
 		t.Fatal("a daemon that stopped cleanly left its socket")
 	}
 	st = storeState(t, db, "c")
-	if st.Status != statefmt.StatusPaused || st.StatusReason != runtime.ReasonShutdown {
+	if st.Status != statefmt.StatusPaused || st.StatusReason != harness.ReasonShutdown {
 		t.Fatalf("after SIGTERM c is %s (%s)", st.Status, st.StatusReason)
 	}
 	d = startDaemon(t, db)

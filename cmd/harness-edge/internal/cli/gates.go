@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harness-edge/harness-edge/control"
-	"github.com/harness-edge/harness-edge/runtime"
+	"github.com/harness-edge/harness-edge/runtime/harness"
 )
 
 // newDecideCmd is `approve ID [GATE]` (approve true) or `reject ID [GATE] --reason TEXT`.
@@ -65,7 +65,7 @@ side-effecting call is not run again), 'stop' ends it.`
 }
 
 // pendingHint says how to go on from a paused harness: which gates wait for a human.
-func pendingHint(m *runtime.Manager, id string) string {
+func pendingHint(m *harness.Manager, id string) string {
 	gates, err := m.PendingGates(id)
 	if err != nil || len(gates) == 0 {
 		return fmt.Sprintf("continue it with `harness-edge resume %s`", id)

@@ -13,6 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/harness-edge/harness-edge/runtime/clock"
+
 	"github.com/harness-edge/harness-edge/statefmt/event"
 
 	"github.com/harness-edge/harness-edge/store"
@@ -20,7 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harness-edge/harness-edge/control"
-	"github.com/harness-edge/harness-edge/runtime"
+	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/sysinfo"
@@ -72,7 +74,7 @@ func progress(w io.Writer) event.Sink {
 			if e.DurationMs > 0 {
 				line += fmt.Sprintf(", %.1fs", e.DurationMs/1000)
 			}
-			if e.Outcome != runtime.IterContinue && e.Outcome != runtime.IterCompleted && e.Message != "" {
+			if e.Outcome != event.IterContinue && e.Outcome != event.IterCompleted && e.Message != "" {
 				line += ": " + firstLine(e.Message)
 			}
 			fmt.Fprintln(w, line)
@@ -94,22 +96,25 @@ func progress(w io.Writer) event.Sink {
 type runFlags struct{ json, progress bool }
 
 // runHarness runs h until it ends or is interrupted (SIGINT/SIGTERM pause it) and reports.
-func runHarness(m *runtime.Manager, h *runtime.Harness, f runFlags, stdout io.Writer) error {
+func runHarness(m *harness.Manager, h *harness.Harness, f runFlags, stdout io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := h.Run(ctx)
-	out := runtime.OutputOf(h.State(), "harness")
+	out := harness.OutputOf(h.State(), "harness")
 	return report(out, err, f, stdout, h.Store(), func() string { return pendingHint(m, h.ID()) })
 }
 
 // report prints a task's outcome and turns it into the exit code.
-func report(out runtime.TaskOutput, err error, f runFlags, stdout io.Writer, db *store.Store, hint func() string) error {
-	if err != nil && !errors.Is(err, runtime.ErrPaused) {
+func report(out harness.TaskOutput, err error, f runFlags, stdout io.Writer, db harness.Store, hint func() string) error {
+	if err != nil && !errors.Is(err, harness.ErrPaused) {
 		return err
 	}
 	var stored int
-	if db != nil && out.HarnessID != "" {
-		if recs, ierr := db.Inspect(out.HarnessID); ierr == nil {
+	type inspector interface {
+		Inspect(id string) ([]store.StoredRecord, error)
+	}
+	if in, ok := db.(inspector); ok && out.HarnessID != "" {
+		if recs, ierr := in.Inspect(out.HarnessID); ierr == nil {
 			for _, r := range recs {
 				stored += r.StoredBytes
 			}
@@ -118,7 +123,7 @@ func report(out runtime.TaskOutput, err error, f runFlags, stdout io.Writer, db 
 	if f.json {
 		b, _ := json.Marshal(struct {
 			Type   string             `json:"type"`
-			Result runtime.TaskOutput `json:"result"`
+			Result harness.TaskOutput `json:"result"`
 		}{"result", out})
 		fmt.Fprintf(stdout, "%s\n", b)
 	} else {
@@ -134,7 +139,7 @@ func report(out runtime.TaskOutput, err error, f runFlags, stdout io.Writer, db 
 	}
 }
 
-func summary(o runtime.TaskOutput, stored int) string {
+func summary(o harness.TaskOutput, stored int) string {
 	var b strings.Builder
 	name := o.HarnessID
 	if name == "" {
@@ -169,7 +174,7 @@ func indent(s string) string {
 
 // ownManager makes this process the store's owner (its control socket serves other commands
 // while it runs) with a manager whose events go where the flags say.
-func (g *globals) ownManager(f runFlags, stdout io.Writer) (*runtime.Manager, func(), error) {
+func (g *globals) ownManager(f runFlags, stdout io.Writer) (*harness.Manager, func(), error) {
 	var sinks []event.Sink
 	switch {
 	case f.json:
@@ -177,7 +182,7 @@ func (g *globals) ownManager(f runFlags, stdout io.Writer) (*runtime.Manager, fu
 	case f.progress || isTerminal(stdout):
 		sinks = append(sinks, progress(stdout))
 	}
-	srv, release, err := g.own(runtime.Options{Sinks: sinks})
+	srv, release, err := g.own(harness.Options{Sinks: sinks})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -202,7 +207,7 @@ pauses the harness cleanly (exit 3). Exit codes: 0 completed, 1 failed or error,
 			if t.LongRunning != nil && !*t.LongRunning {
 				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 				defer stop()
-				out, err := runtime.RunDirect(ctx, t, runtime.RealClock{})
+				out, err := harness.RunDirect(ctx, t, clock.RealClock{})
 				return report(out, err, f, stdout, nil, nil)
 			}
 			m, release, err := g.ownManager(f, stdout)

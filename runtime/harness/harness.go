@@ -1,0 +1,627 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/harness-edge/harness-edge/runtime/agent"
+	"github.com/harness-edge/harness-edge/runtime/tools"
+
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
+	"github.com/harness-edge/harness-edge/store"
+
+	"github.com/harness-edge/harness-edge/runtime/task"
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// ErrPaused is returned by Run when the harness stopped in status paused (interrupted, or
+// waiting for a human): its state is persisted and `resume` continues it.
+var ErrPaused = errors.New("harness paused")
+
+// Harness is one durable run of a task. Its state changes only in Run (one goroutine) and in the
+// lifecycle methods, under mu; every change that matters is checkpointed before it is acted on.
+type Harness struct {
+	m    *Manager
+	task *task.Task
+	// taskJSON is stored with the next checkpoint (the first one) and then cleared.
+	taskJSON []byte
+
+	mu      sync.Mutex
+	st      *statefmt.HarnessState
+	pending []event.Event
+	agents  map[string]agent.Agent
+	running bool
+	stop    context.CancelCauseFunc // cancels Run; its cause says why
+	last    store.Checkpoint
+	// runMark is when the wall-clock budget was last charged (zero when not running).
+	runMark time.Time
+	// cpReason marks the next checkpoint's event (a Dream Mode auto-checkpoint).
+	cpReason string
+}
+
+// ID is the harness id.
+func (h *Harness) ID() string { return h.st.HarnessID }
+
+// Task is the harness's task definition.
+func (h *Harness) Task() *task.Task { return h.task }
+
+// State returns a deep copy of the harness's current state.
+func (h *Harness) State() *statefmt.HarnessState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return cloneState(h.st)
+}
+
+// Status is the harness's current status.
+func (h *Harness) Status() statefmt.Status {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.st.Status
+}
+
+// LastCheckpoint describes the harness's newest checkpoint written by this process.
+func (h *Harness) LastCheckpoint() store.Checkpoint {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.last
+}
+
+func cloneState(s *statefmt.HarnessState) *statefmt.HarnessState {
+	b, err := statefmt.EncodeBinary(s)
+	if err != nil {
+		panic(fmt.Sprintf("runtime: state does not encode: %v", err)) // Validate runs before every persist
+	}
+	c, err := statefmt.DecodeBinaryOwned(b)
+	if err != nil {
+		panic(fmt.Sprintf("runtime: state does not decode: %v", err))
+	}
+	return c
+}
+
+func (h *Harness) now() time.Time { return h.m.clock.Now() }
+
+// emit queues an event for the next checkpoint. h.mu held.
+func (h *Harness) emit(e event.Event) {
+	e.HarnessID = h.st.HarnessID
+	if e.Time.IsZero() {
+		e.Time = h.now()
+	}
+	h.pending = append(h.pending, e)
+}
+
+// checkpoint persists the state with the queued events (and the task, the first time) in one
+// synced batch, then hands the events to the live sinks. h.mu held.
+func (h *Harness) checkpoint() error {
+	now := h.now()
+	if !h.runMark.IsZero() && h.st.Budget != nil {
+		h.st.Budget.WallClockUsed += now.Sub(h.runMark)
+		h.runMark = now
+	}
+	h.st.CheckpointCount++
+	h.st.LastCheckpointAt = &now
+	h.st.UpdatedAt = now
+	events := h.pending
+	h.pending = nil
+	cp, err := h.m.store.PersistWith(h.st, store.Extras{Events: events, Task: h.taskJSON,
+		Checkpoint: &event.Event{Type: event.Checkpoint, HarnessID: h.st.HarnessID, Time: now, Reason: h.cpReason}})
+	h.cpReason = ""
+	if err != nil {
+		h.st.CheckpointCount--
+		return fmt.Errorf("harness %s: checkpoint: %w", h.st.HarnessID, err)
+	}
+	h.taskJSON, h.last = nil, cp
+	for _, e := range cp.Events {
+		for _, s := range h.m.sinks {
+			s.Emit(e)
+		}
+	}
+	return nil
+}
+
+// transitionLocked moves the harness to `to` and checkpoints. h.mu held.
+func (h *Harness) transitionLocked(to statefmt.Status, reason string) error {
+	status, reason0, updated := h.st.Status, h.st.StatusReason, h.st.UpdatedAt
+	ev, err := transition(h.st, to, reason, h.now())
+	if err != nil {
+		return err
+	}
+	h.emit(ev)
+	if err := h.checkpoint(); err != nil {
+		h.st.Status, h.st.StatusReason, h.st.UpdatedAt = status, reason0, updated
+		return err
+	}
+	return nil
+}
+
+// recordToolCall adds a call to its attempt, with its event; executed says whether it ran
+// (refusals are recorded but do not count against the budget).
+func (h *Harness) recordToolCall(cur *attemptState, r statefmt.ToolCallRecord, executed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ok := r.Result.Success
+	cur.records = append(cur.records, r)
+	cur.events = append(cur.events, event.Event{Type: event.ToolCall, HarnessID: h.ID(), Tool: r.CallName,
+		DurationMs: event.Ms(r.Duration), Success: &ok, Message: r.Result.Error, Attempt: r.RetryCount,
+		Time: r.Timestamp.Add(r.Duration)})
+	if executed {
+		cur.executed++
+	}
+}
+
+func (h *Harness) agent(name string) (agent.Agent, error) {
+	if a, ok := h.agents[name]; ok {
+		return a, nil
+	}
+	cfg, ok := h.task.Agents[name]
+	if !ok {
+		return nil, fmt.Errorf("the task has no agent %s", name)
+	}
+	a, err := NewAgent(name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	h.agents[name] = a
+	return a, nil
+}
+
+// errStopped is the cause Manager.Stop gives Run's context (any other cancellation pauses).
+var errStopped = errors.New("stopped by request")
+
+// ErrWaiting is returned by Run when the harness stopped at a human gate (it is paused, with
+// the gate pending): approve or reject the gate, then resume it.
+var ErrWaiting = fmt.Errorf("%w: waiting for a human", ErrPaused)
+
+// suspended is a step attempt that stopped at a gate (its own, or a sub-agent's).
+type suspended struct{ reason string }
+
+func (s *suspended) Error() string { return s.reason }
+
+// attemptState is what one step attempt has done so far; the attempt's ToolCaller and token
+// reports write to it (under h.mu). It joins the harness state when the attempt ends; an
+// attempt cut short (interrupt, crash, gate) is forgotten whole and runs again.
+type attemptState struct {
+	step     string
+	records  []statefmt.ToolCallRecord
+	events   []event.Event
+	executed int   // tool calls that ran (refusals are recorded but not counted)
+	tokens   int64 // model tokens the agent reported
+	occ      map[string]int
+	// iterations the agent counted (StepContext.CountIteration) since the last Save; counted
+	// says whether it ever did.
+	iterations int
+	counted    bool
+}
+
+// Run executes the harness until it completes, fails, is paused or waits for a human. It starts
+// a created harness and continues a paused or interrupted one (see Manager.ResumeFromCheckpoint).
+// Cancelling ctx pauses the harness cleanly: the step in flight is put back, the state
+// persisted, and Run returns ErrPaused. At a human gate it returns ErrWaiting. It returns nil
+// when the harness completed or failed (see Status).
+func (h *Harness) Run(ctx context.Context) error {
+	if g := h.m.pendingGates(h); len(g) > 0 && h.Status() == statefmt.StatusPaused {
+		return fmt.Errorf("%w: %s", ErrWaiting, describeGates(g))
+	}
+	h.mu.Lock()
+	if h.running {
+		h.mu.Unlock()
+		return fmt.Errorf("harness %s is already running", h.ID())
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	h.running, h.stop, h.runMark = true, cancel, h.now()
+	defer func() {
+		h.mu.Lock()
+		h.running, h.stop, h.runMark = false, nil, time.Time{}
+		h.mu.Unlock()
+	}()
+	err := h.startLocked(ctx)
+	h.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for {
+		if ctx.Err() != nil {
+			return h.halt(ctx)
+		}
+		h.mu.Lock()
+		if h.st.Status != statefmt.StatusRunning { // failed while starting
+			h.mu.Unlock()
+			return nil
+		}
+		i := NextReady(h.st.Plan)
+		if i < 0 {
+			err := h.finishLocked()
+			h.mu.Unlock()
+			return err
+		}
+		step := &h.st.Plan.Steps[i]
+		if be := h.overBudgetLocked(nil); be != nil {
+			err := h.budgetStopLocked(step, be)
+			h.mu.Unlock()
+			return err
+		}
+		if gated, err := h.gateLocked(step); gated {
+			h.mu.Unlock()
+			return err
+		}
+		if h.m.governor != nil {
+			h.mu.Unlock()
+			if err := h.waitForRoom(ctx, step.ID); err != nil {
+				if ctx.Err() != nil {
+					return h.halt(ctx)
+				}
+				return err
+			}
+			h.mu.Lock()
+			step = &h.st.Plan.Steps[i]
+		}
+		if step.Phase != h.st.Phase {
+			h.enterPhaseLocked(step.Phase)
+		}
+		// The loop snapshot belongs to the step at CurrentStepIndex: an attempt of it that was
+		// cut short saved it, and the step goes on from there.
+		var resume *statefmt.AgentLoopSnapshot
+		if h.st.AgentLoopSnapshot != nil && h.st.CurrentStepIndex == i {
+			resume = cloneLoop(h.st.AgentLoopSnapshot)
+		} else {
+			h.st.AgentLoopSnapshot = nil
+		}
+		step.Status, h.st.CurrentStepIndex = statefmt.StepRunning, i
+		attempt := step.Attempts + 1
+		h.emit(event.Event{Type: event.StepStarted, StepID: step.ID, Attempt: attempt})
+		if err := h.checkpoint(); err != nil {
+			h.mu.Unlock()
+			return err
+		}
+		cur := &attemptState{step: step.ID, occ: map[string]int{}}
+		host := &stepAttempt{h: h, cur: cur}
+		var run func() (string, error)
+		if step.AssignedAgent != h.st.AgentName {
+			run = func() (string, error) { return h.runChild(ctx, i) }
+		} else if a, err := h.agent(step.AssignedAgent); err != nil {
+			run = func() (string, error) { return "", err }
+		} else {
+			sc := &agent.StepContext{HarnessID: h.ID(), Task: h.task, AgentName: step.AssignedAgent, Step: *step, Attempt: attempt,
+				Inputs: stepInputs(h.st.Plan, step), Workspace: h.task.Workspace, Clock: h.m.clock, Resume: resume,
+				Tools: &tools.Pipeline{Task: h.task, Clock: h.m.clock, Hooks: h.m.hooks, HarnessID: h.ID(), StepID: step.ID,
+					Agent: step.AssignedAgent, Session: host},
+				ReportTokens: host.reportTokens, Host: host}
+			run = func() (string, error) { return a.RunStep(ctx, sc) }
+		}
+		h.mu.Unlock()
+
+		cpu0 := cpuTime()
+		stopDream := func() {}
+		if iv := h.dreamInterval(); iv > 0 {
+			stopDream = h.startDream(iv, &host.saveDue)
+		}
+		out, err := run()
+		stopDream()
+		use := event.Event{CPUMs: event.Ms(cpuTime() - cpu0), RSSBytes: rssBytes()}
+
+		h.mu.Lock()
+		step = &h.st.Plan.Steps[i]
+		var susp *suspended
+		var be *agent.BudgetError
+		var pe *agent.PauseError
+		switch {
+		case ctx.Err() != nil:
+			// Cut short: the attempt does not count and is forgotten; it runs again, whole, on
+			// resume (side-effecting calls answer from the journal).
+			step.Status = statefmt.StepReady
+			h.mu.Unlock()
+			return h.halt(ctx)
+		case errors.As(err, &susp):
+			step.Status = statefmt.StepReady
+			err := h.transitionLocked(statefmt.StatusPaused, "waiting for a human: "+susp.reason)
+			h.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			return ErrWaiting
+		case errors.As(err, &pe):
+			// The agent stopped for a human to look (its circuit breaker): the attempt is put
+			// back as at a gate, its snapshot kept, and resume goes on from it.
+			step.Status = statefmt.StepReady
+			err := h.transitionLocked(statefmt.StatusPaused, pe.Reason)
+			h.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			return ErrPaused
+		case errors.As(err, &be):
+			if h.task.Autonomy >= 4 { // the step fails here: its attempt is history
+				h.endAttemptLocked(cur)
+				step.Attempts = attempt
+			}
+			err := h.budgetStopLocked(step, be)
+			h.mu.Unlock()
+			return err
+		}
+		h.endAttemptLocked(cur)
+		step.Attempts = attempt
+		var delay time.Duration
+		switch {
+		case err == nil:
+			CompleteStep(h.st.Plan, step.ID, out)
+			h.emit(event.Event{Type: event.StepCompleted, StepID: step.ID, Attempt: attempt, CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
+		case agent.IsTransient(err) && attempt <= h.task.Retry.Retries():
+			msg := err.Error()
+			step.Status, step.Error = statefmt.StepReady, &msg
+			delay = h.backoff(step.ID, attempt)
+			h.emit(event.Event{Type: event.StepRetry, StepID: step.ID, Attempt: attempt, Message: msg, DelayMs: float64(delay.Milliseconds()), CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
+		default:
+			msg := err.Error()
+			if agent.IsTransient(err) {
+				msg = fmt.Sprintf("%s (after %d attempts)", msg, attempt)
+			}
+			blocked := FailStep(h.st.Plan, step.ID, msg)
+			h.emit(event.Event{Type: event.StepFailed, StepID: step.ID, Attempt: attempt, Message: msg, Blocked: blocked, CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
+		}
+		err = h.checkpoint()
+		h.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if delay > 0 {
+			if h.m.clock.Sleep(ctx, delay) != nil {
+				return h.halt(ctx)
+			}
+		}
+	}
+}
+
+// commitLocked adds a finished attempt's calls, events and tokens to the state, and drops its
+// side-effect journal (its calls are in the history now). h.mu held.
+func (h *Harness) commitLocked(cur *attemptState) {
+	if cur == nil {
+		return
+	}
+	h.st.ToolCallHistory = append(h.st.ToolCallHistory, cur.records...)
+	h.st.TotalToolCalls += cur.executed
+	h.st.Iterations += cur.iterations
+	h.pending = append(h.pending, cur.events...)
+	if h.st.Budget != nil {
+		h.st.Budget.TokensUsed += cur.tokens
+	}
+	for _, e := range h.st.SideEffects {
+		if e.StepID == cur.step && e.Result == nil {
+			// The re-run did not make this call again (an agent that is not deterministic): it
+			// may have run before the interruption, and nobody will know but from this warning.
+			h.pending = append(h.pending, event.Event{Type: event.Warning, HarnessID: h.ID(), Time: h.now(), StepID: e.StepID, Tool: e.Tool,
+				Message: fmt.Sprintf("side-effecting call %s %s may have run before an interruption; the step's re-run did not make it again", e.Tool, e.Arguments)})
+		}
+	}
+	h.st.SideEffects = slices.DeleteFunc(h.st.SideEffects, func(e statefmt.SideEffect) bool { return e.StepID == cur.step })
+	if len(h.st.SideEffects) == 0 {
+		h.st.SideEffects = nil
+	}
+}
+
+// endAttemptLocked commits an attempt that ended (completed, failed, or to be retried afresh):
+// its loop snapshot goes, and an attempt whose agent counted no iterations counts one. h.mu held.
+func (h *Harness) endAttemptLocked(cur *attemptState) {
+	if !cur.counted {
+		cur.iterations++
+	}
+	h.commitLocked(cur)
+	h.st.AgentLoopSnapshot = nil
+}
+
+// saveLoop is StepContext.Save: the attempt's calls, events and tokens so far are committed and
+// loop becomes the snapshot, in one checkpoint. If the checkpoint fails, what was committed stays
+// in memory and goes with the next one.
+func (h *Harness) saveLoop(cur *attemptState, loop *statefmt.AgentLoopSnapshot) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.commitLocked(cur)
+	cur.records, cur.events, cur.executed, cur.tokens, cur.iterations, cur.occ = nil, nil, 0, 0, 0, map[string]int{}
+	h.st.AgentLoopSnapshot = cloneLoop(loop)
+	return h.checkpoint()
+}
+
+// askLocked is StepContext.AskHuman. h.mu held.
+func (h *Harness) askLocked(stepID, kind, why string) error {
+	var last *statefmt.Gate
+	for i := range h.st.Gates {
+		if g := &h.st.Gates[i]; g.Kind == kind && g.StepID == stepID {
+			last = g
+		}
+	}
+	switch {
+	case last == nil:
+		last = h.addGateLocked(kind, stepID, why)
+	case last.Status == statefmt.GateApproved:
+		return nil
+	case last.Status == statefmt.GateRejected:
+		return &agent.RejectedError{GateID: last.ID, Reason: last.Reason}
+	}
+	return &suspended{fmt.Sprintf("gate %s: %s", last.ID, why)}
+}
+
+// cloneLoop deep-copies a loop snapshot (the agent goes on changing its own).
+func cloneLoop(l *statefmt.AgentLoopSnapshot) *statefmt.AgentLoopSnapshot {
+	c := *l
+	c.Messages = slices.Clone(l.Messages)
+	for i := range c.Messages {
+		c.Messages[i].ToolCalls = slices.Clone(c.Messages[i].ToolCalls)
+	}
+	c.Handoff, c.Data = slices.Clone(l.Handoff), slices.Clone(l.Data)
+	return &c
+}
+
+// stepInputs are the outputs of the steps step depends on.
+func stepInputs(p *statefmt.ExecutionPlan, step *statefmt.ExecutionStep) []agent.StepInput {
+	var in []agent.StepInput
+	for _, d := range step.Dependencies {
+		if i := stepIndex(p, d); i >= 0 && p.Steps[i].Output != nil {
+			in = append(in, agent.StepInput{StepID: d, Output: *p.Steps[i].Output})
+		}
+	}
+	return in
+}
+
+// backoff is the wait before retry number `attempt` of a step: the attempt-th wait of a jitter
+// sequence seeded by the harness and step ids, so that across attempts (and restarts) each wait
+// is at least factor times the one before, as for tool calls.
+func (h *Harness) backoff(stepID string, attempt int) time.Duration {
+	f := fnv.New64a()
+	f.Write([]byte(h.ID() + "\x00" + stepID))
+	r := rand.New(rand.NewPCG(f.Sum64(), 0))
+	var d time.Duration
+	for range attempt {
+		d = tools.NextDelay(h.task.Retry, d, r.Float64())
+	}
+	return d
+}
+
+// startLocked moves a created harness to running and plans it; a paused one to running; an
+// interrupted one (running in the store, nobody running it) is continued. h.mu held.
+func (h *Harness) startLocked(ctx context.Context) error {
+	switch h.st.Status {
+	case statefmt.StatusCreated, statefmt.StatusPaused:
+		if err := h.transitionLocked(statefmt.StatusRunning, ""); err != nil {
+			return err
+		}
+	case statefmt.StatusRunning:
+		h.emit(event.Event{Type: event.Warning, Message: "continuing after an interruption (the process that ran it stopped without pausing it)"})
+	default:
+		return &TransitionError{HarnessID: h.ID(), From: h.st.Status, To: statefmt.StatusRunning}
+	}
+	// A step left running by a crash runs again from its start.
+	if h.st.Plan != nil {
+		for i := range h.st.Plan.Steps {
+			if s := &h.st.Plan.Steps[i]; s.Status == statefmt.StepRunning {
+				s.Status = statefmt.StepReady
+			}
+		}
+	}
+	if h.st.Plan == nil {
+		a, err := h.agent(h.task.Agent)
+		if err != nil {
+			return h.failLocked(err.Error())
+		}
+		h.mu.Unlock()
+		steps, err := a.Plan(ctx, &agent.PlanContext{HarnessID: h.ID(), Task: h.task, Clock: h.m.clock})
+		h.mu.Lock()
+		if ctx.Err() != nil {
+			return nil // Run halts
+		}
+		if err != nil {
+			return h.failLocked("planning: " + err.Error())
+		}
+		p, err := NewPlan(h.st.TaskID, steps, h.knownAgent, h.now())
+		if err != nil {
+			return h.failLocked(fmt.Sprintf("agent %s produced an %v", h.task.Agent, err))
+		}
+		h.st.Plan = p
+	}
+	RefreshReady(h.st.Plan)
+	return h.checkpoint()
+}
+
+func (h *Harness) knownAgent(name string) bool { _, ok := h.task.Agents[name]; return ok }
+
+// failLocked fails the harness with a reason. h.mu held.
+func (h *Harness) failLocked(reason string) error {
+	return h.transitionLocked(statefmt.StatusFailed, reason)
+}
+
+// finishLocked ends a plan with nothing left to run: completed, or failed naming why. h.mu held.
+func (h *Harness) finishLocked() error {
+	done, failed, blocked := PlanOutcome(h.st.Plan)
+	if done {
+		if h.st.Phase != "" {
+			h.emit(event.Event{Type: event.Phase, Phase: h.st.Phase, Action: "completed"})
+		}
+		h.emit(event.Event{Type: event.PlanCompleted, Steps: len(h.st.Plan.Steps)})
+		return h.transitionLocked(statefmt.StatusCompleted, "")
+	}
+	var why []string
+	for _, id := range failed {
+		s := h.st.Plan.Steps[stepIndex(h.st.Plan, id)]
+		why = append(why, fmt.Sprintf("step %s failed: %s", id, deref(s.Error)))
+	}
+	if len(blocked) > 0 {
+		why = append(why, "blocked: "+strings.Join(blocked, ", "))
+	}
+	return h.failLocked(strings.Join(why, "; "))
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// enterPhaseLocked moves the harness into the phase of the step about to start: the phase
+// before it has completed (phases are dependencies, see task.PhaseDependencies). Both events are
+// written with the step's start checkpoint, so the boundary is durable. h.mu held.
+func (h *Harness) enterPhaseLocked(phase string) {
+	if h.st.Phase != "" {
+		h.emit(event.Event{Type: event.Phase, Phase: h.st.Phase, Action: "completed"})
+	}
+	h.st.Phase = phase
+	if phase != "" {
+		h.emit(event.Event{Type: event.Phase, Phase: phase, Action: "started"})
+	}
+}
+
+// pauseRequest is the cause Run's context is cancelled with to pause the harness with a reason.
+type pauseRequest struct{ reason string }
+
+func (p *pauseRequest) Error() string { return "pause requested: " + p.reason }
+
+// halt ends Run after its context was cancelled: paused when interrupted (with the reason a
+// pause request gave), failed when stopped.
+func (h *Harness) halt(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.st.Status != statefmt.StatusRunning {
+		return nil
+	}
+	cause := context.Cause(ctx)
+	if errors.Is(cause, errStopped) {
+		return h.stopLocked()
+	}
+	reason := "interrupted"
+	if pr := (*pauseRequest)(nil); errors.As(cause, &pr) {
+		reason = pr.reason
+	}
+	if err := h.transitionLocked(statefmt.StatusPaused, reason); err != nil {
+		return err
+	}
+	return ErrPaused
+}
+
+// stopLocked ends the harness for good: completed when its plan is, failed otherwise. h.mu held.
+func (h *Harness) stopLocked() error {
+	if h.st.Status == statefmt.StatusCreated {
+		if err := h.transitionLocked(statefmt.StatusRunning, ""); err != nil {
+			return err
+		}
+	}
+	if h.st.Plan != nil {
+		if done, _, _ := PlanOutcome(h.st.Plan); done && h.st.Status == statefmt.StatusRunning {
+			return h.transitionLocked(statefmt.StatusCompleted, "")
+		}
+		for i := range h.st.Plan.Steps {
+			if s := &h.st.Plan.Steps[i]; s.Status == statefmt.StepRunning {
+				s.Status = statefmt.StepReady
+			}
+		}
+	}
+	return h.failLocked("stopped by request")
+}
+
+// Store is the store the harness checkpoints to.
+func (h *Harness) Store() Store { return h.m.store }

@@ -1,0 +1,128 @@
+package harness_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/harness-edge/harness-edge/internal/fakeclock"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
+	"github.com/harness-edge/harness-edge/store"
+
+	"github.com/harness-edge/harness-edge/runtime/harness"
+	"github.com/harness-edge/harness-edge/runtime/task"
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// Recorder is a sink that keeps every event.
+type recorder struct {
+	mu     sync.Mutex
+	events []event.Event
+	hook   func(event.Event)
+}
+
+func (r *recorder) Emit(e event.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	hook := r.hook
+	r.mu.Unlock()
+	if hook != nil {
+		hook(e)
+	}
+}
+
+func (r *recorder) of(t event.Type) []event.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []event.Event
+	for _, e := range r.events {
+		if e.Type == t {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// ToolWarnings are the warnings about tool calls (hooks, doom loops): not the one the fallback
+// backend adds when the engine is unavailable.
+func (r *recorder) toolWarnings() []event.Event {
+	var out []event.Event
+	for _, e := range r.of(event.Warning) {
+		if e.Tool != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+type env struct {
+	t     *testing.T
+	dir   string
+	store *store.Store
+	clock *fakeclock.Clock
+	rec   *recorder
+	m     *harness.Manager
+	ids   int
+}
+
+func newEnv(t *testing.T) *env {
+	e := &env{t: t, dir: t.TempDir(), clock: fakeclock.New(), rec: &recorder{}}
+	e.open()
+	t.Cleanup(func() { e.store.Close() })
+	return e
+}
+
+// Open (re)opens the store and a fresh manager, as a restarted process does.
+func (e *env) open() {
+	if e.store != nil {
+		e.store.Close()
+	}
+	s, err := store.OpenStore(filepath.Join(e.dir, "store"), store.StoreOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.store = s
+	e.m = harness.NewManager(s, harness.Options{Clock: e.clock, Sinks: []event.Sink{e.rec},
+		NewID: func() string { e.ids++; return fmt.Sprintf("h-%04d", e.ids) }})
+}
+
+func parseTask(t *testing.T, src string) *task.Task {
+	t.Helper()
+	tk, err := task.Parse("test.yaml", []byte(src))
+	if err != nil {
+		t.Fatalf("task: %v", err)
+	}
+	return tk
+}
+
+// Comparable strips what legitimately differs between two runs of the same task: timestamps,
+// durations and the number of checkpoints.
+func comparable(s *statefmt.HarnessState) *statefmt.HarnessState {
+	c, err := statefmt.DecodeBinary(mustEncode(s))
+	if err != nil {
+		panic(err)
+	}
+	var zero time.Time
+	c.CreatedAt, c.UpdatedAt, c.LastCheckpointAt, c.CheckpointCount = zero, zero, nil, 0
+	if c.Plan != nil {
+		c.Plan.CreatedAt = zero
+	}
+	for i := range c.ToolCallHistory {
+		c.ToolCallHistory[i].Timestamp, c.ToolCallHistory[i].Duration = zero, 0
+	}
+	if c.Budget != nil {
+		c.Budget.WallClockUsed = 0
+	}
+	return c
+}
+
+func mustEncode(s *statefmt.HarnessState) []byte {
+	b, err := statefmt.EncodeBinary(s)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

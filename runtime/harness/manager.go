@@ -1,0 +1,337 @@
+package harness
+
+import (
+	"cmp"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/harness-edge/harness-edge/runtime/agent"
+
+	"github.com/harness-edge/harness-edge/runtime/clock"
+	"github.com/harness-edge/harness-edge/runtime/tools"
+
+	"github.com/harness-edge/harness-edge/statefmt/event"
+
+	"github.com/harness-edge/harness-edge/store"
+
+	"github.com/harness-edge/harness-edge/runtime/task"
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// Options configures a Manager. Zero values take the defaults.
+type Options struct {
+	// Clock is the time source (default: the wall clock).
+	Clock clock.Clock
+	// NewID makes harness ids for tasks without one (default: NewID).
+	NewID func() string
+	// Sinks receive every event after it is durable.
+	Sinks []event.Sink
+	// Hooks run around every tool call, before the task file's shell hooks.
+	Hooks tools.Hooks
+	// Dream turns Dream Mode on for every harness (a task can turn it on for itself).
+	Dream bool
+	// Governor, when set, holds each step back until the machine has room for it, checking
+	// every GovernorPoll (default 5s).
+	Governor     Governor
+	GovernorPoll time.Duration
+}
+
+// Store is what the harness core needs of a checkpoint store: the Pebble store (package store)
+// in production, an in-memory one (store/memstore) where harness logic is tested without a
+// disk. Both pass one conformance suite (internal/storetest).
+type Store interface {
+	// PersistWith makes state the harness's newest checkpoint, with its events (and the task,
+	// the first time) in the same durable batch; it returns the events written, numbered.
+	PersistWith(state *statefmt.HarnessState, x store.Extras) (store.Checkpoint, error)
+	// Restore returns the harness's last checkpointed state (errors wrap store.ErrNotFound).
+	Restore(id string) (*statefmt.HarnessState, error)
+	// Task returns the task stored with the harness.
+	Task(id string) ([]byte, error)
+	// Index returns the harness's index entry.
+	Index(id string) (store.IndexEntry, error)
+	// List lists every harness.
+	List() ([]store.IndexEntry, error)
+	// Release lets go of what the store keeps in memory for a harness.
+	Release(id string)
+	// IsAvailable reports whether the Eternal Engine (not the Go fallback) makes the records.
+	IsAvailable() bool
+}
+
+// Manager creates, finds, lists, runs, stops and resumes harnesses over one store.
+type Manager struct {
+	store Store
+	clock clock.Clock
+	newID func() string
+	sinks []event.Sink
+	hooks tools.Hooks
+	dream bool
+
+	governor     Governor
+	governorPoll time.Duration
+
+	mu        sync.Mutex
+	harnesses map[string]*Harness
+}
+
+// NewManager returns a manager over an open store.
+func NewManager(db Store, o Options) *Manager {
+	m := &Manager{store: db, clock: o.Clock, newID: o.NewID, sinks: o.Sinks, hooks: o.Hooks, dream: o.Dream,
+		governor: o.Governor, governorPoll: cmp.Or(o.GovernorPoll, 5*time.Second), harnesses: map[string]*Harness{}}
+	if m.clock == nil {
+		m.clock = clock.RealClock{}
+	}
+	if m.newID == nil {
+		m.newID = func() string { return NewID(m.clock.Now()) }
+	}
+	return m
+}
+
+// Store is the manager's checkpoint store.
+func (m *Manager) Store() Store { return m.store }
+
+// newHarness wraps a state; when the engine is missing, the harness's next checkpoint carries
+// a warning saying so.
+func (m *Manager) newHarness(t *task.Task, st *statefmt.HarnessState) *Harness {
+	h := &Harness{m: m, task: t, st: st, agents: map[string]agent.Agent{}}
+	if !m.store.IsAvailable() {
+		h.emit(event.Event{Type: event.Warning, Message: "the Eternal Engine is not available: checkpoints are written by the Go fallback (keyframes only)"})
+	}
+	return h
+}
+
+// ErrExists is returned by Create for an id the store already holds.
+var ErrExists = errors.New("harness already exists")
+
+// Create makes a new harness for t in status created and persists it with its task, so that
+// it can be resumed from the store alone. A declared plan is validated first: a bad task
+// creates nothing.
+func (m *Manager) Create(t *task.Task) (*Harness, error) {
+	depth, err := DelegationDepth(t)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	if depth > t.MaxDepth {
+		return nil, fmt.Errorf("task %s: its sub-agents would nest %d deep, above maxDepth %d", t.ID, depth, t.MaxDepth)
+	}
+	return m.create(t, nil)
+}
+
+// create makes and persists a harness; init adjusts its first state (sub-agents).
+func (m *Manager) create(t *task.Task, init func(*statefmt.HarnessState)) (*Harness, error) {
+	id := t.ID
+	if id == "" {
+		id = m.newID()
+	}
+	if err := store.ValidID(id); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.harnesses[id]; ok {
+		return nil, fmt.Errorf("harness %s: %w (resume it, or give the task another id)", id, ErrExists)
+	}
+	if _, err := m.store.Index(id); err == nil {
+		return nil, fmt.Errorf("harness %s: %w (resume it, or give the task another id)", id, ErrExists)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	now := m.clock.Now()
+	taskID := t.ID
+	if taskID == "" {
+		taskID = id
+	}
+	st := &statefmt.HarnessState{SchemaVersion: statefmt.SchemaVersion, HarnessID: id, AgentName: t.Agent, TaskID: taskID,
+		Status: statefmt.StatusCreated, CreatedAt: now, UpdatedAt: now, AutonomyLevel: t.Autonomy,
+		Budget: &statefmt.Budget{ToolCalls: t.Budget.ToolCalls, Tokens: t.Budget.Tokens, WallClock: t.Budget.WallClock.Duration}}
+	h := m.newHarness(t, st)
+	if len(t.Plan) > 0 {
+		p, err := NewPlan(taskID, t.Plan, h.knownAgent, now)
+		if err != nil {
+			return nil, err
+		}
+		st.Plan = p
+	}
+	if init != nil {
+		init(st)
+	}
+	var err error
+	if h.taskJSON, err = json.Marshal(t); err != nil {
+		return nil, err
+	}
+	statefmt.Normalize(st)
+	h.mu.Lock()
+	h.pending = append([]event.Event{{Type: event.StateTransition, HarnessID: id, Time: now, To: statefmt.StatusCreated}}, h.pending...)
+	err = h.checkpoint()
+	h.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	m.harnesses[id] = h
+	return h, nil
+}
+
+// Get returns the harness with this id, loading it from the store when this manager has not
+// seen it yet.
+func (m *Manager) Get(id string) (*Harness, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if h, ok := m.harnesses[id]; ok {
+		return h, nil
+	}
+	st, err := m.store.Restore(id)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := m.store.Task(id)
+	if err != nil {
+		return nil, err
+	}
+	t, err := task.Parse("the stored task of harness "+id, raw)
+	if err != nil {
+		return nil, err
+	}
+	h := m.newHarness(t, st)
+	m.harnesses[id] = h
+	return h, nil
+}
+
+// List returns the store's harnesses (id, agent, status, parent, timestamps, head checkpoint).
+func (m *Manager) List() ([]store.IndexEntry, error) { return m.store.List() }
+
+// ResumeFromCheckpoint loads a harness from its last checkpoint for Run to continue: a paused
+// one, or one that was running when its process died. Finished harnesses are refused.
+func (m *Manager) ResumeFromCheckpoint(id string) (*Harness, error) {
+	h, err := m.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	if p := h.State().ParentHarnessID; p != "" {
+		return nil, fmt.Errorf("harness %s is a sub-agent of %s: resume %s (it resumes its sub-agents)", id, p, p)
+	}
+	switch s := h.Status(); s {
+	case statefmt.StatusPaused, statefmt.StatusRunning, statefmt.StatusCreated:
+		return h, nil
+	default:
+		return nil, &TransitionError{HarnessID: id, From: s, To: statefmt.StatusRunning}
+	}
+}
+
+// Stop ends a harness for good, persisting its final state: completed if its plan is, failed
+// otherwise. A harness running in this process stops at once (the step in flight is cut short,
+// and its sub-agents stop with it); unfinished sub-agents of one that is not running are stopped
+// too.
+func (m *Manager) Stop(id string) error {
+	h, err := m.Get(id)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	if h.running {
+		h.stop(errStopped)
+		h.mu.Unlock()
+		return nil
+	}
+	switch h.st.Status {
+	case statefmt.StatusCompleted, statefmt.StatusFailed:
+		h.mu.Unlock()
+		return &TransitionError{HarnessID: id, From: h.st.Status, To: statefmt.StatusFailed}
+	}
+	err = h.stopLocked()
+	children := slices.Clone(h.st.SubAgentIDs)
+	h.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, cid := range children {
+		if err := m.Stop(cid); err != nil && !errors.As(err, new(*TransitionError)) {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReasonShutdown is the pause reason of the harnesses a stopping daemon put aside; the next
+// daemon on the store resumes them (as it resumes interrupted ones).
+const ReasonShutdown = "daemon shutdown"
+
+// Pause pauses a harness with a reason. One running in this process stops at once: the step in
+// flight is cut short and goes on from its last save on resume (Run returns ErrPaused). One left
+// running by a crashed process is marked paused. A paused harness stays as it is.
+func (m *Manager) Pause(id, reason string) error {
+	h, err := m.Get(id)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running {
+		h.stop(&pauseRequest{reason})
+		return nil
+	}
+	switch h.st.Status {
+	case statefmt.StatusPaused:
+		return nil
+	case statefmt.StatusRunning:
+		return h.transitionLocked(statefmt.StatusPaused, reason)
+	case statefmt.StatusCreated:
+		return fmt.Errorf("harness %s has not started: there is nothing to pause (stop it to drop it)", id)
+	default:
+		return &TransitionError{HarnessID: id, From: h.st.Status, To: statefmt.StatusPaused}
+	}
+}
+
+// Running reports whether the harness runs in this process now.
+func (h *Harness) Running() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.running
+}
+
+// Release forgets a harness this process is done with, and its sub-agents: the manager's copy
+// of its state and the store's in-memory chain. Get loads it again when it is needed. A running
+// harness (or one whose sub-agent runs) is left alone. A long-running owner (the daemon)
+// releases each harness after its run, so its memory does not grow with every harness it ran.
+func (m *Manager) Release(id string) {
+	m.mu.Lock()
+	h, ok := m.harnesses[id]
+	m.mu.Unlock()
+	var children []string
+	if ok {
+		h.mu.Lock()
+		running := h.running
+		children = slices.Clone(h.st.SubAgentIDs)
+		h.mu.Unlock()
+		if running {
+			return
+		}
+		m.mu.Lock()
+		delete(m.harnesses, id)
+		m.mu.Unlock()
+	}
+	for _, c := range children {
+		m.Release(c)
+	}
+	m.store.Release(id)
+}
+
+// Loaded reports whether this manager holds the harness in memory (it ran or read it).
+func (m *Manager) Loaded(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.harnesses[id]
+	return ok
+}
+
+// NewID makes harness ids: "h-" + UTC date and time + 6 random hex digits, which sort by
+// creation time and do not collide in practice.
+func NewID(now time.Time) string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return "h-" + now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,70 @@
+// Package proc runs the subprocesses of tools and CLI agents: each in its own process group,
+// killed whole when its context ends, with a clean environment and capped output.
+package proc
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	goruntime "runtime"
+	"slices"
+	"syscall"
+	"time"
+)
+
+// CapWriter keeps the first Max bytes written to it and counts the rest.
+type CapWriter struct {
+	Max   int
+	buf   bytes.Buffer
+	total int
+}
+
+func (w *CapWriter) Write(p []byte) (int, error) {
+	w.total += len(p)
+	if room := w.Max - w.buf.Len(); room > 0 {
+		w.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+// String is what was kept.
+func (w *CapWriter) String() string { return w.buf.String() }
+
+// Truncated reports whether more was written than kept.
+func (w *CapWriter) Truncated() bool { return w.total > w.buf.Len() }
+
+// baseEnv are the variables every subprocess tool sees (when harness-edge has them).
+var baseEnv = []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"}
+
+// CleanEnv is the environment of a subprocess tool: baseEnv and the tool's own list, nothing
+// else (no API keys, tokens or credentials it was not given).
+func CleanEnv(extra []string) []string {
+	var env []string
+	for _, k := range slices.Concat(baseEnv, extra) {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// Run runs cmd in its own process group, which it kills whole when ctx ends and again
+// when cmd exits (so nothing it started in the background outlives the call). The calling
+// goroutine's thread is locked while the child runs, so that Pdeathsig (sent when the thread
+// that started the child exits) fires only when the process dies.
+func Run(ctx context.Context, cmd *exec.Cmd) error {
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
+	// Pdeathsig: if harness-edge itself dies (SIGKILL, power loss aside), the tool dies with it
+	// instead of running on unobserved. (Its own children are not signalled: see killMarked.)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	err := cmd.Wait()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	return err
+}
