@@ -842,11 +842,18 @@ func (s *Store) Task(id string) ([]byte, error) {
 
 // Restore returns the harness's newest durable state, or an error wrapping ErrNotFound.
 func (s *Store) Restore(id string) (*statefmt.HarnessState, error) {
+	if err := ValidID(id); err != nil {
+		return nil, err
+	}
 	h, err := s.acquire(id, false)
 	if err != nil {
 		return nil, err
 	}
 	defer h.mu.Unlock()
+	if h.index.HeadSeq == 0 {
+		// Opened by AppendEvents or by a PersistWith that failed: no checkpoint yet.
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
 	buf := h.restoreBuf
 	h.restoreBuf = nil
 	return decodeHead(h.chain, buf)
@@ -877,6 +884,9 @@ func (s *Store) RestoreAt(id string, seq uint64) (*statefmt.HarnessState, error)
 
 // Delete removes a harness: its records, index entry and events, in one synced batch.
 func (s *Store) Delete(id string) error {
+	if err := ValidID(id); err != nil {
+		return err
+	}
 	if _, err := s.readIndex(id); err != nil {
 		return err
 	}
