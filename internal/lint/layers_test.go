@@ -21,7 +21,7 @@ var layers = map[string]int{
 	"statefmt/event":                1,
 	"bridge":                        1,
 	"store":                         2,
-	"store/memstore":                2,
+	"store/memstore":                3,
 	"runtime/agent":                 3,
 	"runtime/tools":                 4,
 	"runtime/driver/script":         5,
