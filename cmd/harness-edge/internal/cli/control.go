@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -14,8 +13,6 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
-
-	"github.com/harness-edge/harness-edge/statefmt/event"
 
 	"github.com/harness-edge/harness-edge/store"
 
@@ -159,13 +156,10 @@ memory, load per CPU or temperature is over its limit.`,
 			if err != nil {
 				return err
 			}
-			if httpAddr != "" {
-				if err := control.CheckBind(httpAddr, allowRemote); err != nil {
-					return usageError{err}
-				}
-			}
-			if concurrency < 1 {
-				return usageError{fmt.Errorf("--concurrency %d: run at least one harness at a time", concurrency)}
+			cfg := control.DaemonConfig{Dir: dir, HTTPAddr: httpAddr, AllowRemote: allowRemote, Concurrency: concurrency,
+				Grace: grace, Version: version, Options: runtime.Options{Dream: dream, GovernorPoll: governorPoll}}
+			if err := cfg.Validate(); err != nil {
+				return usageError{err}
 			}
 			var limits sysinfo.Limits
 			if minMem != "" {
@@ -174,58 +168,17 @@ memory, load per CPU or temperature is over its limit.`,
 				}
 			}
 			limits.MaxLoadPerCPU, limits.MaxTempCelsius = maxLoad, maxTemp
+			if limits != (sysinfo.Limits{}) {
+				cfg.Options.Governor = &sysinfo.Governor{Limits: limits}
+			}
 			var h slog.Handler = slog.NewTextHandler(stderr, nil)
 			if logJSON {
 				h = slog.NewJSONHandler(stderr, nil)
 			}
-			log := slog.New(h)
-			db, err := openToOwn(dir)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			o := runtime.Options{Dream: dream, Sinks: []event.Sink{event.Slog{L: log}}, GovernorPoll: governorPoll}
-			if limits != (sysinfo.Limits{}) {
-				o.Governor = &sysinfo.Governor{Limits: limits}
-			}
-			srv := control.NewServer(db, control.Config{Owner: "daemon", Concurrency: concurrency, Options: o, Version: version, Logger: log})
+			cfg.Logger = slog.New(h)
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			sock, err := control.ListenSocket(dir)
-			if err != nil {
-				return err
-			}
-			served := make(chan error, 2)
-			go func() { served <- control.Serve(ctx, sock, control.Handler(srv, "")) }()
-			listeners := 1
-			if httpAddr != "" {
-				tok, err := control.Token(dir)
-				if err != nil {
-					return fmt.Errorf("HTTP API token: %w", err)
-				}
-				l, err := netListen(httpAddr)
-				if err != nil {
-					return err
-				}
-				listeners++
-				go func() { served <- control.Serve(ctx, l, control.Handler(srv, tok)) }()
-				log.Info("HTTP API listening", "addr", l.Addr().String(), "token", filepath.Join(dir, control.TokenName))
-			}
-			ids, err := srv.Recover()
-			if err != nil {
-				return err
-			}
-			log.Info("daemon started", "store", dir, "pid", os.Getpid(), "concurrency", concurrency, "dream", dream,
-				"resumed", strings.Join(ids, ","), "frozen", mustHealth(srv).Frozen)
-			srv.Schedule(ctx, grace)
-			stop()
-			for range listeners {
-				if err := <-served; err != nil {
-					log.Error("control server", "err", err)
-				}
-			}
-			log.Info("daemon stopped")
-			return nil
+			return control.RunDaemon(ctx, cfg)
 		},
 	}
 	f := c.Flags()
@@ -240,19 +193,6 @@ memory, load per CPU or temperature is over its limit.`,
 	f.DurationVar(&governorPoll, "governor-poll", 5*time.Second, "governor: how often to look again while waiting")
 	f.BoolVar(&logJSON, "log-json", false, "log as JSON lines (default: text) on stderr")
 	return c
-}
-
-func netListen(addr string) (net.Listener, error) {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--http %s: %w", addr, err)
-	}
-	return l, nil
-}
-
-func mustHealth(s *control.Server) control.Health {
-	h, _ := s.Health(context.Background())
-	return h
 }
 
 func newSubmitCmd(g *globals, stdout io.Writer) *cobra.Command {
