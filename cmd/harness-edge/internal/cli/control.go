@@ -14,8 +14,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/harness-edge/harness-edge/store"
-
 	"github.com/spf13/cobra"
 
 	"github.com/harness-edge/harness-edge/control"
@@ -24,104 +22,14 @@ import (
 	"github.com/harness-edge/harness-edge/sysinfo"
 )
 
-// reach finds who has the store in dir: the client of the process that owns it, or else the
-// store itself, opened here. An owner that is starting holds the store's lock before its socket
-// answers, and a command holds it for a moment: either is waited for, up to 3 s.
-func reach(dir string) (*control.Client, *store.Store, error) {
-	for try := 0; ; try++ {
-		c, err := control.Dial(dir)
-		if err == nil {
-			return c, nil, nil
-		}
-		if !errors.Is(err, control.ErrNoOwner) {
-			return nil, nil, fmt.Errorf("the control socket of %s: %w", dir, err)
-		}
-		s, err := store.OpenStore(dir, store.StoreOptions{})
-		if err == nil || !errors.Is(err, store.ErrStoreInUse) || try >= 30 {
-			return nil, s, err
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// api reaches the store: through the control socket of the process that owns it, or directly
-// when none does. close releases what it opened.
-func (g *globals) api() (api control.API, owner *control.Client, close func(), err error) {
+// do runs f with a connection to the store (control.Do): through the process that owns it,
+// or on the store itself when none does.
+func (g *globals) do(f func(*control.Conn) error) error {
 	dir, err := g.storeDir()
 	if err != nil {
-		return nil, nil, nil, err
+		return err
 	}
-	c, s, err := reach(dir)
-	switch {
-	case err != nil:
-		return nil, nil, nil, err
-	case c != nil:
-		return c, c, func() {}, nil
-	}
-	return control.Local(s), nil, func() { s.Close() }, nil
-}
-
-// withAPI runs f with the store's API for one command. When the owner ended between the dial
-// and the request (which it then never got), f runs again on the store itself.
-func (g *globals) withAPI(f func(control.API, *control.Client) error) error {
-	for try := 0; ; try++ {
-		api, owner, closeAPI, err := g.api()
-		if err != nil {
-			return err
-		}
-		err = f(api, owner)
-		closeAPI()
-		if !errors.Is(err, control.ErrNotSent) || try >= 2 {
-			return err
-		}
-	}
-}
-
-// own makes this process the store's owner for a foreground run: its control socket serves
-// other processes until the returned function is called.
-func (g *globals) own(o runtime.Options) (*control.Server, func(), error) {
-	dir, err := g.storeDir()
-	if err != nil {
-		return nil, nil, err
-	}
-	s, err := openToOwn(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	srv := control.NewServer(s, control.Config{Owner: "run", Options: o, Version: version})
-	l, err := control.ListenSocket(dir)
-	if err != nil {
-		s.Close()
-		return nil, nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = control.Serve(ctx, l, control.Handler(srv, ""))
-	}()
-	return srv, func() {
-		cancel()
-		<-done
-		s.Close()
-	}, nil
-}
-
-// openToOwn opens the store to own it; another owner is an error that says who it is.
-func openToOwn(dir string) (*store.Store, error) {
-	c, s, err := reach(dir)
-	if c != nil {
-		return nil, ownedError(dir, c.Owner)
-	}
-	return s, err
-}
-
-// ownedError says that another process owns the store, and what to do.
-func ownedError(dir string, h control.Health) error {
-	if h.Owner == "daemon" {
-		return fmt.Errorf("%w: %s is owned by the harness-edge daemon (pid %d): hand it the task with `harness-edge submit TASK`, or stop the daemon first", store.ErrStoreInUse, dir, h.PID)
-	}
-	return fmt.Errorf("%w: %s is owned by a foreground `harness-edge run` (pid %d, running %s): wait for it, or pause it with `harness-edge pause ID`", store.ErrStoreInUse, dir, h.PID, strings.Join(h.Running, ", "))
+	return control.Do(dir, f)
 }
 
 func newServeCmd(g *globals, stdout, stderr io.Writer) *cobra.Command {
@@ -210,7 +118,7 @@ func newSubmitCmd(g *globals, stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.withAPI(func(api control.API, _ *control.Client) error {
+			return g.do(func(api *control.Conn) error {
 				id, err := api.Submit(context.Background(), control.Submission{Task: data, Name: args[0], Dir: dir})
 				if err != nil {
 					return err
@@ -234,14 +142,14 @@ func newPauseCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			ctx := context.Background()
-			if err := g.withAPI(func(api control.API, _ *control.Client) error { return api.Pause(ctx, args[0]) }); err != nil {
+			if err := g.do(func(api *control.Conn) error { return api.Pause(ctx, args[0]) }); err != nil {
 				return err
 			}
 			// A running harness pauses asynchronously: report what it came to. A foreground run
 			// exits once paused, taking its socket along; the next look opens the store.
 			var st *statefmt.HarnessState
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-				err := g.withAPI(func(api control.API, _ *control.Client) (err error) {
+				err := g.do(func(api *control.Conn) (err error) {
 					st, err = api.State(ctx, args[0])
 					return err
 				})
@@ -268,7 +176,7 @@ func newFreezeCmd(g *globals, stdout io.Writer, freeze bool) *cobra.Command {
 		Short: "Tell the daemon to start no new work (--pause: pause the running harnesses too); kept across restarts",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return g.withAPI(func(api control.API, _ *control.Client) error {
+			return g.do(func(api *control.Conn) error {
 				ctx := context.Background()
 				var err error
 				if freeze {
@@ -311,7 +219,7 @@ func newReportCmd(g *globals, stdout io.Writer) *cobra.Command {
 			if since < 0 {
 				return usageError{fmt.Errorf("--since %v: give a positive duration like 12h", since)}
 			}
-			return g.withAPI(func(api control.API, _ *control.Client) error {
+			return g.do(func(api *control.Conn) error {
 				r, err := api.Report(context.Background(), since)
 				if err != nil {
 					return err
