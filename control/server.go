@@ -2,6 +2,9 @@
 // daemon, or a foreground `run`) serves the operations on a Unix socket in the store directory
 // and, for the daemon, on an optional HTTP API; every other process is a Client of it, or opens
 // the store itself when no owner runs (Local). All three offer the same API.
+//
+// Connect (and Do) reach a store whoever has it; Own makes this process its owner for a
+// foreground run; StartDaemon (or RunDaemon) runs the daemon.
 package control
 
 import (

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -15,116 +14,23 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/harness-edge/harness-edge/statefmt/event"
-
-	"github.com/harness-edge/harness-edge/store"
+	"github.com/harness-edge/harness-edge/runtime/harness"
 
 	"github.com/spf13/cobra"
 
 	"github.com/harness-edge/harness-edge/control"
-	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/sysinfo"
 )
 
-// reach finds who has the store in dir: the client of the process that owns it, or else the
-// store itself, opened here. An owner that is starting holds the store's lock before its socket
-// answers, and a command holds it for a moment: either is waited for, up to 3 s.
-func reach(dir string) (*control.Client, *store.Store, error) {
-	for try := 0; ; try++ {
-		c, err := control.Dial(dir)
-		if err == nil {
-			return c, nil, nil
-		}
-		if !errors.Is(err, control.ErrNoOwner) {
-			return nil, nil, fmt.Errorf("the control socket of %s: %w", dir, err)
-		}
-		s, err := store.OpenStore(dir, store.StoreOptions{})
-		if err == nil || !errors.Is(err, store.ErrStoreInUse) || try >= 30 {
-			return nil, s, err
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// api reaches the store: through the control socket of the process that owns it, or directly
-// when none does. close releases what it opened.
-func (g *globals) api() (api control.API, owner *control.Client, close func(), err error) {
+// do runs f with a connection to the store (control.Do): through the process that owns it,
+// or on the store itself when none does.
+func (g *globals) do(f func(*control.Conn) error) error {
 	dir, err := g.storeDir()
 	if err != nil {
-		return nil, nil, nil, err
+		return err
 	}
-	c, s, err := reach(dir)
-	switch {
-	case err != nil:
-		return nil, nil, nil, err
-	case c != nil:
-		return c, c, func() {}, nil
-	}
-	return control.Local(s), nil, func() { s.Close() }, nil
-}
-
-// withAPI runs f with the store's API for one command. When the owner ended between the dial
-// and the request (which it then never got), f runs again on the store itself.
-func (g *globals) withAPI(f func(control.API, *control.Client) error) error {
-	for try := 0; ; try++ {
-		api, owner, closeAPI, err := g.api()
-		if err != nil {
-			return err
-		}
-		err = f(api, owner)
-		closeAPI()
-		if !errors.Is(err, control.ErrNotSent) || try >= 2 {
-			return err
-		}
-	}
-}
-
-// own makes this process the store's owner for a foreground run: its control socket serves
-// other processes until the returned function is called.
-func (g *globals) own(o harness.Options) (*control.Server, func(), error) {
-	dir, err := g.storeDir()
-	if err != nil {
-		return nil, nil, err
-	}
-	s, err := openToOwn(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	srv := control.NewServer(s, control.Config{Owner: "run", Options: o, Version: version})
-	l, err := control.ListenSocket(dir)
-	if err != nil {
-		s.Close()
-		return nil, nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = control.Serve(ctx, l, control.Handler(srv, ""))
-	}()
-	return srv, func() {
-		cancel()
-		<-done
-		s.Close()
-	}, nil
-}
-
-// openToOwn opens the store to own it; another owner is an error that says who it is.
-func openToOwn(dir string) (*store.Store, error) {
-	c, s, err := reach(dir)
-	if c != nil {
-		return nil, ownedError(dir, c.Owner)
-	}
-	return s, err
-}
-
-// ownedError says that another process owns the store, and what to do.
-func ownedError(dir string, h control.Health) error {
-	if h.Owner == "daemon" {
-		return fmt.Errorf("%w: %s is owned by the harness-edge daemon (pid %d): hand it the task with `harness-edge submit TASK`, or stop the daemon first", store.ErrStoreInUse, dir, h.PID)
-	}
-	return fmt.Errorf("%w: %s is owned by a foreground `harness-edge run` (pid %d, running %s): wait for it, or pause it with `harness-edge pause ID`", store.ErrStoreInUse, dir, h.PID, strings.Join(h.Running, ", "))
+	return control.Do(dir, f)
 }
 
 func newServeCmd(g *globals, stdout, stderr io.Writer) *cobra.Command {
@@ -159,13 +65,10 @@ memory, load per CPU or temperature is over its limit.`,
 			if err != nil {
 				return err
 			}
-			if httpAddr != "" {
-				if err := control.CheckBind(httpAddr, allowRemote); err != nil {
-					return usageError{err}
-				}
-			}
-			if concurrency < 1 {
-				return usageError{fmt.Errorf("--concurrency %d: run at least one harness at a time", concurrency)}
+			cfg := control.DaemonConfig{Dir: dir, HTTPAddr: httpAddr, AllowRemote: allowRemote, Concurrency: concurrency,
+				Grace: grace, Version: version, Options: harness.Options{Dream: dream, GovernorPoll: governorPoll}}
+			if err := cfg.Validate(); err != nil {
+				return usageError{err}
 			}
 			var limits sysinfo.Limits
 			if minMem != "" {
@@ -174,58 +77,17 @@ memory, load per CPU or temperature is over its limit.`,
 				}
 			}
 			limits.MaxLoadPerCPU, limits.MaxTempCelsius = maxLoad, maxTemp
+			if limits != (sysinfo.Limits{}) {
+				cfg.Options.Governor = &sysinfo.Governor{Limits: limits}
+			}
 			var h slog.Handler = slog.NewTextHandler(stderr, nil)
 			if logJSON {
 				h = slog.NewJSONHandler(stderr, nil)
 			}
-			log := slog.New(h)
-			db, err := openToOwn(dir)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			o := harness.Options{Dream: dream, Sinks: []event.Sink{event.Slog{L: log}}, GovernorPoll: governorPoll}
-			if limits != (sysinfo.Limits{}) {
-				o.Governor = &sysinfo.Governor{Limits: limits}
-			}
-			srv := control.NewServer(db, control.Config{Owner: "daemon", Concurrency: concurrency, Options: o, Version: version, Logger: log})
+			cfg.Logger = slog.New(h)
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			sock, err := control.ListenSocket(dir)
-			if err != nil {
-				return err
-			}
-			served := make(chan error, 2)
-			go func() { served <- control.Serve(ctx, sock, control.Handler(srv, "")) }()
-			listeners := 1
-			if httpAddr != "" {
-				tok, err := control.Token(dir)
-				if err != nil {
-					return fmt.Errorf("HTTP API token: %w", err)
-				}
-				l, err := netListen(httpAddr)
-				if err != nil {
-					return err
-				}
-				listeners++
-				go func() { served <- control.Serve(ctx, l, control.Handler(srv, tok)) }()
-				log.Info("HTTP API listening", "addr", l.Addr().String(), "token", filepath.Join(dir, control.TokenName))
-			}
-			ids, err := srv.Recover()
-			if err != nil {
-				return err
-			}
-			log.Info("daemon started", "store", dir, "pid", os.Getpid(), "concurrency", concurrency, "dream", dream,
-				"resumed", strings.Join(ids, ","), "frozen", mustHealth(srv).Frozen)
-			srv.Schedule(ctx, grace)
-			stop()
-			for range listeners {
-				if err := <-served; err != nil {
-					log.Error("control server", "err", err)
-				}
-			}
-			log.Info("daemon stopped")
-			return nil
+			return control.RunDaemon(ctx, cfg)
 		},
 	}
 	f := c.Flags()
@@ -240,19 +102,6 @@ memory, load per CPU or temperature is over its limit.`,
 	f.DurationVar(&governorPoll, "governor-poll", 5*time.Second, "governor: how often to look again while waiting")
 	f.BoolVar(&logJSON, "log-json", false, "log as JSON lines (default: text) on stderr")
 	return c
-}
-
-func netListen(addr string) (net.Listener, error) {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--http %s: %w", addr, err)
-	}
-	return l, nil
-}
-
-func mustHealth(s *control.Server) control.Health {
-	h, _ := s.Health(context.Background())
-	return h
 }
 
 func newSubmitCmd(g *globals, stdout io.Writer) *cobra.Command {
@@ -270,7 +119,7 @@ func newSubmitCmd(g *globals, stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.withAPI(func(api control.API, _ *control.Client) error {
+			return g.do(func(api *control.Conn) error {
 				id, err := api.Submit(context.Background(), control.Submission{Task: data, Name: args[0], Dir: dir})
 				if err != nil {
 					return err
@@ -294,14 +143,14 @@ func newPauseCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			ctx := context.Background()
-			if err := g.withAPI(func(api control.API, _ *control.Client) error { return api.Pause(ctx, args[0]) }); err != nil {
+			if err := g.do(func(api *control.Conn) error { return api.Pause(ctx, args[0]) }); err != nil {
 				return err
 			}
 			// A running harness pauses asynchronously: report what it came to. A foreground run
 			// exits once paused, taking its socket along; the next look opens the store.
 			var st *statefmt.HarnessState
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-				err := g.withAPI(func(api control.API, _ *control.Client) (err error) {
+				err := g.do(func(api *control.Conn) (err error) {
 					st, err = api.State(ctx, args[0])
 					return err
 				})
@@ -328,7 +177,7 @@ func newFreezeCmd(g *globals, stdout io.Writer, freeze bool) *cobra.Command {
 		Short: "Tell the daemon to start no new work (--pause: pause the running harnesses too); kept across restarts",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return g.withAPI(func(api control.API, _ *control.Client) error {
+			return g.do(func(api *control.Conn) error {
 				ctx := context.Background()
 				var err error
 				if freeze {
@@ -371,7 +220,7 @@ func newReportCmd(g *globals, stdout io.Writer) *cobra.Command {
 			if since < 0 {
 				return usageError{fmt.Errorf("--since %v: give a positive duration like 12h", since)}
 			}
-			return g.withAPI(func(api control.API, _ *control.Client) error {
+			return g.do(func(api *control.Conn) error {
 				r, err := api.Report(context.Background(), since)
 				if err != nil {
 					return err

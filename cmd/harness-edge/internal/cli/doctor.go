@@ -139,7 +139,7 @@ func storeHealth(g *globals, dir string) (si StoreInfo, oi OwnerInfo) {
 		oi = OwnerInfo{Running: true, Kind: c.Owner.Owner, PID: c.Owner.PID, Frozen: c.Owner.Frozen, Active: len(c.Owner.Running), Queued: len(c.Owner.Queued)}
 	}
 	if si.Exists {
-		err := g.withAPI(func(api control.API, _ *control.Client) error {
+		err := g.do(func(api *control.Conn) error {
 			ctx := context.Background()
 			l, err := api.List(ctx)
 			if err != nil {

@@ -33,15 +33,16 @@ call again.`,
 			if len(args) == 2 {
 				gate = args[1]
 			}
-			return g.withAPI(func(api control.API, owner *control.Client) error {
+			return g.do(func(api *control.Conn) error {
 				d, err := api.Decide(context.Background(), args[0], gate, approve, reason)
 				if err != nil {
 					return err
 				}
+				owner, _ := api.Owner()
 				switch {
 				case approve && d.Resumed:
 					fmt.Fprintf(stdout, "harness %s: gate %s (%s, step %s) approved; the daemon (pid %d) resumes it\n",
-						d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, owner.Owner.PID)
+						d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, owner.PID)
 				case approve:
 					fmt.Fprintf(stdout, "harness %s: gate %s (%s, step %s) approved; continue with `harness-edge resume %s`\n",
 						d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, args[0])

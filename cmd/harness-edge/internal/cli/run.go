@@ -13,6 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/harness-edge/harness-edge/runtime/harness"
+
 	"github.com/harness-edge/harness-edge/runtime/clock"
 
 	"github.com/harness-edge/harness-edge/statefmt/event"
@@ -22,7 +24,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harness-edge/harness-edge/control"
-	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/sysinfo"
@@ -182,11 +183,15 @@ func (g *globals) ownManager(f runFlags, stdout io.Writer) (*harness.Manager, fu
 	case f.progress || isTerminal(stdout):
 		sinks = append(sinks, progress(stdout))
 	}
-	srv, release, err := g.own(harness.Options{Sinks: sinks})
+	dir, err := g.storeDir()
 	if err != nil {
 		return nil, nil, err
 	}
-	return srv.Manager(), release, nil
+	o, err := control.Own(dir, control.Config{Owner: "run", Options: harness.Options{Sinks: sinks}, Version: version})
+	if err != nil {
+		return nil, nil, err
+	}
+	return o.Server().Manager(), func() { o.Close() }, nil
 }
 
 func newRunCmd(g *globals, stdout io.Writer) *cobra.Command {
@@ -237,7 +242,7 @@ func newResumeCmd(g *globals, stdout io.Writer) *cobra.Command {
 			if dir, err := g.storeDir(); err == nil {
 				if c, err := control.Dial(dir); err == nil {
 					if c.Owner.Owner != "daemon" {
-						return ownedError(dir, c.Owner)
+						return &control.OwnedError{Dir: dir, Owner: c.Owner}
 					}
 					if err := c.Resume(context.Background(), args[0]); err != nil {
 						return err
@@ -273,7 +278,7 @@ func newShowCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Short: "Show a harness: status, plan and step statuses, counts, last checkpoint (--json: HarnessState JSON v1)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return g.withAPI(func(api control.API, _ *control.Client) error {
+			return g.do(func(api *control.Conn) error {
 				st, err := api.State(context.Background(), args[0])
 				if err != nil {
 					return err
@@ -428,13 +433,13 @@ func newEventsCmd(g *globals, stdout io.Writer) *cobra.Command {
 				last = e.N
 				return nil
 			}
-			err := g.withAPI(func(api control.API, _ *control.Client) error {
+			err := g.do(func(api *control.Conn) error {
 				return api.Events(ctx, args[0], 0, follow, print)
 			})
 			if errors.Is(err, control.ErrOwnerGone) {
 				// The owner ended (a foreground run finishing, a daemon stopping): what it wrote
 				// last is in the store, which is free now.
-				err = g.withAPI(func(api control.API, _ *control.Client) error {
+				err = g.do(func(api *control.Conn) error {
 					return api.Events(ctx, args[0], last, false, print)
 				})
 			}
@@ -522,7 +527,7 @@ func newStopCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Short: "End a harness for good (completed if its plan is, failed otherwise), persisting its final state",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return g.withAPI(func(api control.API, _ *control.Client) error {
+			return g.do(func(api *control.Conn) error {
 				status, err := api.Stop(context.Background(), args[0])
 				if err != nil {
 					return err

@@ -42,7 +42,7 @@ func newLsCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Short: "List the harnesses the store holds",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return g.withAPI(func(api control.API, _ *control.Client) error {
+			return g.do(func(api *control.Conn) error {
 				list, err := api.List(context.Background())
 				if err != nil {
 					return err
@@ -141,7 +141,7 @@ func newVerifyCmd(g *globals, stdout io.Writer) *cobra.Command {
 			if len(args) == 1 {
 				id = args[0]
 			}
-			return g.withAPI(func(api control.API, _ *control.Client) error {
+			return g.do(func(api *control.Conn) error {
 				probs, err := api.Verify(context.Background(), id)
 				if err != nil {
 					return err
