@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"reflect"
 	"strconv"
 	"strings"
@@ -13,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/harness-edge/harness-edge/statefmt/event"
-	"github.com/harness-edge/harness-edge/store"
-
 	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/internal/reexec"
 	"github.com/harness-edge/harness-edge/internal/stategen"
 	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+	"github.com/harness-edge/harness-edge/store"
 )
 
 const crashSeed = 77
@@ -99,11 +98,7 @@ func TestCrashKill9(t *testing.T) {
 	var oracle crashOracle
 	lastAck, maxSeen := 0, 0
 	for k := range kills {
-		cmd := exec.Command(os.Args[0])
-		if w := strings.Fields(os.Getenv("HARNESS_EDGE_EXEC_WRAPPER")); len(w) > 0 { // under qemu: see cross/qemu-run
-			cmd = exec.Command(w[0], append(w[1:], os.Args[0])...)
-		}
-		cmd.Env = append(os.Environ(), "HARNESS_EDGE_CRASH_CHILD="+dir)
+		cmd := reexec.Command("HARNESS_EDGE_CRASH_CHILD", dir)
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)

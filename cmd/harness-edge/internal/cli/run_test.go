@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/harness-edge/harness-edge/store"
-
+	"github.com/harness-edge/harness-edge/internal/reexec"
 	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/store"
 )
 
 // TestMain runs the command line itself when a test starts this binary as a child with
@@ -29,12 +29,7 @@ func TestMain(m *testing.M) {
 }
 
 func child(args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0])
-	if w := strings.Fields(os.Getenv("HARNESS_EDGE_EXEC_WRAPPER")); len(w) > 0 { // under qemu: see cross/qemu-run
-		cmd = exec.Command(w[0], append(w[1:], os.Args[0])...)
-	}
-	cmd.Env = append(os.Environ(), "HARNESS_EDGE_CLI_CHILD="+strings.Join(args, "\x1f"))
-	return cmd
+	return reexec.Command("HARNESS_EDGE_CLI_CHILD", strings.Join(args, "\x1f"))
 }
 
 // killTask: eight steps, each writing its own file and producing its own output, some flaky.
