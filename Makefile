@@ -164,14 +164,18 @@ stress: engine ## Crash tests at length: 500 kill -9 runs of a checkpointing chi
 	HARNESS_EDGE_CRASH_KILLS=$${HARNESS_EDGE_CRASH_KILLS:-500} CGO_ENABLED=1 $(GO) test -count=1 -tags invariants \
 		-run 'TestCrashKill9|TestPowerLoss|TestInjectedIOErrors' -v ./store/ | grep -E '^(---|ok|FAIL)|kills|operations'
 
-FUZZ_TARGETS := FuzzDeltaApply FuzzDeltaRoundTrip FuzzStateJSON FuzzStateBinary FuzzRecord FuzzFrames FuzzAgentOutput
+# package:target. The state-format targets live beside statefmt; fuzz/ keeps the cross-backend
+# and cross-driver ones.
+FUZZ_TARGETS := ./fuzz:FuzzDeltaApply ./fuzz:FuzzDeltaRoundTrip ./fuzz:FuzzAgentOutput \
+	./statefmt:FuzzStateJSON ./statefmt:FuzzStateBinary ./statefmt:FuzzRecord ./statefmt:FuzzFrames
 
 .PHONY: fuzz
 fuzz: engine ## Fuzz each target for FUZZTIME (default 10s) across all backends
-	@for t in $(FUZZ_TARGETS); do \
-		echo "== fuzz $$t for $(FUZZTIME)"; \
+	@for pt in $(FUZZ_TARGETS); do \
+		p=$${pt%%:*}; t=$${pt#*:}; \
+		echo "== fuzz $$t ($$p) for $(FUZZTIME)"; \
 		HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) CGO_ENABLED=1 $(GO) test -tags eternal_purego -run '^$$' \
-			-fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./fuzz/ || exit 1; \
+			-fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$p || exit 1; \
 	done
 
 # ---------------------------------------------------------------------------------------------

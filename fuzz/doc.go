@@ -1,7 +1,8 @@
-// Package fuzz holds harness-edge's fuzz targets. Each decoder-facing target runs every engine
-// backend this build can load on the same input and fails when they disagree or misbehave
-// (wazero's no-diff fuzzing). Seed corpora live in testdata/fuzz/<Target>/ and are generated
-// from seeds.go: `go test ./fuzz -run TestSeedCorpus -rewrite` rewrites them.
+// Package fuzz holds the fuzz targets that cross packages: the delta targets run every engine
+// backend this build can load on the same input and fail when they disagree or misbehave
+// (no-diff fuzzing), and FuzzAgentOutput feeds every driver's output reader. Targets of one
+// package live beside it (statefmt's). Seed corpora live in testdata/fuzz/<Target>/ and are
+// generated from seeds.go: `go test ./fuzz -run TestSeedCorpus -rewrite` rewrites them.
 //
 // `make fuzz` fuzzes each target for FUZZTIME; `make test` runs every seed on every backend.
 package fuzz
