@@ -12,14 +12,11 @@ import (
 	"time"
 
 	"github.com/harness-edge/harness-edge/runtime/agent"
-	"github.com/harness-edge/harness-edge/runtime/tools"
-
-	"github.com/harness-edge/harness-edge/statefmt/event"
-
-	"github.com/harness-edge/harness-edge/store"
-
 	"github.com/harness-edge/harness-edge/runtime/task"
+	"github.com/harness-edge/harness-edge/runtime/tools"
 	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+	"github.com/harness-edge/harness-edge/store"
 )
 
 // ErrPaused is returned by Run when the harness stopped in status paused (interrupted, or
@@ -164,7 +161,7 @@ func (h *Harness) agent(name string) (agent.Agent, error) {
 	if !ok {
 		return nil, fmt.Errorf("the task has no agent %s", name)
 	}
-	a, err := NewAgent(name, cfg)
+	a, err := newAgent(name, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -228,155 +225,192 @@ func (h *Harness) Run(ctx context.Context) error {
 		return err
 	}
 	for {
-		if ctx.Err() != nil {
+		delay, done, err := h.step(ctx)
+		if done {
+			return err
+		}
+		if delay > 0 && h.m.clock.Sleep(ctx, delay) != nil {
 			return h.halt(ctx)
-		}
-		h.mu.Lock()
-		if h.st.Status != statefmt.StatusRunning { // failed while starting
-			h.mu.Unlock()
-			return nil
-		}
-		i := NextReady(h.st.Plan)
-		if i < 0 {
-			err := h.finishLocked()
-			h.mu.Unlock()
-			return err
-		}
-		step := &h.st.Plan.Steps[i]
-		if be := h.overBudgetLocked(nil); be != nil {
-			err := h.budgetStopLocked(step, be)
-			h.mu.Unlock()
-			return err
-		}
-		if gated, err := h.gateLocked(step); gated {
-			h.mu.Unlock()
-			return err
-		}
-		if h.m.governor != nil {
-			h.mu.Unlock()
-			if err := h.waitForRoom(ctx, step.ID); err != nil {
-				if ctx.Err() != nil {
-					return h.halt(ctx)
-				}
-				return err
-			}
-			h.mu.Lock()
-			step = &h.st.Plan.Steps[i]
-		}
-		if step.Phase != h.st.Phase {
-			h.enterPhaseLocked(step.Phase)
-		}
-		// The loop snapshot belongs to the step at CurrentStepIndex: an attempt of it that was
-		// cut short saved it, and the step goes on from there.
-		var resume *statefmt.AgentLoopSnapshot
-		if h.st.AgentLoopSnapshot != nil && h.st.CurrentStepIndex == i {
-			resume = cloneLoop(h.st.AgentLoopSnapshot)
-		} else {
-			h.st.AgentLoopSnapshot = nil
-		}
-		step.Status, h.st.CurrentStepIndex = statefmt.StepRunning, i
-		attempt := step.Attempts + 1
-		h.emit(event.Event{Type: event.StepStarted, StepID: step.ID, Attempt: attempt})
-		if err := h.checkpoint(); err != nil {
-			h.mu.Unlock()
-			return err
-		}
-		cur := &attemptState{step: step.ID, occ: map[string]int{}}
-		host := &stepAttempt{h: h, cur: cur}
-		var run func() (string, error)
-		if step.AssignedAgent != h.st.AgentName {
-			run = func() (string, error) { return h.runChild(ctx, i) }
-		} else if a, err := h.agent(step.AssignedAgent); err != nil {
-			run = func() (string, error) { return "", err }
-		} else {
-			sc := &agent.StepContext{HarnessID: h.ID(), Task: h.task, AgentName: step.AssignedAgent, Step: *step, Attempt: attempt,
-				Inputs: stepInputs(h.st.Plan, step), Workspace: h.task.Workspace, Clock: h.m.clock, Resume: resume,
-				Tools: &tools.Pipeline{Task: h.task, Clock: h.m.clock, Hooks: h.m.hooks, HarnessID: h.ID(), StepID: step.ID,
-					Agent: step.AssignedAgent, Session: host},
-				ReportTokens: host.reportTokens, Host: host}
-			run = func() (string, error) { return a.RunStep(ctx, sc) }
-		}
-		h.mu.Unlock()
-
-		cpu0 := cpuTime()
-		stopDream := func() {}
-		if iv := h.dreamInterval(); iv > 0 {
-			stopDream = h.startDream(iv, &host.saveDue)
-		}
-		out, err := run()
-		stopDream()
-		use := event.Event{CPUMs: event.Ms(cpuTime() - cpu0), RSSBytes: rssBytes()}
-
-		h.mu.Lock()
-		step = &h.st.Plan.Steps[i]
-		var susp *suspended
-		var be *agent.BudgetError
-		var pe *agent.PauseError
-		switch {
-		case ctx.Err() != nil:
-			// Cut short: the attempt does not count and is forgotten; it runs again, whole, on
-			// resume (side-effecting calls answer from the journal).
-			step.Status = statefmt.StepReady
-			h.mu.Unlock()
-			return h.halt(ctx)
-		case errors.As(err, &susp):
-			step.Status = statefmt.StepReady
-			err := h.transitionLocked(statefmt.StatusPaused, "waiting for a human: "+susp.reason)
-			h.mu.Unlock()
-			if err != nil {
-				return err
-			}
-			return ErrWaiting
-		case errors.As(err, &pe):
-			// The agent stopped for a human to look (its circuit breaker): the attempt is put
-			// back as at a gate, its snapshot kept, and resume goes on from it.
-			step.Status = statefmt.StepReady
-			err := h.transitionLocked(statefmt.StatusPaused, pe.Reason)
-			h.mu.Unlock()
-			if err != nil {
-				return err
-			}
-			return ErrPaused
-		case errors.As(err, &be):
-			if h.task.Autonomy >= 4 { // the step fails here: its attempt is history
-				h.endAttemptLocked(cur)
-				step.Attempts = attempt
-			}
-			err := h.budgetStopLocked(step, be)
-			h.mu.Unlock()
-			return err
-		}
-		h.endAttemptLocked(cur)
-		step.Attempts = attempt
-		var delay time.Duration
-		switch {
-		case err == nil:
-			CompleteStep(h.st.Plan, step.ID, out)
-			h.emit(event.Event{Type: event.StepCompleted, StepID: step.ID, Attempt: attempt, CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
-		case agent.IsTransient(err) && attempt <= h.task.Retry.Retries():
-			msg := err.Error()
-			step.Status, step.Error = statefmt.StepReady, &msg
-			delay = h.backoff(step.ID, attempt)
-			h.emit(event.Event{Type: event.StepRetry, StepID: step.ID, Attempt: attempt, Message: msg, DelayMs: float64(delay.Milliseconds()), CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
-		default:
-			msg := err.Error()
-			if agent.IsTransient(err) {
-				msg = fmt.Sprintf("%s (after %d attempts)", msg, attempt)
-			}
-			blocked := FailStep(h.st.Plan, step.ID, msg)
-			h.emit(event.Event{Type: event.StepFailed, StepID: step.ID, Attempt: attempt, Message: msg, Blocked: blocked, CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
-		}
-		err = h.checkpoint()
-		h.mu.Unlock()
-		if err != nil {
-			return err
-		}
-		if delay > 0 {
-			if h.m.clock.Sleep(ctx, delay) != nil {
-				return h.halt(ctx)
-			}
 		}
 	}
+}
+
+// step runs one attempt of the next ready step and records its outcome durably. done says
+// that Run ends with err; otherwise Run waits delay (a retry's backoff) and goes on.
+func (h *Harness) step(ctx context.Context) (delay time.Duration, done bool, err error) {
+	if ctx.Err() != nil {
+		return 0, true, h.halt(ctx)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	i, ok, err := h.nextLocked()
+	if !ok {
+		return 0, true, err
+	}
+	if h.m.governor != nil {
+		id := h.st.Plan.Steps[i].ID
+		h.mu.Unlock()
+		err := h.waitForRoom(ctx, id)
+		h.mu.Lock()
+		if ctx.Err() != nil {
+			return 0, true, h.haltLocked(ctx)
+		}
+		if err != nil {
+			return 0, true, err
+		}
+	}
+	at, err := h.beginLocked(ctx, i)
+	if err != nil {
+		return 0, true, err
+	}
+	h.mu.Unlock()
+	out, err, use := at.perform()
+	h.mu.Lock()
+	return h.settleLocked(ctx, at, out, err, use)
+}
+
+// nextLocked picks the next ready step and checks that it may start (budget, gate). Without
+// one, it reports ok false with Run's result: the plan finished, or the harness stopped at a
+// gate or a used-up budget. h.mu held.
+func (h *Harness) nextLocked() (i int, ok bool, err error) {
+	if h.st.Status != statefmt.StatusRunning { // failed while starting
+		return 0, false, nil
+	}
+	i = nextReady(h.st.Plan)
+	if i < 0 {
+		return 0, false, h.finishLocked()
+	}
+	step := &h.st.Plan.Steps[i]
+	if be := h.overBudgetLocked(nil); be != nil {
+		return 0, false, h.budgetStopLocked(step, be)
+	}
+	if gated, err := h.gateLocked(step); gated {
+		return 0, false, err
+	}
+	return i, true, nil
+}
+
+// runningAttempt is a step attempt under way: what runs it, and what it has done so far.
+type runningAttempt struct {
+	index   int
+	attempt int // counts from 1
+	cur     *attemptState
+	host    *stepAttempt
+	run     func() (string, error)
+}
+
+// perform runs the attempt (with Dream Mode's timer when it is on) and measures its CPU time
+// and the memory after it. h.mu not held.
+func (at *runningAttempt) perform() (string, error, event.Event) {
+	h := at.host.h
+	cpu0 := cpuTime()
+	stopDream := func() {}
+	if iv := h.dreamInterval(); iv > 0 {
+		stopDream = h.startDream(iv, &at.host.saveDue)
+	}
+	out, err := at.run()
+	stopDream()
+	return out, err, event.Event{CPUMs: event.Ms(cpuTime() - cpu0), RSSBytes: rssBytes()}
+}
+
+// beginLocked marks step i running, durably (step_started, the phase boundary if one is
+// crossed), and prepares its attempt: the agent with its StepContext, or a sub-agent. h.mu held.
+func (h *Harness) beginLocked(ctx context.Context, i int) (*runningAttempt, error) {
+	step := &h.st.Plan.Steps[i]
+	if step.Phase != h.st.Phase {
+		h.enterPhaseLocked(step.Phase)
+	}
+	// The loop snapshot belongs to the step at CurrentStepIndex: an attempt of it that was
+	// cut short saved it, and the step goes on from there.
+	var resume *statefmt.AgentLoopSnapshot
+	if h.st.AgentLoopSnapshot != nil && h.st.CurrentStepIndex == i {
+		resume = cloneLoop(h.st.AgentLoopSnapshot)
+	} else {
+		h.st.AgentLoopSnapshot = nil
+	}
+	step.Status, h.st.CurrentStepIndex = statefmt.StepRunning, i
+	at := &runningAttempt{index: i, attempt: step.Attempts + 1, cur: &attemptState{step: step.ID, occ: map[string]int{}}}
+	at.host = &stepAttempt{h: h, cur: at.cur}
+	h.emit(event.Event{Type: event.StepStarted, StepID: step.ID, Attempt: at.attempt})
+	if err := h.checkpoint(); err != nil {
+		return nil, err
+	}
+	if step.AssignedAgent != h.st.AgentName {
+		at.run = func() (string, error) { return h.runChild(ctx, i) }
+		return at, nil
+	}
+	switch a, err := h.agent(step.AssignedAgent); {
+	case err != nil:
+		at.run = func() (string, error) { return "", err }
+	default:
+		sc := &agent.StepContext{HarnessID: h.ID(), Task: h.task, AgentName: step.AssignedAgent, Step: *step, Attempt: at.attempt,
+			Inputs: stepInputs(h.st.Plan, step), Workspace: h.task.Workspace, Clock: h.m.clock, Resume: resume,
+			Tools: &tools.Pipeline{Task: h.task, Clock: h.m.clock, Hooks: h.m.hooks, HarnessID: h.ID(), StepID: step.ID,
+				Agent: step.AssignedAgent, Session: at.host},
+			ReportTokens: at.host.reportTokens, Host: at.host}
+		at.run = func() (string, error) { return a.RunStep(ctx, sc) }
+	}
+	return at, nil
+}
+
+// settleLocked records how an attempt ended, durably: cut short (put back whole, to run again),
+// suspended at a gate or by the agent (paused), stopped by a budget, or finished (completed,
+// to be retried after delay, or failed). h.mu held.
+func (h *Harness) settleLocked(ctx context.Context, at *runningAttempt, out string, err error, use event.Event) (delay time.Duration, done bool, _ error) {
+	step := &h.st.Plan.Steps[at.index]
+	var susp *suspended
+	var be *agent.BudgetError
+	var pe *agent.PauseError
+	switch {
+	case ctx.Err() != nil:
+		// Cut short: the attempt does not count and is forgotten; it runs again, whole, on
+		// resume (side-effecting calls answer from the journal).
+		step.Status = statefmt.StepReady
+		return 0, true, h.haltLocked(ctx)
+	case errors.As(err, &susp):
+		step.Status = statefmt.StepReady
+		if err := h.transitionLocked(statefmt.StatusPaused, "waiting for a human: "+susp.reason); err != nil {
+			return 0, true, err
+		}
+		return 0, true, ErrWaiting
+	case errors.As(err, &pe):
+		// The agent stopped for a human to look (its circuit breaker): the attempt is put
+		// back as at a gate, its snapshot kept, and resume goes on from it.
+		step.Status = statefmt.StepReady
+		if err := h.transitionLocked(statefmt.StatusPaused, pe.Reason); err != nil {
+			return 0, true, err
+		}
+		return 0, true, ErrPaused
+	case errors.As(err, &be):
+		if h.task.Autonomy >= 4 { // the step fails here: its attempt is history
+			h.endAttemptLocked(at.cur)
+			step.Attempts = at.attempt
+		}
+		return 0, true, h.budgetStopLocked(step, be)
+	}
+	h.endAttemptLocked(at.cur)
+	step.Attempts = at.attempt
+	switch {
+	case err == nil:
+		completeStep(h.st.Plan, step.ID, out)
+		h.emit(event.Event{Type: event.StepCompleted, StepID: step.ID, Attempt: at.attempt, CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
+	case agent.IsTransient(err) && at.attempt <= h.task.Retry.Retries():
+		msg := err.Error()
+		step.Status, step.Error = statefmt.StepReady, &msg
+		delay = h.backoff(step.ID, at.attempt)
+		h.emit(event.Event{Type: event.StepRetry, StepID: step.ID, Attempt: at.attempt, Message: msg, DelayMs: float64(delay.Milliseconds()), CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
+	default:
+		msg := err.Error()
+		if agent.IsTransient(err) {
+			msg = fmt.Sprintf("%s (after %d attempts)", msg, at.attempt)
+		}
+		blocked := failStep(h.st.Plan, step.ID, msg)
+		h.emit(event.Event{Type: event.StepFailed, StepID: step.ID, Attempt: at.attempt, Message: msg, Blocked: blocked, CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
+	}
+	if err := h.checkpoint(); err != nil {
+		return 0, true, err
+	}
+	return delay, false, nil
 }
 
 // commitLocked adds a finished attempt's calls, events and tokens to the state, and drops its
@@ -518,13 +552,13 @@ func (h *Harness) startLocked(ctx context.Context) error {
 		if err != nil {
 			return h.failLocked("planning: " + err.Error())
 		}
-		p, err := NewPlan(h.st.TaskID, steps, h.knownAgent, h.now())
+		p, err := newPlan(h.st.TaskID, steps, h.knownAgent, h.now())
 		if err != nil {
 			return h.failLocked(fmt.Sprintf("agent %s produced an %v", h.task.Agent, err))
 		}
 		h.st.Plan = p
 	}
-	RefreshReady(h.st.Plan)
+	refreshReady(h.st.Plan)
 	return h.checkpoint()
 }
 
@@ -537,7 +571,7 @@ func (h *Harness) failLocked(reason string) error {
 
 // finishLocked ends a plan with nothing left to run: completed, or failed naming why. h.mu held.
 func (h *Harness) finishLocked() error {
-	done, failed, blocked := PlanOutcome(h.st.Plan)
+	done, failed, blocked := planOutcome(h.st.Plan)
 	if done {
 		if h.st.Phase != "" {
 			h.emit(event.Event{Type: event.Phase, Phase: h.st.Phase, Action: "completed"})
@@ -586,6 +620,11 @@ func (p *pauseRequest) Error() string { return "pause requested: " + p.reason }
 func (h *Harness) halt(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.haltLocked(ctx)
+}
+
+// haltLocked is halt with h.mu held.
+func (h *Harness) haltLocked(ctx context.Context) error {
 	if h.st.Status != statefmt.StatusRunning {
 		return nil
 	}
@@ -611,7 +650,7 @@ func (h *Harness) stopLocked() error {
 		}
 	}
 	if h.st.Plan != nil {
-		if done, _, _ := PlanOutcome(h.st.Plan); done && h.st.Status == statefmt.StatusRunning {
+		if done, _, _ := planOutcome(h.st.Plan); done && h.st.Status == statefmt.StatusRunning {
 			return h.transitionLocked(statefmt.StatusCompleted, "")
 		}
 		for i := range h.st.Plan.Steps {
