@@ -94,7 +94,7 @@ func runDirect(ctx context.Context, t *task.Task, clk clock.Clock, hooks tools.H
 		if a, ok := agents[name]; ok {
 			return a, nil
 		}
-		a, err := NewAgent(name, t.Agents[name])
+		a, err := newAgent(name, t.Agents[name])
 		if err == nil {
 			agents[name] = a
 		}
@@ -115,19 +115,19 @@ func runDirect(ctx context.Context, t *task.Task, clk clock.Clock, hooks tools.H
 			return finish(statefmt.StatusFailed, "planning: "+err.Error())
 		}
 	}
-	p, err := NewPlan(t.ID, steps, known, start)
+	p, err := newPlan(t.ID, steps, known, start)
 	if err != nil {
 		return finish(statefmt.StatusFailed, err.Error())
 	}
 	st.Plan = p
 	for _, s := range p.Steps {
-		if GateRequired(t.Autonomy, s.Critical) {
+		if gateRequired(t.Autonomy, s.Critical) {
 			return TaskOutput{}, fmt.Errorf("task %s: step %s needs a human's approval at autonomy %d, and the direct path (longRunning: false) cannot wait for one: run it in a harness, or set autonomy 4 or 5",
 				t.ID, s.ID, t.Autonomy)
 		}
 	}
 	session := &tools.Direct{Limit: t.Budget.ToolCalls}
-	for i := NextReady(p); i >= 0; i = NextReady(p) {
+	for i := nextReady(p); i >= 0; i = nextReady(p) {
 		step := &p.Steps[i]
 		a, err := get(step.AssignedAgent)
 		if err != nil {
@@ -141,13 +141,13 @@ func runDirect(ctx context.Context, t *task.Task, clk clock.Clock, hooks tools.H
 			return TaskOutput{}, ctx.Err()
 		}
 		if err != nil {
-			FailStep(p, step.ID, err.Error())
+			failStep(p, step.ID, err.Error())
 			continue
 		}
-		CompleteStep(p, step.ID, out)
+		completeStep(p, step.ID, out)
 	}
 	st.TotalToolCalls = session.Calls
-	if done, failed, _ := PlanOutcome(p); !done {
+	if done, failed, _ := planOutcome(p); !done {
 		return finish(statefmt.StatusFailed, fmt.Sprintf("failed steps: %s", strings.Join(failed, ", ")))
 	}
 	return finish(statefmt.StatusCompleted, "")

@@ -10,8 +10,8 @@ import (
 	"github.com/harness-edge/harness-edge/runtime/task"
 )
 
-// NewAgent makes the agent named name from its configuration.
-func NewAgent(name string, cfg *task.Agent) (agent.Agent, error) {
+// newAgent makes the agent named name from its configuration.
+func newAgent(name string, cfg *task.Agent) (agent.Agent, error) {
 	switch cfg.Driver {
 	case "script":
 		return script.New(name, cfg.Script), nil

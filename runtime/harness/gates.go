@@ -21,16 +21,16 @@ const (
 	GateReplay = "replay"
 )
 
-// GateRequired is the autonomy rule: levels 1-2 gate every step, 3 gates critical steps, 4-5
+// gateRequired is the autonomy rule: levels 1-2 gate every step, 3 gates critical steps, 4-5
 // never gate.
-func GateRequired(autonomy int, critical bool) bool {
+func gateRequired(autonomy int, critical bool) bool {
 	return autonomy <= 2 || autonomy == 3 && critical
 }
 
 // gateLocked stops the run at a step that needs approval and has none yet: it opens a gate
 // (or finds the pending one) and pauses. It reports whether the run stopped. h.mu held.
 func (h *Harness) gateLocked(step *statefmt.ExecutionStep) (bool, error) {
-	if !GateRequired(h.task.Autonomy, step.Critical) {
+	if !gateRequired(h.task.Autonomy, step.Critical) {
 		return false, nil
 	}
 	var last *statefmt.Gate
@@ -110,7 +110,7 @@ func (h *Harness) budgetStopLocked(step *statefmt.ExecutionStep, be *agent.Budge
 	}
 	if h.task.Autonomy >= 4 {
 		msg := "budget exceeded: " + be.Msg
-		blocked := FailStep(h.st.Plan, step.ID, msg)
+		blocked := failStep(h.st.Plan, step.ID, msg)
 		h.emit(event.Event{Type: event.StepFailed, StepID: step.ID, Message: msg, Blocked: blocked})
 		return h.failLocked(msg)
 	}

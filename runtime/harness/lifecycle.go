@@ -17,8 +17,8 @@ var transitions = map[statefmt.Status][]statefmt.Status{
 	statefmt.StatusPaused:  {statefmt.StatusRunning, statefmt.StatusFailed},
 }
 
-// CanTransition reports whether a harness may go from one status to another.
-func CanTransition(from, to statefmt.Status) bool { return slices.Contains(transitions[from], to) }
+// canTransition reports whether a harness may go from one status to another.
+func canTransition(from, to statefmt.Status) bool { return slices.Contains(transitions[from], to) }
 
 // TransitionError is a refused lifecycle transition.
 type TransitionError struct {
@@ -36,7 +36,7 @@ func (e *TransitionError) Error() string {
 
 // transition moves s to status `to`, or refuses and changes nothing. It returns the event.
 func transition(s *statefmt.HarnessState, to statefmt.Status, reason string, now time.Time) (event.Event, error) {
-	if !CanTransition(s.Status, to) {
+	if !canTransition(s.Status, to) {
 		return event.Event{}, &TransitionError{HarnessID: s.HarnessID, From: s.Status, To: to}
 	}
 	ev := event.Event{Type: event.StateTransition, HarnessID: s.HarnessID, Time: now, From: s.Status, To: to, Reason: reason}

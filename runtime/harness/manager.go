@@ -87,7 +87,7 @@ func NewManager(db Store, o Options) *Manager {
 		m.clock = clock.RealClock{}
 	}
 	if m.newID == nil {
-		m.newID = func() string { return NewID(m.clock.Now()) }
+		m.newID = func() string { return newHarnessID(m.clock.Now()) }
 	}
 	return m
 }
@@ -112,7 +112,7 @@ var ErrExists = errors.New("harness already exists")
 // it can be resumed from the store alone. A declared plan is validated first: a bad task
 // creates nothing.
 func (m *Manager) Create(t *task.Task) (*Harness, error) {
-	depth, err := DelegationDepth(t)
+	depth, err := delegationDepthOf(t)
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w", t.ID, err)
 	}
@@ -151,7 +151,7 @@ func (m *Manager) create(t *task.Task, init func(*statefmt.HarnessState)) (*Harn
 		Budget: &statefmt.Budget{ToolCalls: t.Budget.ToolCalls, Tokens: t.Budget.Tokens, WallClock: t.Budget.WallClock.Duration}}
 	h := m.newHarness(t, st)
 	if len(t.Plan) > 0 {
-		p, err := NewPlan(taskID, t.Plan, h.knownAgent, now)
+		p, err := newPlan(taskID, t.Plan, h.knownAgent, now)
 		if err != nil {
 			return nil, err
 		}
@@ -328,9 +328,9 @@ func (m *Manager) Loaded(id string) bool {
 	return ok
 }
 
-// NewID makes harness ids: "h-" + UTC date and time + 6 random hex digits, which sort by
+// newHarnessID makes harness ids: "h-" + UTC date and time + 6 random hex digits, which sort by
 // creation time and do not collide in practice.
-func NewID(now time.Time) string {
+func newHarnessID(now time.Time) string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	return "h-" + now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])

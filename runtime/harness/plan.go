@@ -16,11 +16,11 @@ func (e *PlanError) Error() string {
 	return "invalid plan:\n  " + strings.Join(e.Problems, "\n  ")
 }
 
-// NewPlan validates steps (unique ids, descriptions, known agents and dependencies, no cycles,
+// newPlan validates steps (unique ids, descriptions, known agents and dependencies, no cycles,
 // phases in order) and returns the execution plan with every step pending, then the ones without
 // dependencies ready. Phases become dependencies: each step of a phase depends on every step of
 // the phase before (task.PhaseDependencies).
-func NewPlan(taskID string, steps []task.PlanStep, knownAgent func(string) bool, now time.Time) (*statefmt.ExecutionPlan, error) {
+func newPlan(taskID string, steps []task.PlanStep, knownAgent func(string) bool, now time.Time) (*statefmt.ExecutionPlan, error) {
 	if errs := task.CheckPlan(steps, knownAgent); len(errs) > 0 {
 		pe := &PlanError{}
 		for _, e := range errs {
@@ -44,7 +44,7 @@ func NewPlan(taskID string, steps []task.PlanStep, knownAgent func(string) bool,
 		p.Steps[i] = statefmt.ExecutionStep{ID: s.ID, Description: s.Description, AssignedAgent: s.Agent,
 			Dependencies: append(append([]string{}, s.DependsOn...), implied[s.ID]...), Critical: s.Critical, Status: statefmt.StepPending, Phase: s.Phase}
 	}
-	RefreshReady(p)
+	refreshReady(p)
 	return p, nil
 }
 
@@ -57,9 +57,9 @@ func stepIndex(p *statefmt.ExecutionPlan, id string) int {
 	return -1
 }
 
-// RefreshReady makes every pending step whose dependencies have all completed ready, and
+// refreshReady makes every pending step whose dependencies have all completed ready, and
 // returns their ids.
-func RefreshReady(p *statefmt.ExecutionPlan) []string {
+func refreshReady(p *statefmt.ExecutionPlan) []string {
 	var ready []string
 	for i := range p.Steps {
 		s := &p.Steps[i]
@@ -81,16 +81,16 @@ func RefreshReady(p *statefmt.ExecutionPlan) []string {
 	return ready
 }
 
-// CompleteStep records a step's output, marks it completed and returns the steps it made ready.
-func CompleteStep(p *statefmt.ExecutionPlan, id, output string) []string {
+// completeStep records a step's output, marks it completed and returns the steps it made ready.
+func completeStep(p *statefmt.ExecutionPlan, id, output string) []string {
 	s := &p.Steps[stepIndex(p, id)]
 	s.Status, s.Output, s.Error = statefmt.StepCompleted, &output, nil
-	return RefreshReady(p)
+	return refreshReady(p)
 }
 
-// FailStep records a step's error, marks it failed, and blocks every step that depends on it,
+// failStep records a step's error, marks it failed, and blocks every step that depends on it,
 // directly or through other steps; it returns the blocked ids in plan order.
-func FailStep(p *statefmt.ExecutionPlan, id, msg string) []string {
+func failStep(p *statefmt.ExecutionPlan, id, msg string) []string {
 	s := &p.Steps[stepIndex(p, id)]
 	s.Status, s.Error = statefmt.StepFailed, &msg
 	doomed := map[string]bool{id: true}
@@ -120,8 +120,8 @@ func FailStep(p *statefmt.ExecutionPlan, id, msg string) []string {
 	return blocked
 }
 
-// NextReady returns the index of the first ready step in plan order, or -1.
-func NextReady(p *statefmt.ExecutionPlan) int {
+// nextReady returns the index of the first ready step in plan order, or -1.
+func nextReady(p *statefmt.ExecutionPlan) int {
 	for i := range p.Steps {
 		if p.Steps[i].Status == statefmt.StepReady {
 			return i
@@ -130,9 +130,9 @@ func NextReady(p *statefmt.ExecutionPlan) int {
 	return -1
 }
 
-// PlanOutcome summarises a plan with nothing ready or running: done says every step completed;
+// planOutcome summarises a plan with nothing ready or running: done says every step completed;
 // otherwise failed and blocked list what stopped it.
-func PlanOutcome(p *statefmt.ExecutionPlan) (done bool, failed, blocked []string) {
+func planOutcome(p *statefmt.ExecutionPlan) (done bool, failed, blocked []string) {
 	done = true
 	for _, s := range p.Steps {
 		switch s.Status {

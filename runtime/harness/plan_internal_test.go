@@ -115,7 +115,7 @@ func TestPropertyDependencyResolution(t *testing.T) {
 		return proptest.Report(t, func() string {
 			r := rand.New(rand.NewPCG(seed, 7))
 			steps := randomDAG(r, n)
-			plan, err := NewPlan("t", steps, func(string) bool { return true }, time.Unix(0, 0))
+			plan, err := newPlan("t", steps, func(string) bool { return true }, time.Unix(0, 0))
 			if err != nil {
 				return err.Error()
 			}
@@ -132,12 +132,12 @@ func TestPropertyDependencyResolution(t *testing.T) {
 			if msg := check(); msg != "" {
 				return msg
 			}
-			for i := NextReady(plan); i >= 0; i = NextReady(plan) {
+			for i := nextReady(plan); i >= 0; i = nextReady(plan) {
 				id := plan.Steps[i].ID
 				if r.IntN(5) == 0 {
 					before := reference(steps, completed, failed)
 					failed[id] = true
-					blocked := FailStep(plan, id, "boom")
+					blocked := failStep(plan, id, "boom")
 					after := reference(steps, completed, failed)
 					var want []string
 					for _, s := range plan.Steps {
@@ -150,13 +150,13 @@ func TestPropertyDependencyResolution(t *testing.T) {
 					}
 				} else {
 					completed[id] = true
-					CompleteStep(plan, id, "ok")
+					completeStep(plan, id, "ok")
 				}
 				if msg := check(); msg != "" {
 					return msg
 				}
 			}
-			done, _, _ := PlanOutcome(plan)
+			done, _, _ := planOutcome(plan)
 			if done != (len(completed) == len(steps)) {
 				return fmt.Sprintf("done=%v with %d of %d completed", done, len(completed), len(steps))
 			}
@@ -198,11 +198,11 @@ func hasCycle(steps []task.PlanStep) bool {
 }
 
 // Plan validation over random graphs (edges in any direction, sometimes unknown dependencies or
-// agents, duplicate ids): NewPlan refuses exactly the invalid ones, with a message naming the
+// agents, duplicate ids): newPlan refuses exactly the invalid ones, with a message naming the
 // problem.
 func TestPropertyPlanValidation(t *testing.T) {
 	p := proptest.Props(t, 200)
-	p.Property("NewPlan refuses exactly the invalid plans", prop.ForAll(func(seed uint64, n int) bool {
+	p.Property("newPlan refuses exactly the invalid plans", prop.ForAll(func(seed uint64, n int) bool {
 		return proptest.Report(t, func() string {
 			r := rand.New(rand.NewPCG(seed, 9))
 			steps := make([]task.PlanStep, n)
@@ -224,7 +224,7 @@ func TestPropertyPlanValidation(t *testing.T) {
 			if dup {
 				steps[n-1].ID = steps[0].ID
 			}
-			_, err := NewPlan("t", steps, func(a string) bool { return a == "A" }, time.Unix(0, 0))
+			_, err := newPlan("t", steps, func(a string) bool { return a == "A" }, time.Unix(0, 0))
 			invalid := unknownDep || unknownAgent || dup || hasCycle(steps)
 			switch {
 			case invalid && err == nil:

@@ -182,10 +182,10 @@ func (m *Manager) child(parent *Harness, cid string, step statefmt.ExecutionStep
 	})
 }
 
-// DelegationDepth is how deep a task's sub-agents nest when the plans are known before the run
+// delegationDepthOf is how deep a task's sub-agents nest when the plans are known before the run
 // (the task's plan, and the plans of script agents it delegates to). It fails on a delegation
 // cycle (an agent that, through its sub-agents, delegates to itself).
-func DelegationDepth(t *task.Task) (int, error) {
+func delegationDepthOf(t *task.Task) (int, error) {
 	plan := t.Plan
 	if len(plan) == 0 {
 		if a := t.Agents[t.Agent]; a != nil && a.Script != nil {
