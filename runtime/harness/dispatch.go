@@ -127,7 +127,8 @@ func runDirect(ctx context.Context, t *task.Task, clk clock.Clock, hooks tools.H
 		}
 	}
 	session := &tools.Direct{Limit: t.Budget.ToolCalls}
-	for i := nextReady(p); i >= 0; i = nextReady(p) {
+	x := indexPlan(p)
+	for i := x.next(); i >= 0; i = x.next() {
 		step := &p.Steps[i]
 		a, err := get(step.AssignedAgent)
 		if err != nil {
@@ -135,16 +136,16 @@ func runDirect(ctx context.Context, t *task.Task, clk clock.Clock, hooks tools.H
 		}
 		calls := &tools.Pipeline{Task: t, Clock: clk, Hooks: hooks, StepID: step.ID, Agent: step.AssignedAgent, Session: session}
 		out, err := a.RunStep(ctx, &agent.StepContext{Task: t, AgentName: step.AssignedAgent, Step: *step, Attempt: 1,
-			Inputs: stepInputs(p, step), Workspace: t.Workspace, Tools: calls, Clock: clk})
+			Inputs: stepInputs(x, step), Workspace: t.Workspace, Tools: calls, Clock: clk})
 		step.Attempts = 1
 		if ctx.Err() != nil {
 			return TaskOutput{}, ctx.Err()
 		}
 		if err != nil {
-			failStep(p, step.ID, err.Error())
+			x.fail(step.ID, err.Error())
 			continue
 		}
-		completeStep(p, step.ID, out)
+		x.complete(step.ID, out)
 	}
 	st.TotalToolCalls = session.Calls
 	if done, failed, _ := planOutcome(p); !done {

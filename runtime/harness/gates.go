@@ -110,7 +110,7 @@ func (h *Harness) budgetStopLocked(step *statefmt.ExecutionStep, be *agent.Budge
 	}
 	if h.task.Autonomy >= 4 {
 		msg := "budget exceeded: " + be.Msg
-		blocked := failStep(h.st.Plan, step.ID, msg)
+		blocked := h.plan().fail(step.ID, msg)
 		h.emit(event.Event{Type: event.StepFailed, StepID: step.ID, Message: msg, Blocked: blocked})
 		return h.failLocked(msg)
 	}

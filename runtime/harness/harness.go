@@ -42,6 +42,8 @@ type Harness struct {
 	runMark time.Time
 	// cpReason marks the next checkpoint's event (a Dream Mode auto-checkpoint).
 	cpReason string
+	// pidx indexes st.Plan (see plan).
+	pidx *planIndex
 }
 
 // ID is the harness id.
@@ -276,7 +278,7 @@ func (h *Harness) nextLocked() (i int, ok bool, err error) {
 	if h.st.Status != statefmt.StatusRunning { // failed while starting
 		return 0, false, nil
 	}
-	i = nextReady(h.st.Plan)
+	i = h.plan().next()
 	if i < 0 {
 		return 0, false, h.finishLocked()
 	}
@@ -344,7 +346,7 @@ func (h *Harness) beginLocked(ctx context.Context, i int) (*runningAttempt, erro
 		at.run = func() (string, error) { return "", err }
 	default:
 		sc := &agent.StepContext{HarnessID: h.ID(), Task: h.task, AgentName: step.AssignedAgent, Step: *step, Attempt: at.attempt,
-			Inputs: stepInputs(h.st.Plan, step), Workspace: h.task.Workspace, Clock: h.m.clock, Resume: resume,
+			Inputs: stepInputs(h.plan(), step), Workspace: h.task.Workspace, Clock: h.m.clock, Resume: resume,
 			Tools: &tools.Pipeline{Task: h.task, Clock: h.m.clock, Hooks: h.m.hooks, HarnessID: h.ID(), StepID: step.ID,
 				Agent: step.AssignedAgent, Session: at.host},
 			ReportTokens: at.host.reportTokens, Host: at.host}
@@ -392,7 +394,7 @@ func (h *Harness) settleLocked(ctx context.Context, at *runningAttempt, out stri
 	step.Attempts = at.attempt
 	switch {
 	case err == nil:
-		completeStep(h.st.Plan, step.ID, out)
+		h.plan().complete(step.ID, out)
 		h.emit(event.Event{Type: event.StepCompleted, StepID: step.ID, Attempt: at.attempt, CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
 	case agent.IsTransient(err) && at.attempt <= h.task.Retry.Retries():
 		msg := err.Error()
@@ -404,7 +406,7 @@ func (h *Harness) settleLocked(ctx context.Context, at *runningAttempt, out stri
 		if agent.IsTransient(err) {
 			msg = fmt.Sprintf("%s (after %d attempts)", msg, at.attempt)
 		}
-		blocked := failStep(h.st.Plan, step.ID, msg)
+		blocked := h.plan().fail(step.ID, msg)
 		h.emit(event.Event{Type: event.StepFailed, StepID: step.ID, Attempt: at.attempt, Message: msg, Blocked: blocked, CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
 	}
 	if err := h.checkpoint(); err != nil {
@@ -493,14 +495,22 @@ func cloneLoop(l *statefmt.AgentLoopSnapshot) *statefmt.AgentLoopSnapshot {
 }
 
 // stepInputs are the outputs of the steps step depends on.
-func stepInputs(p *statefmt.ExecutionPlan, step *statefmt.ExecutionStep) []agent.StepInput {
+func stepInputs(x *planIndex, step *statefmt.ExecutionStep) []agent.StepInput {
 	var in []agent.StepInput
 	for _, d := range step.Dependencies {
-		if i := stepIndex(p, d); i >= 0 && p.Steps[i].Output != nil {
-			in = append(in, agent.StepInput{StepID: d, Output: *p.Steps[i].Output})
+		if i := x.step(d); i >= 0 && x.p.Steps[i].Output != nil {
+			in = append(in, agent.StepInput{StepID: d, Output: *x.p.Steps[i].Output})
 		}
 	}
 	return in
+}
+
+// plan is the index of the harness's plan, made once per plan. h.mu held.
+func (h *Harness) plan() *planIndex {
+	if h.pidx == nil || h.pidx.p != h.st.Plan {
+		h.pidx = indexPlan(h.st.Plan)
+	}
+	return h.pidx
 }
 
 // backoff is the wait before retry number `attempt` of a step: the attempt-th wait of a jitter
@@ -558,7 +568,7 @@ func (h *Harness) startLocked(ctx context.Context) error {
 		}
 		h.st.Plan = p
 	}
-	refreshReady(h.st.Plan)
+	h.plan().refreshAll()
 	return h.checkpoint()
 }
 
@@ -581,7 +591,7 @@ func (h *Harness) finishLocked() error {
 	}
 	var why []string
 	for _, id := range failed {
-		s := h.st.Plan.Steps[stepIndex(h.st.Plan, id)]
+		s := h.st.Plan.Steps[h.plan().step(id)]
 		why = append(why, fmt.Sprintf("step %s failed: %s", id, deref(s.Error)))
 	}
 	if len(blocked) > 0 {

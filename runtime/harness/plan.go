@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,90 +45,134 @@ func newPlan(taskID string, steps []task.PlanStep, knownAgent func(string) bool,
 		p.Steps[i] = statefmt.ExecutionStep{ID: s.ID, Description: s.Description, AssignedAgent: s.Agent,
 			Dependencies: append(append([]string{}, s.DependsOn...), implied[s.ID]...), Critical: s.Critical, Status: statefmt.StepPending, Phase: s.Phase}
 	}
-	refreshReady(p)
+	indexPlan(p).refreshAll()
 	return p, nil
 }
 
-func stepIndex(p *statefmt.ExecutionPlan, id string) int {
+// planIndex answers a plan's questions by index: where a step is, which steps depend on it, and
+// where the first unfinished step is. No per-step operation of a run then scans the plan or its
+// history: a step's completion looks at its dependents only, and the next ready step is found
+// from the first unfinished one. It indexes the plan's structure (ids and dependencies), which
+// does not change once the plan is made; statuses are read from the plan itself.
+type planIndex struct {
+	p          *statefmt.ExecutionPlan
+	pos        map[string]int
+	dependents [][]int
+	// open is a lower bound of the first step that is not completed, failed or blocked (those
+	// statuses are final).
+	open int
+}
+
+func indexPlan(p *statefmt.ExecutionPlan) *planIndex {
+	x := &planIndex{p: p, pos: make(map[string]int, len(p.Steps)), dependents: make([][]int, len(p.Steps))}
 	for i := range p.Steps {
-		if p.Steps[i].ID == id {
-			return i
+		x.pos[p.Steps[i].ID] = i
+	}
+	for i := range p.Steps {
+		for _, d := range p.Steps[i].Dependencies {
+			if j, ok := x.pos[d]; ok {
+				x.dependents[j] = append(x.dependents[j], i)
+			}
 		}
+	}
+	return x
+}
+
+// step is the index of the step with this id, or -1.
+func (x *planIndex) step(id string) int {
+	if i, ok := x.pos[id]; ok {
+		return i
 	}
 	return -1
 }
 
-// refreshReady makes every pending step whose dependencies have all completed ready, and
-// returns their ids.
-func refreshReady(p *statefmt.ExecutionPlan) []string {
+// refresh makes step i ready when it is pending and all its dependencies have completed.
+func (x *planIndex) refresh(i int) bool {
+	s := &x.p.Steps[i]
+	if s.Status != statefmt.StepPending {
+		return false
+	}
+	for _, d := range s.Dependencies {
+		if j := x.step(d); j < 0 || x.p.Steps[j].Status != statefmt.StepCompleted {
+			return false
+		}
+	}
+	s.Status = statefmt.StepReady
+	return true
+}
+
+// refreshAll makes every pending step whose dependencies have all completed ready, and returns
+// their ids (on a plan just made or loaded).
+func (x *planIndex) refreshAll() []string {
 	var ready []string
-	for i := range p.Steps {
-		s := &p.Steps[i]
-		if s.Status != statefmt.StepPending {
-			continue
-		}
-		all := true
-		for _, d := range s.Dependencies {
-			if j := stepIndex(p, d); j < 0 || p.Steps[j].Status != statefmt.StepCompleted {
-				all = false
-				break
-			}
-		}
-		if all {
-			s.Status = statefmt.StepReady
-			ready = append(ready, s.ID)
+	for i := range x.p.Steps {
+		if x.refresh(i) {
+			ready = append(ready, x.p.Steps[i].ID)
 		}
 	}
 	return ready
 }
 
-// completeStep records a step's output, marks it completed and returns the steps it made ready.
-func completeStep(p *statefmt.ExecutionPlan, id, output string) []string {
-	s := &p.Steps[stepIndex(p, id)]
+// complete records a step's output, marks it completed and returns the steps it made ready.
+func (x *planIndex) complete(id, output string) []string {
+	i := x.step(id)
+	s := &x.p.Steps[i]
 	s.Status, s.Output, s.Error = statefmt.StepCompleted, &output, nil
-	return refreshReady(p)
+	var ready []string
+	for _, j := range x.dependents[i] {
+		if x.refresh(j) {
+			ready = append(ready, x.p.Steps[j].ID)
+		}
+	}
+	return ready
 }
 
-// failStep records a step's error, marks it failed, and blocks every step that depends on it,
-// directly or through other steps; it returns the blocked ids in plan order.
-func failStep(p *statefmt.ExecutionPlan, id, msg string) []string {
-	s := &p.Steps[stepIndex(p, id)]
+// fail records a step's error, marks it failed, and blocks every pending or ready step that
+// depends on it, directly or through other steps; it returns the blocked ids in plan order.
+func (x *planIndex) fail(id, msg string) []string {
+	i := x.step(id)
+	s := &x.p.Steps[i]
 	s.Status, s.Error = statefmt.StepFailed, &msg
-	doomed := map[string]bool{id: true}
-	for changed := true; changed; {
-		changed = false
-		for i := range p.Steps {
-			st := &p.Steps[i]
-			if doomed[st.ID] {
-				continue
-			}
-			for _, d := range st.Dependencies {
-				if doomed[d] {
-					doomed[st.ID], changed = true, true
-					break
-				}
+	doomed := map[int]bool{i: true}
+	for queue := []int{i}; len(queue) > 0; queue = queue[1:] {
+		for _, j := range x.dependents[queue[0]] {
+			if !doomed[j] {
+				doomed[j] = true
+				queue = append(queue, j)
 			}
 		}
 	}
-	var blocked []string
-	for i := range p.Steps {
-		st := &p.Steps[i]
-		if st.ID != id && doomed[st.ID] && (st.Status == statefmt.StepPending || st.Status == statefmt.StepReady) {
-			st.Status = statefmt.StepBlocked
-			blocked = append(blocked, st.ID)
+	order := make([]int, 0, len(doomed))
+	for j := range doomed {
+		if st := x.p.Steps[j].Status; j != i && (st == statefmt.StepPending || st == statefmt.StepReady) {
+			order = append(order, j)
 		}
+	}
+	slices.Sort(order)
+	blocked := make([]string, 0, len(order))
+	for _, j := range order {
+		x.p.Steps[j].Status = statefmt.StepBlocked
+		blocked = append(blocked, x.p.Steps[j].ID)
 	}
 	return blocked
 }
 
-// nextReady returns the index of the first ready step in plan order, or -1.
-func nextReady(p *statefmt.ExecutionPlan) int {
-	for i := range p.Steps {
-		if p.Steps[i].Status == statefmt.StepReady {
+// next returns the index of the first ready step in plan order, or -1.
+func (x *planIndex) next() int {
+	for x.open < len(x.p.Steps) && finished(x.p.Steps[x.open].Status) {
+		x.open++
+	}
+	for i := x.open; i < len(x.p.Steps); i++ {
+		if x.p.Steps[i].Status == statefmt.StepReady {
 			return i
 		}
 	}
 	return -1
+}
+
+// finished reports a final step status.
+func finished(s statefmt.StepStatus) bool {
+	return s == statefmt.StepCompleted || s == statefmt.StepFailed || s == statefmt.StepBlocked
 }
 
 // planOutcome summarises a plan with nothing ready or running: done says every step completed;

@@ -132,12 +132,13 @@ func TestPropertyDependencyResolution(t *testing.T) {
 			if msg := check(); msg != "" {
 				return msg
 			}
-			for i := nextReady(plan); i >= 0; i = nextReady(plan) {
+			x := indexPlan(plan)
+			for i := x.next(); i >= 0; i = x.next() {
 				id := plan.Steps[i].ID
 				if r.IntN(5) == 0 {
 					before := reference(steps, completed, failed)
 					failed[id] = true
-					blocked := failStep(plan, id, "boom")
+					blocked := x.fail(id, "boom")
 					after := reference(steps, completed, failed)
 					var want []string
 					for _, s := range plan.Steps {
@@ -150,7 +151,7 @@ func TestPropertyDependencyResolution(t *testing.T) {
 					}
 				} else {
 					completed[id] = true
-					completeStep(plan, id, "ok")
+					x.complete(id, "ok")
 				}
 				if msg := check(); msg != "" {
 					return msg
@@ -243,3 +244,39 @@ func TestPropertyPlanValidation(t *testing.T) {
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 // Report turns a property's failure message into its verdict, logging the message.
+
+// BenchmarkPlanStep is the plan's part of one step (find the next ready step, complete it,
+// make its dependents ready) in a chain of n steps, each depending on the one before: it must
+// not grow with n.
+func BenchmarkPlanStep(b *testing.B) {
+	for _, n := range []int{10, 1_000, 10_000} {
+		b.Run(fmt.Sprintf("steps=%d", n), func(b *testing.B) {
+			steps := make([]task.PlanStep, n)
+			for i := range steps {
+				steps[i] = task.PlanStep{ID: fmt.Sprintf("s%d", i), Description: "d", Agent: "A"}
+				if i > 0 {
+					steps[i].DependsOn = []string{steps[i-1].ID}
+				}
+			}
+			b.ResetTimer()
+			done := 0
+			for b.Loop() {
+				if done%n == 0 {
+					b.StopTimer()
+					p, err := newPlan("t", steps, func(string) bool { return true }, time.Unix(0, 0))
+					if err != nil {
+						b.Fatal(err)
+					}
+					x := indexPlan(p)
+					b.StartTimer()
+					benchPlan = x
+				}
+				i := benchPlan.next()
+				benchPlan.complete(benchPlan.p.Steps[i].ID, "ok")
+				done++
+			}
+		})
+	}
+}
+
+var benchPlan *planIndex
