@@ -340,6 +340,10 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 
 func (s *Store) unlock() {
 	if s.lock != nil {
+		// Unlock before closing: a child forked meanwhile (a tool, an agent) shares the lock's
+		// file description until it execs, and closing our descriptor alone would leave the store
+		// locked for that moment.
+		_ = syscall.Flock(int(s.lock.Fd()), syscall.LOCK_UN)
 		s.lock.Close()
 		s.lock = nil
 	}
