@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/harness-edge/harness-edge/internal/fakeclock"
 	"github.com/harness-edge/harness-edge/statefmt/event"
 
@@ -59,8 +60,10 @@ func (r *recorder) toolWarnings() []event.Event {
 }
 
 type env struct {
-	t     *testing.T
-	dir   string
+	t   *testing.T
+	dir string
+	// fs is the store's file system: Pebble's in-memory one unless a test needs the disk.
+	fs    vfs.FS
 	store *store.Store
 	clock *fakeclock.Clock
 	rec   *recorder
@@ -68,7 +71,18 @@ type env struct {
 	ids   int
 }
 
+// newEnv is a store (real Pebble, on its in-memory file system: these tests are about the
+// harness, and the store's durability on disk has tests of its own), a fake clock and a
+// manager; open again to simulate a restart.
 func newEnv(t *testing.T) *env {
+	e := &env{t: t, dir: t.TempDir(), fs: vfs.NewMem(), clock: fakeclock.New(), rec: &recorder{}}
+	e.open()
+	t.Cleanup(func() { e.store.Close() })
+	return e
+}
+
+// newDiskEnv is newEnv with the store on disk, for tests that look at the store's files.
+func newDiskEnv(t *testing.T) *env {
 	e := &env{t: t, dir: t.TempDir(), clock: fakeclock.New(), rec: &recorder{}}
 	e.open()
 	t.Cleanup(func() { e.store.Close() })
@@ -80,7 +94,13 @@ func (e *env) open() {
 	if e.store != nil {
 		e.store.Close()
 	}
-	s, err := store.OpenStore(filepath.Join(e.dir, "store"), store.StoreOptions{})
+	dir := filepath.Join(e.dir, "store")
+	if e.fs != nil {
+		if err := e.fs.MkdirAll(dir, 0o700); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	s, err := store.OpenStore(dir, store.StoreOptions{FS: e.fs})
 	if err != nil {
 		e.t.Fatal(err)
 	}

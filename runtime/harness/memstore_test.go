@@ -24,6 +24,7 @@ import (
 // manager (as a restarted process would) over the in-memory store, end in the same state and
 // with the same events as uninterrupted runs on the Pebble store.
 func TestPropertyInMemoryStoreRunsLikePebble(t *testing.T) {
+	t.Parallel() // each case has its own store, clock and workspace
 	p := proptest.Props(t, 100)
 	p.Property("memstore with restarts == Pebble", prop.ForAll(func(seed uint64) bool {
 		return proptest.Report(t, func() string {

@@ -47,7 +47,7 @@ func call(name, args string) openaitest.Reply {
 // manager (recorded, budgeted), results go back as tool messages, tokens count, the final answer
 // is the step's output, and the API key is sent but never stored.
 func TestOpenAIToolLoop(t *testing.T) {
-	e := newEnv(t)
+	e := newDiskEnv(t) // the test reads the store's files
 	ws := filepath.Join(e.dir, "ws")
 	srv := openaitest.New()
 	defer srv.Close()

@@ -21,6 +21,7 @@ import (
 // out again here) succeed and land on the target; the others fail, naming both statuses, and
 // change nothing.
 func TestPropertyLifecycle(t *testing.T) {
+	t.Parallel() // each case has its own store, clock and workspace
 	allowed := map[[2]statefmt.Status]bool{
 		{"created", "running"}: true, {"running", "paused"}: true, {"running", "completed"}: true,
 		{"running", "failed"}: true, {"paused", "running"}: true, {"paused", "failed"}: true,
@@ -110,6 +111,7 @@ func reference(steps []task.PlanStep, completed, failed map[string]bool) map[str
 // step's status matches the reference computation after every event; step failures block
 // exactly the transitive dependents; the plan is done exactly when all steps completed.
 func TestPropertyDependencyResolution(t *testing.T) {
+	t.Parallel() // each case has its own store, clock and workspace
 	p := proptest.Props(t, 200)
 	p.Property("readiness and blocking match the reference", prop.ForAll(func(seed uint64, n int) bool {
 		return proptest.Report(t, func() string {
@@ -202,6 +204,7 @@ func hasCycle(steps []task.PlanStep) bool {
 // agents, duplicate ids): newPlan refuses exactly the invalid ones, with a message naming the
 // problem.
 func TestPropertyPlanValidation(t *testing.T) {
+	t.Parallel() // each case has its own store, clock and workspace
 	p := proptest.Props(t, 200)
 	p.Property("newPlan refuses exactly the invalid plans", prop.ForAll(func(seed uint64, n int) bool {
 		return proptest.Report(t, func() string {

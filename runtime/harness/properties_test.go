@@ -61,6 +61,7 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 // A call outside the agent's permitted tools is rejected without running (its effect
 // never happens), recorded and evented; a permitted one runs.
 func TestPropertyCallsOutsidePermittedToolsAreRefused(t *testing.T) {
+	t.Parallel() // each case has its own store, clock and workspace
 	p := proptest.Props(t, 100)
 	p.Property("calls outside the permitted set are refused unexecuted", prop.ForAll(func(seed uint64) bool {
 		return proptest.Report(t, func() string {
@@ -126,6 +127,7 @@ func TestPropertyCallsOutsidePermittedToolsAreRefused(t *testing.T) {
 // Every successful call is recorded with its name, arguments, result and a positive
 // duration, and evented with tool, duration, success and harness id.
 func TestPropertyEveryCallIsRecordedAndEvented(t *testing.T) {
+	t.Parallel() // each case has its own store, clock and workspace
 	p := proptest.Props(t, 100)
 	p.Property("successful calls are recorded whole", prop.ForAll(func(seed uint64) bool {
 		return proptest.Report(t, func() string {
@@ -184,6 +186,7 @@ func TestPropertyEveryCallIsRecordedAndEvented(t *testing.T) {
 // A call failing transiently is retried up to the configured maximum, each wait at
 // least double the one before (the fake clock records the waits); success ends the retries.
 func TestPropertyTransientFailuresRetryWithGrowingBackoff(t *testing.T) {
+	t.Parallel() // each case has its own store, clock and workspace
 	p := proptest.Props(t, 100)
 	p.Property("transient failures retry with exponential backoff", prop.ForAll(func(fails, maxRetries int, baseMs int, factor float64) bool {
 		return proptest.Report(t, func() string {
@@ -239,6 +242,7 @@ tools:
 // autonomy 4-5 the harness then fails; at 3 a human decides (each approval extends the budget
 // by N), and the task ends having run exactly its calls.
 func TestPropertyToolCallBudgetIsEnforced(t *testing.T) {
+	t.Parallel() // each case has its own store, clock and workspace
 	p := proptest.Props(t, 100)
 	p.Property("the tool-call budget holds", prop.ForAll(func(limit, calls, autonomy int) bool {
 		return proptest.Report(t, func() string {
@@ -323,6 +327,7 @@ func randomGatedPlan(r *rand.Rand, id string, autonomy int, ws string) (src stri
 // Gates are placed by the autonomy rule: 1-2 before every step, 3 before critical
 // steps, 4-5 nowhere; each gated step waits for its approval before it starts.
 func TestPropertyGatesArePlacedByAutonomy(t *testing.T) {
+	t.Parallel() // each case has its own store, clock and workspace
 	p := proptest.Props(t, 100)
 	p.Property("gates follow the autonomy level", prop.ForAll(func(seed uint64, autonomy int) bool {
 		return proptest.Report(t, func() string {
@@ -385,6 +390,7 @@ func TestPropertyGatesArePlacedByAutonomy(t *testing.T) {
 // waiting_for_human and suspends; approving lets it go on, rejecting records the reason and
 // leaves it paused. Decisions survive a restart.
 func TestPropertyGatesSuspendPersistAndSurviveRestarts(t *testing.T) {
+	t.Parallel() // each case has its own store, clock and workspace
 	p := proptest.Props(t, 100)
 	p.Property("gates suspend, approve resumes, reject pauses with the reason", prop.ForAll(func(seed uint64, approve bool) bool {
 		return proptest.Report(t, func() string {
@@ -506,6 +512,7 @@ func delegatingTask(r *rand.Rand, id, ws string, failB int) (string, map[string]
 // parent tracks (id, status) and that is persisted with its parent's id; the child's output
 // becomes the step's output.
 func TestPropertySubAgentsRunInPersistedChildHarnesses(t *testing.T) {
+	t.Parallel() // each case has its own store, clock and workspace
 	p := proptest.Props(t, 100)
 	p.Property("sub-agents are spawned, tracked and their outputs incorporated", prop.ForAll(func(seed uint64) bool {
 		return proptest.Report(t, func() string {
@@ -566,6 +573,7 @@ func TestPropertySubAgentsRunInPersistedChildHarnesses(t *testing.T) {
 // A failed sub-agent is retried exactly once, with its error as context, before the
 // step fails (and its dependents block).
 func TestPropertyFailedSubAgentIsRetriedOnce(t *testing.T) {
+	t.Parallel() // each case has its own store, clock and workspace
 	p := proptest.Props(t, 100)
 	p.Property("a failed child is retried once, then the step fails", prop.ForAll(func(seed uint64, failB int) bool {
 		return proptest.Report(t, func() string {
@@ -632,6 +640,7 @@ func TestPropertyFailedSubAgentIsRetriedOnce(t *testing.T) {
 // to the next, is refused at creation (nothing stored) when it is deeper; otherwise it runs, and
 // its deepest child is at exactly its depth.
 func TestPropertySubAgentDepthIsLimited(t *testing.T) {
+	t.Parallel() // each case has its own store, clock and workspace
 	p := proptest.Props(t, 100)
 	p.Property("nesting deeper than maxDepth is refused before anything runs", prop.ForAll(func(chain, maxDepth int) bool {
 		return proptest.Report(t, func() string {

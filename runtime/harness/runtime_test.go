@@ -210,6 +210,7 @@ agents:
 // plan completes the harness with plan_completed, and every event has its fields and is in the
 // durable log exactly as the live sinks saw it.
 func TestPropertyInterruptResumeMatchesUninterrupted(t *testing.T) {
+	t.Parallel() // each case has its own store, clock and workspace
 	p := proptest.Props(t, 100)
 	p.Property("pause/resume and crash/resume reach the uninterrupted final state", prop.ForAll(func(seed uint64, crash bool) bool {
 		return proptest.Report(t, func() string {
@@ -349,6 +350,7 @@ func checkEvents(e *env) string {
 
 // Every created harness has a unique id, its agent, status created, and is listed.
 func TestPropertyCreation(t *testing.T) {
+	t.Parallel() // each case has its own store, clock and workspace
 	p := proptest.Props(t, 100)
 	p.Property("creation invariants", prop.ForAll(func(agents []int) bool {
 		return proptest.Report(t, func() string {
@@ -390,6 +392,7 @@ func TestPropertyCreation(t *testing.T) {
 // A long-running task runs in a harness (the store holds it), any other on the
 // direct path (the store holds nothing); both report the same steps and output.
 func TestPropertyDispatchPaths(t *testing.T) {
+	t.Parallel() // each case has its own store, clock and workspace
 	p := proptest.Props(t, 100)
 	p.Property("long-running tasks get a harness, others the direct path", prop.ForAll(func(seed uint64) bool {
 		return proptest.Report(t, func() string {
