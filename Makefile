@@ -1,6 +1,8 @@
 # harness-edge build. `make help` lists the targets. Every variable below can be overridden:
 #   make build GO=go1.26 CARGO=~/.cargo/bin/cargo TAGS=foo
 SHELL := /bin/bash
+# A pipeline fails when any command in it fails (the Go tests pipe through a formatter).
+.SHELLFLAGS := -o pipefail -c
 .DEFAULT_GOAL := help
 
 # rustup installs cargo under ~/.cargo/bin, which a non-login shell (CI) may not have on PATH.
@@ -37,6 +39,9 @@ CROSS_PACKAGES := rustc-web libstd-rust-web-dev:arm64 libc6:arm64 gcc-aarch64-li
 DEBIAN_RUSTC   := /usr/bin/rustc
 
 GO_PKGS := ./...
+# The Go tests run with -json through internal/testfmt: package lines as they finish, each
+# top-level test that took a second or more, and the whole output of any test that failed.
+TESTFMT := $(GO) run ./internal/testfmt
 # The purego and fallback passes: the packages that touch the engine directly run whole; the
 # harness and the CLI above them run with -short (fewer generated cases, the same tests), since
 # what differs between backends is below them. The cgo pass runs everything in full.
@@ -127,17 +132,17 @@ test-rust: ## cargo test (release) for the engine
 test-go: engine ## Go tests: cgo (+purego in-process), purego-only (CGO_ENABLED=0), fallback-only
 	@echo "== go test: cgo build (cgo, purego and fallback backends in one process)"
 	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) HARNESS_EDGE_EXPECT_BACKEND=cgo \
-		CGO_ENABLED=1 $(GO) test -count=1 -tags invariants,eternal_purego$(if $(TAGS),$(comma)$(TAGS)) $(GO_PKGS)
+		CGO_ENABLED=1 $(GO) test -json -count=1 -tags invariants,eternal_purego$(if $(TAGS),$(comma)$(TAGS)) $(GO_PKGS) | $(TESTFMT)
 	@echo "== go test: CGO_ENABLED=0 with libeternal.so (purego and fallback backends)"
 	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) HARNESS_EDGE_EXPECT_BACKEND=purego \
-		CGO_ENABLED=0 $(GO) test -count=1 -tags invariants$(if $(TAGS),$(comma)$(TAGS)) $(ENGINE_PKGS)
+		CGO_ENABLED=0 $(GO) test -json -count=1 -tags invariants$(if $(TAGS),$(comma)$(TAGS)) $(ENGINE_PKGS) | $(TESTFMT)
 	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) HARNESS_EDGE_EXPECT_BACKEND=purego \
-		CGO_ENABLED=0 $(GO) test -count=1 -short -tags invariants$(if $(TAGS),$(comma)$(TAGS)) $(ABOVE_ENGINE_PKGS)
+		CGO_ENABLED=0 $(GO) test -json -count=1 -short -tags invariants$(if $(TAGS),$(comma)$(TAGS)) $(ABOVE_ENGINE_PKGS) | $(TESTFMT)
 	@echo "== go test: CGO_ENABLED=0 without any engine (fallback backend only)"
 	HARNESS_EDGE_ENGINE_LIB=/nonexistent/libeternal.so HARNESS_EDGE_EXPECT_BACKEND=fallback \
-		CGO_ENABLED=0 $(GO) test -count=1 -tags invariants$(if $(TAGS),$(comma)$(TAGS)) $(ENGINE_PKGS)
+		CGO_ENABLED=0 $(GO) test -json -count=1 -tags invariants$(if $(TAGS),$(comma)$(TAGS)) $(ENGINE_PKGS) | $(TESTFMT)
 	HARNESS_EDGE_ENGINE_LIB=/nonexistent/libeternal.so HARNESS_EDGE_EXPECT_BACKEND=fallback \
-		CGO_ENABLED=0 $(GO) test -count=1 -short -tags invariants$(if $(TAGS),$(comma)$(TAGS)) $(ABOVE_ENGINE_PKGS)
+		CGO_ENABLED=0 $(GO) test -json -count=1 -short -tags invariants$(if $(TAGS),$(comma)$(TAGS)) $(ABOVE_ENGINE_PKGS) | $(TESTFMT)
 
 .PHONY: test-arm64
 test-arm64: deps engine-arm64 ## Rust and Go tests cross-compiled for arm64 (static), run under qemu-aarch64
@@ -145,8 +150,8 @@ test-arm64: deps engine-arm64 ## Rust and Go tests cross-compiled for arm64 (sta
 		CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=$(ROOT)/cross/qemu-run \
 		$(CARGO) test --lib --release --quiet --target $(RUST_TARGET_arm64)
 	CGO_ENABLED=1 GOARCH=arm64 CC=aarch64-linux-gnu-gcc HARNESS_EDGE_EXPECT_BACKEND=cgo \
-		$(GO) test -count=1 -tags invariants,$(STATIC_TAGS) -ldflags '-linkmode external -extldflags -static' \
-		-short -exec $(ROOT)/cross/qemu-run $(GO_PKGS)
+		$(GO) test -json -count=1 -tags invariants,$(STATIC_TAGS) -ldflags '-linkmode external -extldflags -static' \
+		-short -exec $(ROOT)/cross/qemu-run $(GO_PKGS) | $(TESTFMT)
 
 .PHONY: test-safety
 test-safety: engine ## cgocheck2 + race over the engine bridge (all backends); race over the store
