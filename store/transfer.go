@@ -13,6 +13,7 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -678,19 +679,29 @@ func (p *parser) section(tag byte, what string) ([]byte, error) {
 	return p.data[bodyAt:end], nil
 }
 
-// ImportState stores a HarnessState (from JSON) as a new harness, refusing to overwrite an
-// existing one unless replace is set.
+// ImportState stores a HarnessState (from JSON). A new harness gets the state as its first
+// checkpoint (it has no task: it can be shown, inspected and exported, not resumed). An
+// existing one is refused unless replace is set; then the state becomes its next checkpoint:
+// its task, event log and checkpoint numbering go on (the state must be of the same task), and
+// the log says that the state was replaced.
 func (s *Store) ImportState(st *statefmt.HarnessState, replace bool) (Checkpoint, error) {
 	if err := ValidID(st.HarnessID); err != nil {
 		return Checkpoint{}, err
 	}
-	if _, err := s.readIndex(st.HarnessID); err == nil {
-		if !replace {
-			return Checkpoint{}, fmt.Errorf("%w: %s (use --replace to overwrite it)", ErrExists, st.HarnessID)
-		}
-		if err := s.Delete(st.HarnessID); err != nil {
-			return Checkpoint{}, err
-		}
+	idx, err := s.readIndex(st.HarnessID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return s.Persist(st)
+	case err != nil:
+		return Checkpoint{}, err
+	case !replace:
+		return Checkpoint{}, fmt.Errorf("%w: %s (use --replace to overwrite it)", ErrExists, st.HarnessID)
+	case idx.TaskID != st.TaskID:
+		return Checkpoint{}, fmt.Errorf("harness %s runs task %q, this state is of task %q: replacing a state keeps the harness's task and event log, so it must be of the same task (to replace the whole harness, import an export made with `export --chain`)", st.HarnessID, idx.TaskID, st.TaskID)
 	}
-	return s.Persist(st)
+	now := time.Now().UTC()
+	return s.PersistWith(st, Extras{
+		Events:     []event.Event{{Type: event.Warning, HarnessID: st.HarnessID, Time: now, Message: "state replaced by import (the previous head was checkpoint " + fmt.Sprint(idx.HeadSeq) + ")"}},
+		Checkpoint: &event.Event{Type: event.Checkpoint, HarnessID: st.HarnessID, Time: now, Reason: "import"},
+	})
 }

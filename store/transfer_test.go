@@ -324,3 +324,34 @@ func TestImportReplaceRefusesAHarnessOfAnotherFamily(t *testing.T) {
 		t.Fatalf("import over another family's harness: %v", err)
 	}
 }
+
+// Replacing a harness's state with a JSON state keeps its task and event log: the state becomes
+// the next checkpoint, and the log says so. A state of another task is refused.
+func TestImportStateReplaceKeepsTaskAndEvents(t *testing.T) {
+	s := open(t, t.TempDir())
+	defer s.Close()
+	family(t, s, 3)
+	before := snap(t, s, "quick")
+	st := clone(t, before.State)
+	st.Status = statefmt.StatusFailed
+	cp, err := s.ImportState(st, true)
+	if err != nil || cp.Seq != 4 {
+		t.Fatalf("replace: %+v %v", cp, err)
+	}
+	after := snap(t, s, "quick")
+	if after.Task != before.Task || after.State.Status != statefmt.StatusFailed {
+		t.Fatalf("task %q, status %s", after.Task, after.State.Status)
+	}
+	if n := len(before.Events); len(after.Events) != n+2 || !reflect.DeepEqual(after.Events[:n], before.Events) ||
+		after.Events[n].N != uint64(n+1) || after.Events[n+1].Seq != 4 || !strings.Contains(after.Events[n].Message, "state replaced by import") {
+		t.Fatalf("events after the replace: %+v", after.Events[len(before.Events):])
+	}
+	st.TaskID = "another"
+	if _, err := s.ImportState(st, true); err == nil || !strings.Contains(err.Error(), `runs task "quick", this state is of task "another"`) {
+		t.Fatalf("a state of another task: %v", err)
+	}
+	if _, err := s.ImportState(st, false); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("without replace: %v", err)
+	}
+	noProblems(t, s)
+}

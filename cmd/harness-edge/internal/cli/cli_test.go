@@ -165,13 +165,16 @@ func TestStoreCommands(t *testing.T) {
 	if out := must(ExitError, "--store", a, "import", seed); !strings.Contains(out, "already exists") {
 		t.Fatalf("overwrite not refused: %s", out)
 	}
-	must(ExitOK, "--store", a, "import", seed, "--replace")
+	// A replaced state is the harness's next checkpoint: its history goes on.
+	if out := must(ExitOK, "--store", a, "import", seed, "--replace"); !strings.Contains(out, "replaced the state of harness-abc123: checkpoint 2") {
+		t.Fatalf("import --replace: %s", out)
+	}
 	var list []map[string]any
 	if err := json.Unmarshal([]byte(must(ExitOK, "ls", "--json", "--store", a)), &list); err != nil || len(list) != 1 || list[0]["id"] != "harness-abc123" {
 		t.Fatalf("ls --json: %v %v", list, err)
 	}
 	var rep InspectReport
-	if err := json.Unmarshal([]byte(must(ExitOK, "--store", a, "inspect", "harness-abc123", "--json")), &rep); err != nil || len(rep.Records) != 1 || rep.Records[0].Kind != "keyframe" {
+	if err := json.Unmarshal([]byte(must(ExitOK, "--store", a, "inspect", "harness-abc123", "--json")), &rep); err != nil || len(rep.Records) == 0 || rep.Records[0].Kind != "keyframe" || rep.Records[len(rep.Records)-1].Seq != 2 {
 		t.Fatalf("inspect --json: %+v %v", rep, err)
 	}
 	must(ExitOK, "--store", a, "verify")

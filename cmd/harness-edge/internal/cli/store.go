@@ -248,8 +248,9 @@ replayed before anything is written, and everything is written at once: after a 
 failure the store is as it was. With --replace, the harness and its sub-agents already in the
 store are replaced, event logs included.
 
-A HarnessState JSON file becomes a harness with that state (no task: it can be shown,
-inspected and exported, not resumed).`,
+A HarnessState JSON file becomes a new harness with that state (no task: it can be shown,
+inspected and exported, not resumed). With --replace over a harness of the same task, the
+state becomes the harness's next checkpoint: its task and event log are kept.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			var data []byte
@@ -285,11 +286,17 @@ inspected and exported, not resumed).`,
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
 			return g.withStore(func(s *store.Store) error {
+				_, notHeld := s.Index(st.HarnessID)
 				cp, err := s.ImportState(st, replace)
 				if err != nil {
 					return err
 				}
+				if notHeld == nil {
+					fmt.Fprintf(stdout, "replaced the state of %s: checkpoint %d (%d bytes stored); its task and event log are kept\n", st.HarnessID, cp.Seq, cp.StoredBytes)
+					return nil
+				}
 				fmt.Fprintf(stdout, "imported %s: checkpoint %d (%d bytes stored)\n", st.HarnessID, cp.Seq, cp.StoredBytes)
+				fmt.Fprintf(stdout, "note: a JSON state has no task: %s can be shown, inspected and exported, not resumed (to move a harness, use 'export --chain')\n", st.HarnessID)
 				return nil
 			})
 		},
