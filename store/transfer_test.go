@@ -7,10 +7,13 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/statefmt/event"
@@ -354,4 +357,87 @@ func TestImportStateReplaceKeepsTaskAndEvents(t *testing.T) {
 		t.Fatalf("without replace: %v", err)
 	}
 	noProblems(t, s)
+}
+
+// An import is one batch: whichever file-system operation of it fails, a restart on what was
+// synced finds the old family or the new one, whole, and never the old one after an
+// acknowledged import.
+func TestImportIsAllOrNothingUnderIOErrors(t *testing.T) {
+	a := open(t, t.TempDir())
+	family(t, a, 3)
+	data := export(t, a, "quick")
+	a.Close()
+	base := vfs.NewCrashableMem()
+	s, err := store.OpenStore("store", store.StoreOptions{FS: base, ErrorLog: discard{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	family(t, s, 5)
+	member(t, s, "other", "", nil, statefmt.StatusPaused, 2)
+	s.Close()
+	start := base.CrashClone(vfs.CrashCloneCfg{})
+	memDump := func(fs vfs.FS) map[string]string {
+		t.Helper()
+		db, err := pebble.Open("store/db", &pebble.Options{FS: fs, Logger: silent{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		it, _ := db.NewIter(nil)
+		defer it.Close()
+		out := map[string]string{}
+		for ok := it.First(); ok; ok = it.Next() {
+			out[string(it.Key())] = string(it.Value())
+		}
+		return out
+	}
+	// run imports on a copy of the starting store, failing its fail-th file-system operation
+	// from the import on (none when fail < 0), and returns what a restart finds.
+	var ops atomic.Int32
+	run := func(fail int32) (acked bool, after map[string]string) {
+		mem := start.CrashClone(vfs.CrashCloneCfg{})
+		var armed atomic.Bool
+		ops.Store(0)
+		inj := errorfs.InjectorFunc(func(errorfs.Op) error {
+			if armed.Load() && ops.Add(1)-1 == fail {
+				return errorfs.ErrInjected
+			}
+			return nil
+		})
+		func() {
+			defer func() { _ = recover() }() // Pebble's Fatalf: the process would have died here
+			s, err := store.OpenStore("store", store.StoreOptions{FS: errorfs.Wrap(mem, inj), ErrorLog: discard{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			armed.Store(true)
+			_, err = s.Import(data, store.ImportOptions{Replace: true})
+			acked = err == nil
+		}()
+		return acked, memDump(mem.CrashClone(vfs.CrashCloneCfg{}))
+	}
+	old := memDump(start.CrashClone(vfs.CrashCloneCfg{}))
+	acked, imported := run(-1)
+	total := ops.Load()
+	if !acked || reflect.DeepEqual(imported, old) {
+		t.Fatal("the import without errors did not change the store")
+	}
+	failed := 0
+	for i := range total {
+		acked, after := run(i)
+		switch {
+		case reflect.DeepEqual(after, imported):
+		case reflect.DeepEqual(after, old) && !acked:
+		default:
+			t.Fatalf("error at operation %d of %d (import acknowledged: %v): the store is neither the old family nor the new", i, total, acked)
+		}
+		if !acked {
+			failed++
+		}
+	}
+	if failed == 0 {
+		t.Fatalf("no injected error surfaced in %d runs", total)
+	}
+	t.Logf("%d operations, %d runs saw the injected error; every store was the old family or the new", total, failed)
 }
