@@ -897,12 +897,7 @@ func (s *Store) Delete(id string) error {
 	s.forget(id)
 	b := s.db.NewBatch()
 	defer b.Close()
-	for _, p := range []string{prefixChain, prefixEvents} {
-		start := []byte(p + id + "/")
-		_ = b.DeleteRange(start, append(bytes.Clone(start[:len(start)-1]), '/'+1), nil)
-	}
-	_ = b.Delete([]byte(prefixIndex+id), nil)
-	_ = b.Delete([]byte(prefixTask+id), nil)
+	deleteHarness(b, id)
 	return b.Commit(pebble.Sync)
 }
 

@@ -165,13 +165,16 @@ func TestStoreCommands(t *testing.T) {
 	if out := must(ExitError, "--store", a, "import", seed); !strings.Contains(out, "already exists") {
 		t.Fatalf("overwrite not refused: %s", out)
 	}
-	must(ExitOK, "--store", a, "import", seed, "--replace")
+	// A replaced state is the harness's next checkpoint: its history goes on.
+	if out := must(ExitOK, "--store", a, "import", seed, "--replace"); !strings.Contains(out, "replaced the state of harness-abc123: checkpoint 2") {
+		t.Fatalf("import --replace: %s", out)
+	}
 	var list []map[string]any
 	if err := json.Unmarshal([]byte(must(ExitOK, "ls", "--json", "--store", a)), &list); err != nil || len(list) != 1 || list[0]["id"] != "harness-abc123" {
 		t.Fatalf("ls --json: %v %v", list, err)
 	}
 	var rep InspectReport
-	if err := json.Unmarshal([]byte(must(ExitOK, "--store", a, "inspect", "harness-abc123", "--json")), &rep); err != nil || len(rep.Records) != 1 || rep.Records[0].Kind != "keyframe" {
+	if err := json.Unmarshal([]byte(must(ExitOK, "--store", a, "inspect", "harness-abc123", "--json")), &rep); err != nil || len(rep.Records) == 0 || rep.Records[0].Kind != "keyframe" || rep.Records[len(rep.Records)-1].Seq != 2 {
 		t.Fatalf("inspect --json: %+v %v", rep, err)
 	}
 	must(ExitOK, "--store", a, "verify")
@@ -184,7 +187,21 @@ func TestStoreCommands(t *testing.T) {
 	if err1 != nil || err2 != nil || !reflect.DeepEqual(s1, s2) {
 		t.Fatalf("export differs from the imported state: %v %v", err1, err2)
 	}
+	// The seed lists a sub-agent the store does not hold: the family is incomplete, so it
+	// does not move, and no half-written file is left.
 	chain := filepath.Join(t.TempDir(), "h.chain")
+	if out := must(ExitError, "--store", a, "export", "harness-abc123", "--chain", "-o", chain); !strings.Contains(out, "lists sub-agent harness-def456, which the store does not hold") {
+		t.Fatalf("export of an incomplete family: %s", out)
+	}
+	if _, err := os.Stat(chain); !os.IsNotExist(err) {
+		t.Fatalf("a refused export left %s: %v", chain, err)
+	}
+	alone := filepath.Join(t.TempDir(), "alone.json")
+	if err := os.WriteFile(alone, bytes.Replace(orig, []byte(`"subAgentIds": ["harness-def456"]`), []byte(`"subAgentIds": []`), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	must(ExitOK, "--store", a, "import", alone, "--replace")
+	exported = must(ExitOK, "--store", a, "export", "harness-abc123")
 	must(ExitOK, "--store", a, "export", "harness-abc123", "--chain", "-o", chain)
 	must(ExitOK, "--store", b, "import", chain)
 	if out := must(ExitOK, "--store", b, "export", "harness-abc123"); out != exported {

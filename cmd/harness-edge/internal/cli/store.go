@@ -1,11 +1,12 @@
 package cli
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/harness-edge/harness-edge/store"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
@@ -177,25 +179,37 @@ func newExportCmd(g *globals, stdout io.Writer) *cobra.Command {
 	var chain bool
 	c := &cobra.Command{
 		Use:   "export ID",
-		Short: "Write a harness's state as HarnessState JSON v1 (or, with --chain, its raw checkpoint chain)",
-		Args:  cobra.ExactArgs(1),
+		Short: "Write a harness's state as HarnessState JSON v1 (a snapshot to read), or with --chain the harness and its sub-agents to move to another store",
+		Long: `export writes a harness's state as HarnessState JSON v1: a snapshot of one harness for
+reading, for 'state check' or for editing (it has no task and no event log).
+
+export --chain writes what moving the harness to another store takes: the harness and every
+sub-agent, each with its index entry, task, checkpoint records and event log, checksummed
+throughout. 'harness-edge import FILE' on the other store restores it, and the harness goes
+on there (approve, resume, stop, events) as it would have here. A sub-agent moves with its
+parent: export the parent.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return g.withStore(func(s *store.Store) (err error) {
 				w := stdout
 				if out != "" && out != "-" {
-					f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-					if err != nil {
-						return err
+					f, oerr := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+					if oerr != nil {
+						return oerr
 					}
-					defer func() {
+					defer func() { // err is the command's result
 						if cerr := f.Close(); err == nil {
 							err = cerr
+						}
+						if err != nil {
+							os.Remove(out) // no half-written export left behind
 						}
 					}()
 					w = f
 				}
 				if chain {
-					return s.ExportChain(args[0], w)
+					_, err := s.Export(args[0], w)
+					return err
 				}
 				st, err := s.Restore(args[0])
 				if err != nil {
@@ -211,16 +225,33 @@ func newExportCmd(g *globals, stdout io.Writer) *cobra.Command {
 		},
 	}
 	c.Flags().StringVarP(&out, "output", "o", "", "write to FILE instead of standard output")
-	c.Flags().BoolVar(&chain, "chain", false, "export the raw checkpoint chain (for moving a harness to another device)")
+	c.Flags().BoolVar(&chain, "chain", false, "export the harness with its sub-agents, tasks, checkpoint records and event logs (to move it to another store)")
 	return c
+}
+
+// isJSONState reports whether an import file is a JSON state rather than an export: JSON
+// starts with '{' (after white space); anything else goes to the export reader, which names
+// what is wrong with it.
+func isJSONState(data []byte) bool {
+	t := bytes.TrimLeft(data, " \t\r\n")
+	return len(t) > 0 && t[0] == '{'
 }
 
 func newImportCmd(g *globals, stdin io.Reader, stdout io.Writer) *cobra.Command {
 	var replace bool
 	c := &cobra.Command{
 		Use:   "import FILE",
-		Short: "Import a HarnessState JSON file or a chain export (- reads stdin); refuses to overwrite unless --replace",
-		Args:  cobra.ExactArgs(1),
+		Short: "Import an export made with 'export --chain', or a HarnessState JSON file (- reads stdin); refuses to overwrite unless --replace",
+		Long: `import restores an export made with 'export --chain': the harness and its sub-agents, with
+their tasks, checkpoint records and event logs. Every checksum is checked and every chain
+replayed before anything is written, and everything is written at once: after a refusal or a
+failure the store is as it was. With --replace, the harness and its sub-agents already in the
+store are replaced, event logs included.
+
+A HarnessState JSON file becomes a new harness with that state (no task: it can be shown,
+inspected and exported, not resumed). With --replace over a harness of the same task, the
+state becomes the harness's next checkpoint: its task and event log are kept.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			var data []byte
 			var err error
@@ -232,31 +263,44 @@ func newImportCmd(g *globals, stdin io.Reader, stdout io.Writer) *cobra.Command 
 			if err != nil {
 				return err
 			}
-			return g.withStore(func(s *store.Store) error {
-				if store.IsChainFile(data) {
-					idx, err := s.ImportChain(data, replace)
-					if err != nil {
+			if !isJSONState(data) {
+				return g.withStore(func(s *store.Store) error {
+					sum, err := s.Import(data, store.ImportOptions{Replace: replace, CheckTask: func(id string, raw []byte) error {
+						_, err := task.Parse("the stored task of harness "+id, raw)
 						return err
+					}})
+					if err != nil {
+						return fmt.Errorf("%s: %w", args[0], err)
 					}
-					fmt.Fprintf(stdout, "imported %s: chain of records %d..%d\n", idx.ID, idx.KeyframeSeq, idx.HeadSeq)
+					subs := len(sum.Harnesses) - 1
+					fmt.Fprintf(stdout, "imported %s with %d sub-agent(s): %d records, %d events", sum.Root, subs, sum.Records, sum.Events)
+					if len(sum.Replaced) > 0 {
+						fmt.Fprintf(stdout, "; replaced %s", strings.Join(sum.Replaced, ", "))
+					}
+					fmt.Fprintln(stdout)
+					return nil
+				})
+			}
+			st, err := statefmt.DecodeJSON(data)
+			if err != nil {
+				return fmt.Errorf("%s: %w", args[0], err)
+			}
+			return g.withStore(func(s *store.Store) error {
+				_, notHeld := s.Index(st.HarnessID)
+				cp, err := s.ImportState(st, replace)
+				if err != nil {
+					return err
+				}
+				if notHeld == nil {
+					fmt.Fprintf(stdout, "replaced the state of %s: checkpoint %d (%d bytes stored); its task and event log are kept\n", st.HarnessID, cp.Seq, cp.StoredBytes)
 					return nil
 				}
-				st, err := statefmt.DecodeJSON(data)
-				if err != nil {
-					return fmt.Errorf("%s: %w", args[0], err)
-				}
-				cp, err := s.ImportState(st, replace)
-				if errors.Is(err, store.ErrExists) {
-					return err
-				}
-				if err != nil {
-					return err
-				}
 				fmt.Fprintf(stdout, "imported %s: checkpoint %d (%d bytes stored)\n", st.HarnessID, cp.Seq, cp.StoredBytes)
+				fmt.Fprintf(stdout, "note: a JSON state has no task: %s can be shown, inspected and exported, not resumed (to move a harness, use 'export --chain')\n", st.HarnessID)
 				return nil
 			})
 		},
 	}
-	c.Flags().BoolVar(&replace, "replace", false, "overwrite a harness the store already holds")
+	c.Flags().BoolVar(&replace, "replace", false, "replace a harness the store already holds (with an export: with its sub-agents and event logs)")
 	return c
 }

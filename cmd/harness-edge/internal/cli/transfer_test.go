@@ -1,0 +1,201 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/harness-edge/harness-edge/statefmt/event"
+)
+
+// moveTask waits for a human at its critical last step, after a step delegated to a sub-agent.
+const moveTask = `id: mv
+agent: A
+autonomy: 3
+workspace: ./ws
+agents:
+  A:
+    driver: script
+    tools: [write_file]
+    script:
+      steps:
+        "*": [{tool: write_file, args: {path: a.txt, content: a}}, {output: "A's part"}]
+  B:
+    driver: script
+    tools: [write_file]
+    script:
+      steps:
+        "*": [{tool: write_file, args: {path: b.txt, content: b}}, {output: "B's part"}]
+plan:
+  - {id: prep, description: prepare, agent: A}
+  - {id: draft, description: B drafts, agent: B, dependsOn: [prep]}
+  - {id: ship, description: ship it, agent: A, dependsOn: [draft], critical: true}
+`
+
+// cli runs harness-edge in its own process and returns its exit code and output.
+func cli(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	out, err := child(args...).CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &ee):
+		return ee.ExitCode(), string(out)
+	default:
+		t.Fatalf("%v: %v", args, err)
+		return 0, ""
+	}
+}
+
+// eventsOf is a harness's event log, read with `events --json` in its own process.
+func eventsOf(t *testing.T, db, id string) []event.Event {
+	t.Helper()
+	code, out := cli(t, "--store", db, "events", id, "--json")
+	if code != ExitOK {
+		t.Fatalf("events %s: exit %d: %s", id, code, out)
+	}
+	var evs []event.Event
+	dec := json.NewDecoder(strings.NewReader(out))
+	for dec.More() {
+		var e event.Event
+		if err := dec.Decode(&e); err != nil {
+			t.Fatalf("events %s: %v\n%s", id, err, out)
+		}
+		evs = append(evs, e)
+	}
+	return evs
+}
+
+// A harness waiting at a gate, with a sub-agent and an event log, moves to another store by
+// export --chain and import (each command its own process) and goes on there as it would have
+// on the first: approve, resume to the end, its events and checkpoints numbered on from where
+// they were. Both stores verify. A replacing import brings back the exported family, old
+// events gone; stop works on a moved harness; damaged and old-format files are refused.
+func TestMovedHarnessGoesOnOnAnotherStore(t *testing.T) {
+	dir := t.TempDir()
+	taskFile := writeTask(t, dir, "mv.yaml", moveTask)
+	a, b, c := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "c")
+	expect := func(want int, contains string, args ...string) string {
+		t.Helper()
+		code, out := cli(t, args...)
+		if code != want || !strings.Contains(out, contains) {
+			t.Fatalf("%v: exit %d (want %d), output lacks %q:\n%s", args, code, want, contains, out)
+		}
+		return out
+	}
+	expect(ExitWaiting, "waits for a human", "--store", a, "run", taskFile)
+	before := eventsOf(t, a, "mv")
+	subBefore := eventsOf(t, a, "mv.draft")
+	if len(before) == 0 || len(subBefore) == 0 {
+		t.Fatal("no events to move")
+	}
+
+	file := filepath.Join(dir, "mv.export")
+	expect(ExitOK, "", "--store", a, "export", "mv", "--chain", "-o", file)
+	expect(ExitOK, "imported mv with 1 sub-agent(s)", "--store", b, "import", file)
+	for _, db := range []string{a, b} {
+		expect(ExitOK, "every chain replays", "--store", db, "verify")
+	}
+	expect(ExitOK, "completed", "--store", b, "show", "mv.draft")
+	if got := eventsOf(t, b, "mv.draft"); !equalEvents(got, subBefore) {
+		t.Fatalf("the sub-agent's events moved as\n%v\nwant\n%v", got, subBefore)
+	}
+	if got := eventsOf(t, b, "mv"); !equalEvents(got, before) {
+		t.Fatalf("the events moved as\n%v\nwant\n%v", got, before)
+	}
+
+	// It goes on there.
+	expect(ExitOK, "gate g1 (step, step ship) approved", "--store", b, "approve", "mv", "g1")
+	expect(ExitOK, "harness mv: completed", "--store", b, "resume", "mv")
+	expect(ExitOK, "every chain replays", "--store", b, "verify")
+	after := eventsOf(t, b, "mv")
+	if len(after) <= len(before) || !equalEvents(after[:len(before)], before) {
+		t.Fatalf("the log on the new store does not continue the moved one:\n%v", after)
+	}
+	var seq uint64
+	for i, e := range after {
+		if e.N != uint64(i+1) {
+			t.Fatalf("event %d is numbered %d: %v", i+1, e.N, after)
+		}
+		if e.Type == event.Checkpoint {
+			if e.Seq != seq+1 {
+				t.Fatalf("checkpoint %d follows checkpoint %d (event %d)", e.Seq, seq, e.N)
+			}
+			seq = e.Seq
+		}
+	}
+	if last := after[len(after)-1]; last.Type != event.Checkpoint || after[len(after)-2].To != "completed" {
+		t.Fatalf("the log does not end with the completion: %+v", after[len(after)-3:])
+	}
+	gate := false
+	for _, e := range after[len(before):] {
+		gate = gate || e.Type == event.Gate && e.Action == "approved"
+	}
+	if !gate {
+		t.Fatal("the approval is not in the log")
+	}
+	// The first store still holds the harness as it was.
+	expect(ExitOK, "waiting for a human", "--store", a, "show", "mv")
+	expect(ExitOK, "every chain replays", "--store", a, "verify")
+
+	// A replacing import brings back the exported family: the completed run's events are gone.
+	expect(ExitError, "already exists: mv, mv.draft", "--store", b, "import", file)
+	expect(ExitOK, "replaced mv, mv.draft", "--store", b, "import", file, "--replace")
+	if got := eventsOf(t, b, "mv"); !equalEvents(got, before) {
+		t.Fatalf("after import --replace the log is\n%v\nwant\n%v", got, before)
+	}
+	expect(ExitOK, "waiting for a human", "--store", b, "show", "mv")
+	expect(ExitOK, "every chain replays", "--store", b, "verify")
+
+	// Stop works on a moved harness.
+	expect(ExitOK, "imported mv", "--store", c, "import", file)
+	expect(ExitOK, "harness mv: failed", "--store", c, "stop", "mv")
+	expect(ExitOK, "stopped by request", "--store", c, "show", "mv")
+
+	// A damaged export and a format-1 export are refused; the store stays as it was.
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lsBefore := expect(ExitOK, "mv.draft", "--store", c, "ls")
+	for i, damaged := range [][]byte{flip(data, 12), flip(data, len(data)/2), data[:len(data)-1], []byte("HECHAIN1\n\x02{}")} {
+		p := filepath.Join(dir, "damaged.export")
+		if err := os.WriteFile(p, damaged, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		want := "export is damaged"
+		if i == 3 {
+			want = "format-1 chain export"
+		}
+		expect(ExitError, want, "--store", c, "import", p, "--replace")
+	}
+	if ls := expect(ExitOK, "mv.draft", "--store", c, "ls"); ls != lsBefore {
+		t.Fatalf("refused imports changed the store:\n%s\nwas\n%s", ls, lsBefore)
+	}
+}
+
+func flip(data []byte, at int) []byte {
+	d := bytes.Clone(data)
+	d[at] ^= 0x10
+	return d
+}
+
+func equalEvents(a, b []event.Event) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, _ := json.Marshal(a[i])
+		y, _ := json.Marshal(b[i])
+		if !bytes.Equal(x, y) {
+			return false
+		}
+	}
+	return true
+}
