@@ -3,7 +3,6 @@
 package task
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -13,8 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/goccy/go-yaml"
-	"github.com/goccy/go-yaml/parser"
+	"go.yaml.in/yaml/v3"
 )
 
 // Defaults: every value a task file may leave out, in one place.
@@ -354,73 +352,53 @@ func ParseAt(name string, data []byte, dir string) (*Task, error) {
 	return t, nil
 }
 
-var simpleKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-
-var typeErr = regexp.MustCompile(`^cannot unmarshal (\S+) into Go struct field \S*?\.?(\w+) of type (\S+)$`)
-
-var yamlPos = regexp.MustCompile(`^\[(\d+):(\d+)\] (.*)$`)
-
-// Parse parses a task file's bytes; name is the file name used in errors.
+// Parse parses a task file's bytes; name is the file name used in errors. Every problem is
+// reported, each with its line and field.
 func Parse(name string, data []byte) (*Task, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, &Error{File: name, Msg: "the task file is empty"}
+	t, _, errs, err := parse(name, data)
+	if err != nil {
+		return nil, err
 	}
-	t := &Task{}
-	if err := yaml.UnmarshalWithOptions(data, t, yaml.DisallowUnknownField()); err != nil {
-		msg := strings.SplitN(err.Error(), "\n", 2)[0]
-		e := &Error{File: name, Msg: msg}
-		if m := yamlPos.FindStringSubmatch(msg); m != nil {
-			fmt.Sscan(m[1], &e.Line)
-			e.Msg = m[3]
-		}
-		if m := typeErr.FindStringSubmatch(e.Msg); m != nil {
-			e.Field, e.Msg = strings.ToLower(m[2][:1])+m[2][1:], fmt.Sprintf("want %s, found a %s", m[3], m[1])
-		}
-		return nil, e
-	}
-	if errs := t.validate(); len(errs) > 0 {
-		loc := locator(data)
-		out := make([]error, len(errs))
-		for i, fe := range errs {
-			out[i] = &Error{File: name, Line: loc(fe.path), Field: fe.field(), Msg: fe.msg}
-		}
-		return nil, errors.Join(out...)
+	if len(errs) > 0 {
+		return nil, joinErrs(name, errs)
 	}
 	t.applyDefaults()
 	return t, nil
 }
 
-// locator maps a field path to its line in the file (0 when it is not written there).
-func locator(data []byte) func(path []string) int {
-	file, err := parser.ParseBytes(data, 0)
-	return func(path []string) int {
-		if err != nil {
-			return 0
-		}
-		for n := len(path); n > 0; n-- { // the field itself, else the nearest parent written
-			var b strings.Builder
-			b.WriteString("$")
-			for _, p := range path[:n] {
-				switch {
-				case strings.HasPrefix(p, "["):
-					b.WriteString(p)
-				case simpleKey.MatchString(p):
-					b.WriteString("." + p)
-				default:
-					b.WriteString(".'" + strings.ReplaceAll(p, "'", "") + "'")
-				}
-			}
-			ps, perr := yaml.PathString(b.String())
-			if perr != nil {
-				continue
-			}
-			node, ferr := ps.FilterFile(file)
-			if ferr == nil && node != nil && node.GetToken() != nil {
-				return node.GetToken().Position.Line
-			}
-		}
-		return 0
+// parse decodes and validates a task file: the task (defaults not applied), its document, and
+// the problems found, or an error that stops parsing (a syntax error, an empty file).
+func parse(name string, data []byte) (*Task, *yaml.Node, []lineErr, error) {
+	t := &Task{}
+	root, errs, err := decodeFile(name, data, t)
+	if err != nil {
+		return nil, nil, nil, err
 	}
+	// A value that could not be decoded is missing from the task: validation would only
+	// report its absence again.
+	under := func(p []string) bool {
+		for _, e := range errs {
+			if e.lost && len(e.path) <= len(p) && slices.Equal(e.path, p[:len(e.path)]) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, fe := range t.validate() {
+		if !under(fe.path) {
+			errs = append(errs, lineErr{fe, locate(root, fe.path), false})
+		}
+	}
+	return t, root, errs, nil
+}
+
+func joinErrs(name string, errs []lineErr) error {
+	slices.SortStableFunc(errs, func(a, b lineErr) int { return a.line - b.line })
+	out := make([]error, len(errs))
+	for i, fe := range errs {
+		out[i] = &Error{File: name, Line: fe.line, Field: fe.field(), Msg: fe.msg}
+	}
+	return errors.Join(out...)
 }
 
 type fieldErr struct {

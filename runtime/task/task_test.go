@@ -64,6 +64,13 @@ func TestParseGoodFileAndDefaults(t *testing.T) {
 	}
 }
 
+func TestByteOrderMarkIsAccepted(t *testing.T) {
+	tk, err := task.Parse("t.yaml", []byte("\ufeffid: x\nagent: A\nagents:\n  A: {driver: script, script: {}}\n"))
+	if err != nil || tk.ID != "x" {
+		t.Fatalf("%+v %v", tk, err)
+	}
+}
+
 func TestBadFilesNameFileLineAndField(t *testing.T) {
 	for _, c := range []struct {
 		name, src string
@@ -101,6 +108,15 @@ func TestBadFilesNameFileLineAndField(t *testing.T) {
 		{"bad endpoint", "agent: A\nagents:\n  A: {driver: openai, endpoint: \"ftp://x\", model: m}\n", []string{"agents.A.endpoint:", "not an http"}},
 		{"hook without command", "agent: A\nagents:\n  A: {driver: script, script: {}}\nhooks:\n  preTool: [{tools: [bash]}]\n", []string{"hooks.preTool[0].command:", "needs a command"}},
 		{"hook on unknown tool", "agent: A\nagents:\n  A: {driver: script, script: {}}\nhooks:\n  postTool: [{command: [x], tools: [nope]}]\n", []string{"t.yaml:5: hooks.postTool[0].tools[0]:", `"nope" is neither`}},
+		{"type errors all reported with their fields", "agent: C\nagents:\n  C:\n    driver: command\n    command: [sh]\n    maxIterations: four\n    tools: write_file\nautonomy: 9\nbogus: 1\n",
+			[]string{"t.yaml:6: agents.C.maxIterations: want an integer, found the string \"four\"", "t.yaml:7: agents.C.tools: want a list", "t.yaml:8: autonomy: 9 is outside 1..5", `t.yaml:9: unknown field "bogus"`}},
+		{"nested type error", "agent: A\nagents:\n  A: {driver: script, script: {steps: {s: {sleep: 1s}}}}\n", []string{"t.yaml:3: agents.A.script.steps.s: want a list"}},
+		{"NaN factor", "agent: A\nretry: {factor: .nan}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: retry.factor: .nan is not a finite number"}},
+		{"infinite temperature", "agent: A\nagents:\n  A: {driver: openai, endpoint: \"http://x/v1\", model: m, temperature: -.inf}\n", []string{"t.yaml:3: agents.A.temperature: -.inf is not a finite number"}},
+		{"NaN argument", "agent: A\nagents:\n  A:\n    driver: script\n    script: {steps: {s: [{tool: glob, args: {n: .NaN}}]}}\n", []string{"t.yaml:5: agents.A.script.steps.s[0].args.n: .NaN is not a finite number"}},
+		{"second document", "agent: A\nagents:\n  A: {driver: script, script: {}}\n---\nagent: B\n", []string{"t.yaml:5: a second YAML document"}},
+		{"key written twice", "agent: A\nagents:\n  A: {driver: script, script: {}}\nagent: B\n", []string{`t.yaml:4: key "agent" is written twice`}},
+		{"syntax error", "agent: A\nagents: {A: {driver: script\n", []string{"t.yaml:"}},
 		{"bad replay", "agent: A\nagents:\n  A: {driver: script, script: {}}\ntools:\n  t: {command: [x], sideEffects: true, replay: sometimes}\n", []string{"t.yaml:5: tools.t.replay:", "retry, skip or ask"}},
 	} {
 		_, err := task.Parse("t.yaml", []byte(c.src))
