@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/harness-edge/harness-edge/runtime/proc"
 )
 
 // Defaults: every value a task file may leave out, in one place.
@@ -339,11 +341,20 @@ func Load(path string) (*Task, error) {
 
 // ParseAt parses a task file's bytes and makes its workspace absolute, relative to dir (the
 // directory the file came from: a task submitted to a daemon keeps the meaning it has for `run`).
+// It is how a task is loaded to run, so it also checks that the executables of command agents,
+// command tools and hooks are found on the PATH their subprocesses will get.
 func ParseAt(name string, data []byte, dir string) (*Task, error) {
-	t, err := Parse(name, data)
+	t, root, errs, err := parse(name, data)
 	if err != nil {
 		return nil, err
 	}
+	for _, fe := range t.checkExecutables() {
+		errs = append(errs, lineErr{fe, locate(root, fe.path), false})
+	}
+	if len(errs) > 0 {
+		return nil, joinErrs(name, errs)
+	}
+	t.applyDefaults()
 	if !filepath.IsAbs(t.Workspace) {
 		t.Workspace = filepath.Join(dir, t.Workspace)
 	}
@@ -351,6 +362,40 @@ func ParseAt(name string, data []byte, dir string) (*Task, error) {
 		return nil, fmt.Errorf("%s: workspace: %w", name, err)
 	}
 	return t, nil
+}
+
+// checkExecutables looks up the first word of each command as its subprocess will (with the
+// clean environment and the names its env: lists), so that a misspelt command is refused
+// before a harness exists rather than failing it.
+func (t *Task) checkExecutables() []fieldErr {
+	var errs []fieldErr
+	check := func(command, env []string, path ...string) {
+		if len(command) == 0 || command[0] == "" {
+			return
+		}
+		if _, err := proc.LookPath(command[0], env); err != nil {
+			errs = append(errs, fieldErr{append(path, "command", "[0]"), err.Error()})
+		}
+	}
+	for _, name := range sortedKeys(t.Agents) {
+		if a := t.Agents[name]; a != nil && a.Driver == "command" {
+			check(a.Command, a.Env, "agents", name)
+		}
+	}
+	for _, name := range sortedKeys(t.Tools) {
+		if tc := t.Tools[name]; tc != nil && !slices.Contains(Builtins, name) {
+			check(tc.Command, tc.Env, "tools", name)
+		}
+	}
+	for _, h := range []struct {
+		name  string
+		hooks []HookConfig
+	}{{"preTool", t.Hooks.PreTool}, {"postTool", t.Hooks.PostTool}} {
+		for i, hc := range h.hooks {
+			check(hc.Command, hc.Env, "hooks", h.name, fmt.Sprintf("[%d]", i))
+		}
+	}
+	return errs
 }
 
 // Parse parses a task file's bytes; name is the file name used in errors. Every problem is

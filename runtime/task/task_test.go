@@ -32,7 +32,19 @@ plan:
   - {id: step-2, description: Implement mutation, agent: MARS, dependsOn: [step-1], critical: true}
 `
 
+// fakeOnPath puts executables with these names on PATH for the test.
+func fakeOnPath(t *testing.T, names ...string) {
+	bin := t.TempDir()
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(bin, n), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+string(filepath.ListSeparator)+os.Getenv("PATH"))
+}
+
 func TestParseGoodFileAndDefaults(t *testing.T) {
+	fakeOnPath(t, "claude") // loading checks that command agents' executables exist
 	dir := t.TempDir()
 	path := filepath.Join(dir, "task.yaml")
 	if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
@@ -129,5 +141,40 @@ func TestBadFilesNameFileLineAndField(t *testing.T) {
 				t.Errorf("%s: error %q does not contain %q", c.name, err, w)
 			}
 		}
+	}
+}
+
+// Loading a task to run looks up the executables of command agents, command tools and hooks on
+// the PATH their subprocesses get, and names the field and line of each one missing; reading a
+// stored task back (Parse) does not.
+func TestMissingExecutablesAreFoundWhenLoading(t *testing.T) {
+	fakeOnPath(t, "present-agent")
+	src := `agent: A
+agents:
+  A: {driver: command, command: [claudee, -p]}
+  B: {driver: command, command: [present-agent]}
+  C: {driver: command, command: [/nonexistent/agent]}
+  D: {driver: command, command: [./made-by-the-task.sh]}
+tools:
+  t: {command: [deploi]}
+  bash: {timeout: 1m}
+hooks:
+  preTool: [{command: [sh, -c, "true"]}, {command: [gaurd]}]
+`
+	_, err := task.ParseAt("t.yaml", []byte(src), t.TempDir())
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, w := range []string{`t.yaml:3: agents.A.command[0]: "claudee" was not found on PATH (`, `t.yaml:5: agents.C.command[0]: "/nonexistent/agent" is not found`,
+		`t.yaml:8: tools.t.command[0]: "deploi" was not found on PATH`, `t.yaml:11: hooks.preTool[1].command[0]: "gaurd" was not found on PATH`} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not contain %q", err, w)
+		}
+	}
+	if n := strings.Count(err.Error(), "\n") + 1; n != 4 {
+		t.Errorf("%d problems reported, want 4: %v", n, err)
+	}
+	if _, err := task.Parse("stored", []byte(src)); err != nil {
+		t.Errorf("reading back checked executables: %v", err)
 	}
 }

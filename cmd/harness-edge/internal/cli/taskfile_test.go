@@ -65,3 +65,39 @@ agents:
 		}
 	}
 }
+
+// A misspelt agent command is refused by run before a harness exists, naming the field, the
+// line and PATH; the same id then runs once the command is fixed.
+func TestRunRefusesACommandNotOnPath(t *testing.T) {
+	dir := t.TempDir()
+	taskFile := filepath.Join(dir, "t.yaml")
+	src := `id: c
+agent: CODER
+autonomy: 5
+workspace: ./ws
+agents:
+  CODER:
+    driver: command
+    command: [%s, -c, "echo done"]
+    maxIterations: 1
+plan: [{id: s, description: do it, agent: CODER}]
+`
+	write := func(cmd string) {
+		if err := os.WriteFile(taskFile, []byte(strings.Replace(src, "%s", cmd, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := filepath.Join(dir, "store")
+	write("shh-not-a-command")
+	code, out := binary(t, store, "run", taskFile)
+	if code != ExitError || !strings.Contains(out, `t.yaml:8: agents.CODER.command[0]: "shh-not-a-command" was not found on PATH`) {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if code, out := binary(t, store, "show", "c"); code == ExitOK {
+		t.Fatalf("a harness was created:\n%s", out)
+	}
+	write("sh")
+	if code, out := binary(t, store, "run", taskFile); code != ExitOK || !strings.Contains(out, "harness c: completed") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
