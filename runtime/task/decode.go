@@ -27,11 +27,11 @@ type lineErr struct {
 	lost bool // the value at path was not decoded
 }
 
-// maxDepth and maxNodes bound what aliases can make of a small file (a cycle, or a
-// billion laughs).
+// maxNesting and the node budget (minNodes, or 4 per byte of the file) bound what aliases can
+// make of a small file: a cycle, or a billion laughs.
 const (
 	maxNesting = 1000
-	minNodes   = 1 << 20
+	minNodes   = 1 << 16
 )
 
 type decoder struct {
@@ -269,6 +269,7 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, path []string, depth 
 			d.note(k, path, fmt.Sprintf("unknown field %q", key))
 			return
 		}
+		v.Field(i).SetZero() // a key replaces what a merge (<<) gave it, as a whole
 		d.value(val, v.Field(i), append(path, key), depth+1)
 	})
 }

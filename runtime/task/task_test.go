@@ -1,6 +1,7 @@
 package task_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -176,5 +177,40 @@ hooks:
 	}
 	if _, err := task.Parse("stored", []byte(src)); err != nil {
 		t.Errorf("reading back checked executables: %v", err)
+	}
+}
+
+// Anchors, aliases and merge keys work, a key replacing what the merge gave it as a whole.
+func TestAliasesAndMerges(t *testing.T) {
+	tk, err := task.Parse("t.yaml", []byte(`agent: B
+agents:
+  base: &base {driver: command, command: [sh], circuitBreaker: {noProgress: 7, sameError: 2}}
+  B:
+    <<: *base
+    circuitBreaker: {sameError: 4}
+    env: &env [HOME]
+  C: {<<: *base, env: *env}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, c := tk.Agents["B"], tk.Agents["C"]
+	if b.Driver != "command" || b.CircuitBreaker.SameError != 4 || b.CircuitBreaker.NoProgress != task.DefaultNoProgress ||
+		c.CircuitBreaker.NoProgress != 7 || len(c.Env) != 1 || c.Env[0] != "HOME" {
+		t.Fatalf("B %+v C %+v", b, c)
+	}
+	// An alias cycle or a billion laughs is refused, not followed.
+	_, err = task.Parse("t.yaml", []byte("agent: A\nagents:\n  A: &a {driver: script, script: {}, tools: [*a]}\n"))
+	if err == nil {
+		t.Fatal("a cycle was accepted")
+	}
+	var laughs strings.Builder
+	laughs.WriteString("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i < 9; i++ {
+		fmt.Fprintf(&laughs, "a%d: &a%d [*a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
+	}
+	laughs.WriteString("agent: A\nagents:\n  A: {driver: script, script: {steps: {s: [{tool: glob, args: {x: *a8}}]}}}\n")
+	if _, err = task.Parse("t.yaml", []byte(laughs.String())); err == nil || !strings.Contains(err.Error(), "expand too far") {
+		t.Fatalf("a billion laughs: %v", err)
 	}
 }
