@@ -82,14 +82,14 @@ func decodeFile(name string, data []byte, t *Task) (*yaml.Node, []lineErr, error
 	return root, d.errs, nil
 }
 
+// syntaxErr turns the parser's error ("yaml: line 3: ...") into an Error with its line.
 func syntaxErr(name string, err error) error {
-	msg := strings.TrimPrefix(strings.SplitN(err.Error(), "\n", 2)[0], "yaml: ")
-	e := &Error{File: name, Msg: msg}
-	if m := yamlLine.FindStringSubmatch(strings.SplitN(err.Error(), "\n", 2)[0]); m != nil {
-		e.Line, _ = strconv.Atoi(m[1])
-		e.Msg = m[2]
+	first, _, _ := strings.Cut(err.Error(), "\n")
+	if m := yamlLine.FindStringSubmatch(first); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &Error{File: name, Line: line, Msg: m[2]}
 	}
-	return e
+	return &Error{File: name, Msg: strings.TrimPrefix(first, "yaml: ")}
 }
 
 // fail reports a value at path that could not be decoded (it is left out of the task).
