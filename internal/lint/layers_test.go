@@ -15,9 +15,9 @@ const module = "github.com/harness-edge/harness-edge/"
 var layers = map[string]int{
 	"statefmt":                      0,
 	"runtime/clock":                 0,
-	"runtime/task":                  0,
 	"runtime/proc":                  0,
 	"sysinfo":                       0,
+	"runtime/task":                  1,
 	"statefmt/event":                1,
 	"bridge":                        1,
 	"store":                         2,

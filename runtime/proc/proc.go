@@ -5,10 +5,14 @@ package proc
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	goruntime "runtime"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -47,6 +51,44 @@ func CleanEnv(extra []string) []string {
 		}
 	}
 	return env
+}
+
+// ErrNotFound is LookPath's error: no executable by that name where the subprocess looks.
+var ErrNotFound = errors.New("not found")
+
+// LookPath finds the executable that a subprocess with the environment CleanEnv(extra) runs as
+// name, so that a task can be checked before it runs. A name without a slash is searched in
+// that environment's PATH (its absolute directories: exec refuses a match in a relative one);
+// an absolute path must be an executable file; a relative path with a slash is resolved in the
+// workspace when the command runs (the task may create it), so it is not checked and LookPath
+// returns "".
+func LookPath(name string, extra []string) (string, error) {
+	if strings.Contains(name, "/") {
+		if !filepath.IsAbs(name) {
+			return "", nil
+		}
+		if !executable(name) {
+			return "", fmt.Errorf("%q is %w or not executable", name, ErrNotFound)
+		}
+		return name, nil
+	}
+	path := ""
+	for _, kv := range CleanEnv(extra) {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if p := filepath.Join(dir, name); filepath.IsAbs(dir) && executable(p) {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%q was %w on PATH (%s)", name, ErrNotFound, path)
+}
+
+func executable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir() && fi.Mode().Perm()&0o111 != 0
 }
 
 // Run runs cmd in its own process group, which it kills whole when ctx ends and again

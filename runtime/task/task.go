@@ -3,7 +3,6 @@
 package task
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -13,8 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/goccy/go-yaml"
-	"github.com/goccy/go-yaml/parser"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/harness-edge/harness-edge/runtime/proc"
 )
 
 // Defaults: every value a task file may leave out, in one place.
@@ -55,30 +55,30 @@ const (
 // Task is a parsed, validated task file with its defaults filled in.
 type Task struct {
 	// ID is the task's id (the harness id when set; generated when empty).
-	ID string `yaml:"id" json:"id,omitempty"`
+	ID string `yaml:"id" json:"id,omitzero"`
 	// Prompt is what the task asks of its agents.
-	Prompt string `yaml:"prompt" json:"prompt,omitempty"`
+	Prompt string `yaml:"prompt" json:"prompt,omitzero"`
 	// Agent owns the harness: it produces the plan when the task declares none.
 	Agent string `yaml:"agent" json:"agent"`
 	// LongRunning false takes the direct path: the agent is called with no harness.
-	LongRunning *bool `yaml:"longRunning" json:"longRunning,omitempty"`
+	LongRunning *bool `yaml:"longRunning" json:"longRunning,omitzero"`
 	// Autonomy 1..5 sets where human gates stop the run.
-	Autonomy int `yaml:"autonomy" json:"autonomy,omitempty"`
+	Autonomy int `yaml:"autonomy" json:"autonomy,omitzero"`
 	// Dream turns on Dream Mode for this task: auto-checkpoints every Checkpoint.Interval
 	// (scaled by autonomy), inside long steps too. `serve --dream` turns it on for every task.
-	Dream      bool             `yaml:"dream" json:"dream,omitempty"`
+	Dream      bool             `yaml:"dream" json:"dream,omitzero"`
 	Checkpoint CheckpointConfig `yaml:"checkpoint" json:"checkpoint,omitzero"`
 	Budget     BudgetConfig     `yaml:"budget" json:"budget,omitzero"`
 	Retry      RetryConfig      `yaml:"retry" json:"retry,omitzero"`
 	// MaxDepth limits sub-agent nesting: a harness at depth MaxDepth spawns no children.
-	MaxDepth int `yaml:"maxDepth" json:"maxDepth,omitempty"`
+	MaxDepth int `yaml:"maxDepth" json:"maxDepth,omitzero"`
 	// Workspace is the directory the agents' tools are confined to (relative paths are relative
 	// to the task file).
-	Workspace string                 `yaml:"workspace" json:"workspace,omitempty"`
+	Workspace string                 `yaml:"workspace" json:"workspace,omitzero"`
 	Agents    map[string]*Agent      `yaml:"agents" json:"agents"`
-	Tools     map[string]*ToolConfig `yaml:"tools" json:"tools,omitempty"`
+	Tools     map[string]*ToolConfig `yaml:"tools" json:"tools,omitzero"`
 	Hooks     HooksConfig            `yaml:"hooks" json:"hooks,omitzero"`
-	Plan      []PlanStep             `yaml:"plan" json:"plan,omitempty"`
+	Plan      []PlanStep             `yaml:"plan" json:"plan,omitzero"`
 }
 
 // CheckpointConfig: Interval is Dream Mode's auto-checkpoint interval inside long steps.
@@ -88,8 +88,8 @@ type CheckpointConfig struct {
 
 // BudgetConfig: limits per harness (0 tokens or wall clock: unlimited).
 type BudgetConfig struct {
-	ToolCalls int      `yaml:"toolCalls" json:"toolCalls,omitempty"`
-	Tokens    int64    `yaml:"tokens" json:"tokens,omitempty"`
+	ToolCalls int      `yaml:"toolCalls" json:"toolCalls,omitzero"`
+	Tokens    int64    `yaml:"tokens" json:"tokens,omitzero"`
 	WallClock Duration `yaml:"wallClock" json:"wallClock,omitzero"`
 }
 
@@ -97,9 +97,9 @@ type BudgetConfig struct {
 // MaxRetries times, waiting about Base, then at least Factor times the previous wait (jitter
 // only adds), never more than MaxDelay.
 type RetryConfig struct {
-	MaxRetries *int     `yaml:"maxRetries" json:"maxRetries,omitempty"`
+	MaxRetries *int     `yaml:"maxRetries" json:"maxRetries,omitzero"`
 	Base       Duration `yaml:"base" json:"base,omitzero"`
-	Factor     float64  `yaml:"factor" json:"factor,omitempty"`
+	Factor     float64  `yaml:"factor" json:"factor,omitzero"`
 	MaxDelay   Duration `yaml:"maxDelay" json:"maxDelay,omitzero"`
 }
 
@@ -116,64 +116,64 @@ func (r RetryConfig) Retries() int {
 type Agent struct {
 	Driver string `yaml:"driver" json:"driver"`
 	// Tools the agent may call (built-in or the task's own).
-	Tools []string `yaml:"tools" json:"tools,omitempty"`
+	Tools []string `yaml:"tools" json:"tools,omitzero"`
 	// Instructions are the agent's standing instructions: the system prompt of an openai agent,
 	// the head of every prompt of a command agent.
-	Instructions string `yaml:"instructions" json:"instructions,omitempty"`
+	Instructions string `yaml:"instructions" json:"instructions,omitzero"`
 	// Script is the script driver's actions.
-	Script *Script `yaml:"script" json:"script,omitempty"`
+	Script *Script `yaml:"script" json:"script,omitzero"`
 
 	// The command driver: Command runs once per iteration (a fresh process: fresh context).
-	Command []string `yaml:"command" json:"command,omitempty"`
+	Command []string `yaml:"command" json:"command,omitzero"`
 	// PromptVia is how the prompt reaches the command: "stdin" (the default) or "arg" (it
 	// replaces a "{prompt}" argument, or is appended).
-	PromptVia string `yaml:"promptVia" json:"promptVia,omitempty"`
+	PromptVia string `yaml:"promptVia" json:"promptVia,omitzero"`
 	// Env names variables of harness-edge's environment the command sees (API keys, say),
 	// besides PATH, HOME, LANG, LC_ALL, TZ and TMPDIR.
-	Env              []string `yaml:"env" json:"env,omitempty"`
+	Env              []string `yaml:"env" json:"env,omitzero"`
 	IterationTimeout Duration `yaml:"iterationTimeout" json:"iterationTimeout,omitzero"`
 	// MaxOutput caps the bytes of stdout (and of stderr) kept per iteration.
-	MaxOutput int `yaml:"maxOutput" json:"maxOutput,omitempty"`
+	MaxOutput int `yaml:"maxOutput" json:"maxOutput,omitzero"`
 	// CompletionPromise is the text whose appearance in an iteration's final output completes
 	// the step; without one, an iteration that exits 0 completes it.
-	CompletionPromise string `yaml:"completionPromise" json:"completionPromise,omitempty"`
-	MaxIterations     int    `yaml:"maxIterations" json:"maxIterations,omitempty"`
+	CompletionPromise string `yaml:"completionPromise" json:"completionPromise,omitzero"`
+	MaxIterations     int    `yaml:"maxIterations" json:"maxIterations,omitzero"`
 	// HandoffFile is the workspace file an iteration may leave for the next (default
 	// handoff.json); its content goes into the next iteration's prompt.
-	HandoffFile string `yaml:"handoffFile" json:"handoffFile,omitempty"`
+	HandoffFile string `yaml:"handoffFile" json:"handoffFile,omitzero"`
 	// ContinuationPrompt opens the prompt of every iteration after the first.
-	ContinuationPrompt string          `yaml:"continuationPrompt" json:"continuationPrompt,omitempty"`
+	ContinuationPrompt string          `yaml:"continuationPrompt" json:"continuationPrompt,omitzero"`
 	CircuitBreaker     BreakerConfig   `yaml:"circuitBreaker" json:"circuitBreaker,omitzero"`
 	RateLimit          RateLimitConfig `yaml:"rateLimit" json:"rateLimit,omitzero"`
 
 	// The openai driver: chat completions at Endpoint (".../v1"), the key in the environment
 	// variable APIKeyEnv (never stored).
-	Endpoint       string           `yaml:"endpoint" json:"endpoint,omitempty"`
-	Model          string           `yaml:"model" json:"model,omitempty"`
-	APIKeyEnv      string           `yaml:"apiKeyEnv" json:"apiKeyEnv,omitempty"`
-	ContextWindow  int              `yaml:"contextWindow" json:"contextWindow,omitempty"`
-	MaxTurns       int              `yaml:"maxTurns" json:"maxTurns,omitempty"`
+	Endpoint       string           `yaml:"endpoint" json:"endpoint,omitzero"`
+	Model          string           `yaml:"model" json:"model,omitzero"`
+	APIKeyEnv      string           `yaml:"apiKeyEnv" json:"apiKeyEnv,omitzero"`
+	ContextWindow  int              `yaml:"contextWindow" json:"contextWindow,omitzero"`
+	MaxTurns       int              `yaml:"maxTurns" json:"maxTurns,omitzero"`
 	RequestTimeout Duration         `yaml:"requestTimeout" json:"requestTimeout,omitzero"`
-	Temperature    *float64         `yaml:"temperature" json:"temperature,omitempty"`
+	Temperature    *float64         `yaml:"temperature" json:"temperature,omitzero"`
 	Compaction     CompactionConfig `yaml:"compaction" json:"compaction,omitzero"`
 	// DoomLoop is how many identical tool calls in a row are blocked (same tool, same arguments).
-	DoomLoop int `yaml:"doomLoop" json:"doomLoop,omitempty"`
+	DoomLoop int `yaml:"doomLoop" json:"doomLoop,omitzero"`
 }
 
 // BreakerConfig: the command driver's circuit breaker opens (and pauses the harness) after
 // NoProgress iterations in a row that changed nothing (same output, same workspace), SameError
 // iterations in a row that failed the same way, or RateLimits rate-limited iterations in a row.
 type BreakerConfig struct {
-	NoProgress int `yaml:"noProgress" json:"noProgress,omitempty"`
-	SameError  int `yaml:"sameError" json:"sameError,omitempty"`
-	RateLimits int `yaml:"rateLimits" json:"rateLimits,omitempty"`
+	NoProgress int `yaml:"noProgress" json:"noProgress,omitzero"`
+	SameError  int `yaml:"sameError" json:"sameError,omitzero"`
+	RateLimits int `yaml:"rateLimits" json:"rateLimits,omitzero"`
 }
 
 // RateLimitConfig: Patterns (regular expressions, added to the built-in ones) recognise a
 // rate-limited iteration; it waits for the reset time the output states, else Wait (doubling
 // while it repeats), never more than MaxWait.
 type RateLimitConfig struct {
-	Patterns []string `yaml:"patterns" json:"patterns,omitempty"`
+	Patterns []string `yaml:"patterns" json:"patterns,omitzero"`
 	Wait     Duration `yaml:"wait" json:"wait,omitzero"`
 	MaxWait  Duration `yaml:"maxWait" json:"maxWait,omitzero"`
 }
@@ -181,47 +181,47 @@ type RateLimitConfig struct {
 // CompactionConfig: when a conversation reaches Threshold of the context window, the turns
 // before the ProtectTurns most recent ones are replaced by a summary.
 type CompactionConfig struct {
-	Threshold    float64 `yaml:"threshold" json:"threshold,omitempty"`
-	ProtectTurns int     `yaml:"protectTurns" json:"protectTurns,omitempty"`
+	Threshold    float64 `yaml:"threshold" json:"threshold,omitzero"`
+	ProtectTurns int     `yaml:"protectTurns" json:"protectTurns,omitzero"`
 }
 
 // HooksConfig: shell hooks run before (PreTool) and after (PostTool) tool calls.
 type HooksConfig struct {
-	PreTool  []HookConfig `yaml:"preTool" json:"preTool,omitempty"`
-	PostTool []HookConfig `yaml:"postTool" json:"postTool,omitempty"`
+	PreTool  []HookConfig `yaml:"preTool" json:"preTool,omitzero"`
+	PostTool []HookConfig `yaml:"postTool" json:"postTool,omitzero"`
 }
 
 // HookConfig is one shell hook: Command gets the call as JSON on stdin; Tools limits it to
 // those tools (empty: every tool).
 type HookConfig struct {
 	Command []string `yaml:"command" json:"command"`
-	Tools   []string `yaml:"tools" json:"tools,omitempty"`
+	Tools   []string `yaml:"tools" json:"tools,omitzero"`
 	Timeout Duration `yaml:"timeout" json:"timeout,omitzero"`
-	Env     []string `yaml:"env" json:"env,omitempty"`
+	Env     []string `yaml:"env" json:"env,omitzero"`
 }
 
 // ToolConfig configures a user-defined command tool, or a built-in one (then without Command).
 type ToolConfig struct {
 	// Command runs the tool: JSON arguments on stdin, JSON (or text) result on stdout.
-	Command []string `yaml:"command" json:"command,omitempty"`
+	Command []string `yaml:"command" json:"command,omitzero"`
 	// Timeout cancels a call that runs longer (for bash: the longest a call may ask for).
 	Timeout Duration `yaml:"timeout" json:"timeout,omitzero"`
 	// SideEffects journals each call (intent before, receipt after); Replay says what a resume
 	// does with a call that has an intent and no receipt: retry, skip or ask (the default).
-	SideEffects bool   `yaml:"sideEffects" json:"sideEffects,omitempty"`
-	Replay      string `yaml:"replay" json:"replay,omitempty"`
+	SideEffects bool   `yaml:"sideEffects" json:"sideEffects,omitzero"`
+	Replay      string `yaml:"replay" json:"replay,omitzero"`
 	// Env names the variables of harness-edge's environment the tool sees, besides PATH, HOME,
 	// LANG, LC_ALL, TZ and TMPDIR (command tools and bash run in a clean environment).
-	Env []string `yaml:"env" json:"env,omitempty"`
+	Env []string `yaml:"env" json:"env,omitzero"`
 	// Allow and Deny are bash's rules: patterns ('*' matches anything) that each simple command
 	// of a call must match (Allow, when set) and must not match (Deny).
-	Allow []string `yaml:"allow" json:"allow,omitempty"`
-	Deny  []string `yaml:"deny" json:"deny,omitempty"`
+	Allow []string `yaml:"allow" json:"allow,omitzero"`
+	Deny  []string `yaml:"deny" json:"deny,omitzero"`
 	// MaxOutput caps the bytes of output kept (default 64 KiB).
-	MaxOutput int `yaml:"maxOutput" json:"maxOutput,omitempty"`
+	MaxOutput int `yaml:"maxOutput" json:"maxOutput,omitzero"`
 	// Description and Parameters (a JSON schema) describe a command tool to models.
-	Description string         `yaml:"description" json:"description,omitempty"`
-	Parameters  map[string]any `yaml:"parameters" json:"parameters,omitempty"`
+	Description string         `yaml:"description" json:"description,omitzero"`
+	Parameters  map[string]any `yaml:"parameters" json:"parameters,omitzero"`
 }
 
 // Builtins are the built-in tools, confined to the harness workspace.
@@ -232,37 +232,37 @@ type PlanStep struct {
 	ID          string   `yaml:"id" json:"id"`
 	Description string   `yaml:"description" json:"description"`
 	Agent       string   `yaml:"agent" json:"agent"`
-	DependsOn   []string `yaml:"dependsOn" json:"dependsOn,omitempty"`
-	Critical    bool     `yaml:"critical" json:"critical,omitempty"`
-	Phase       string   `yaml:"phase" json:"phase,omitempty"`
+	DependsOn   []string `yaml:"dependsOn" json:"dependsOn,omitzero"`
+	Critical    bool     `yaml:"critical" json:"critical,omitzero"`
+	Phase       string   `yaml:"phase" json:"phase,omitzero"`
 }
 
 // Script is the script driver's program: the plan it produces and the actions of each step
 // ("*" serves steps without their own entry).
 type Script struct {
-	Plan  []PlanStep          `yaml:"plan" json:"plan,omitempty"`
-	Steps map[string][]Action `yaml:"steps" json:"steps,omitempty"`
+	Plan  []PlanStep          `yaml:"plan" json:"plan,omitzero"`
+	Steps map[string][]Action `yaml:"steps" json:"steps,omitzero"`
 }
 
 // Action is one script action; exactly one of Tool, Sleep, Output, Fail, Promise and Tokens is
 // set.
 type Action struct {
 	// Tool calls a tool with Args.
-	Tool string         `yaml:"tool" json:"tool,omitempty"`
-	Args map[string]any `yaml:"args" json:"args,omitempty"`
+	Tool string         `yaml:"tool" json:"tool,omitzero"`
+	Args map[string]any `yaml:"args" json:"args,omitzero"`
 	// Sleep waits (cancellably).
 	Sleep Duration `yaml:"sleep" json:"sleep,omitzero"`
 	// Output appends a line to the step's output.
-	Output *string `yaml:"output" json:"output,omitempty"`
+	Output *string `yaml:"output" json:"output,omitzero"`
 	// Fail fails the attempt: "transient" (retried) or "permanent", with Message, on the first
 	// Times attempts of the step (0: every attempt).
-	Fail    string `yaml:"fail" json:"fail,omitempty"`
-	Message string `yaml:"message" json:"message,omitempty"`
-	Times   int    `yaml:"times" json:"times,omitempty"`
+	Fail    string `yaml:"fail" json:"fail,omitzero"`
+	Message string `yaml:"message" json:"message,omitzero"`
+	Times   int    `yaml:"times" json:"times,omitzero"`
 	// Promise prints a completion promise (<promise>TEXT</promise>) in the output.
-	Promise string `yaml:"promise" json:"promise,omitempty"`
+	Promise string `yaml:"promise" json:"promise,omitzero"`
 	// Tokens reports model tokens used (counted against the token budget).
-	Tokens int64 `yaml:"tokens" json:"tokens,omitempty"`
+	Tokens int64 `yaml:"tokens" json:"tokens,omitzero"`
 }
 
 // Kind says which action a is: "tool", "sleep", "output", "fail", "promise" or "tokens" (a
@@ -307,8 +307,9 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // MarshalText writes the duration back in the same notation.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
 
-// IsZero lets JSON omit an unset duration.
-func (d Duration) IsZero() bool { return d.Duration == 0 }
+// IsZero lets JSON omit a duration that was not written (nor defaulted). A written zero is
+// not omitted: it may be what makes a value valid ({sleep: 0s} is a sleep action).
+func (d Duration) IsZero() bool { return d.Duration == 0 && d.raw == "" }
 
 // Error is a task-file error: where, which field, and why.
 type Error struct {
@@ -340,11 +341,20 @@ func Load(path string) (*Task, error) {
 
 // ParseAt parses a task file's bytes and makes its workspace absolute, relative to dir (the
 // directory the file came from: a task submitted to a daemon keeps the meaning it has for `run`).
+// It is how a task is loaded to run, so it also checks that the executables of command agents,
+// command tools and hooks are found on the PATH their subprocesses will get.
 func ParseAt(name string, data []byte, dir string) (*Task, error) {
-	t, err := Parse(name, data)
+	t, root, errs, err := parse(name, data)
 	if err != nil {
 		return nil, err
 	}
+	for _, fe := range t.checkExecutables() {
+		errs = append(errs, lineErr{fe, locate(root, fe.path), false})
+	}
+	if len(errs) > 0 {
+		return nil, joinErrs(name, errs)
+	}
+	t.applyDefaults()
 	if !filepath.IsAbs(t.Workspace) {
 		t.Workspace = filepath.Join(dir, t.Workspace)
 	}
@@ -354,73 +364,87 @@ func ParseAt(name string, data []byte, dir string) (*Task, error) {
 	return t, nil
 }
 
-var simpleKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+// checkExecutables looks up the first word of each command as its subprocess will (with the
+// clean environment and the names its env: lists), so that a misspelt command is refused
+// before a harness exists rather than failing it.
+func (t *Task) checkExecutables() []fieldErr {
+	var errs []fieldErr
+	check := func(command, env []string, path ...string) {
+		if len(command) == 0 || command[0] == "" {
+			return
+		}
+		if _, err := proc.LookPath(command[0], env); err != nil {
+			errs = append(errs, fieldErr{append(path, "command", "[0]"), err.Error()})
+		}
+	}
+	for _, name := range sortedKeys(t.Agents) {
+		if a := t.Agents[name]; a != nil && a.Driver == "command" {
+			check(a.Command, a.Env, "agents", name)
+		}
+	}
+	for _, name := range sortedKeys(t.Tools) {
+		if tc := t.Tools[name]; tc != nil && !slices.Contains(Builtins, name) {
+			check(tc.Command, tc.Env, "tools", name)
+		}
+	}
+	for _, h := range []struct {
+		name  string
+		hooks []HookConfig
+	}{{"preTool", t.Hooks.PreTool}, {"postTool", t.Hooks.PostTool}} {
+		for i, hc := range h.hooks {
+			check(hc.Command, hc.Env, "hooks", h.name, fmt.Sprintf("[%d]", i))
+		}
+	}
+	return errs
+}
 
-var typeErr = regexp.MustCompile(`^cannot unmarshal (\S+) into Go struct field \S*?\.?(\w+) of type (\S+)$`)
-
-var yamlPos = regexp.MustCompile(`^\[(\d+):(\d+)\] (.*)$`)
-
-// Parse parses a task file's bytes; name is the file name used in errors.
+// Parse parses a task file's bytes; name is the file name used in errors. Every problem is
+// reported, each with its line and field.
 func Parse(name string, data []byte) (*Task, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, &Error{File: name, Msg: "the task file is empty"}
+	t, _, errs, err := parse(name, data)
+	if err != nil {
+		return nil, err
 	}
-	t := &Task{}
-	if err := yaml.UnmarshalWithOptions(data, t, yaml.DisallowUnknownField()); err != nil {
-		msg := strings.SplitN(err.Error(), "\n", 2)[0]
-		e := &Error{File: name, Msg: msg}
-		if m := yamlPos.FindStringSubmatch(msg); m != nil {
-			fmt.Sscan(m[1], &e.Line)
-			e.Msg = m[3]
-		}
-		if m := typeErr.FindStringSubmatch(e.Msg); m != nil {
-			e.Field, e.Msg = strings.ToLower(m[2][:1])+m[2][1:], fmt.Sprintf("want %s, found a %s", m[3], m[1])
-		}
-		return nil, e
-	}
-	if errs := t.validate(); len(errs) > 0 {
-		loc := locator(data)
-		out := make([]error, len(errs))
-		for i, fe := range errs {
-			out[i] = &Error{File: name, Line: loc(fe.path), Field: fe.field(), Msg: fe.msg}
-		}
-		return nil, errors.Join(out...)
+	if len(errs) > 0 {
+		return nil, joinErrs(name, errs)
 	}
 	t.applyDefaults()
 	return t, nil
 }
 
-// locator maps a field path to its line in the file (0 when it is not written there).
-func locator(data []byte) func(path []string) int {
-	file, err := parser.ParseBytes(data, 0)
-	return func(path []string) int {
-		if err != nil {
-			return 0
-		}
-		for n := len(path); n > 0; n-- { // the field itself, else the nearest parent written
-			var b strings.Builder
-			b.WriteString("$")
-			for _, p := range path[:n] {
-				switch {
-				case strings.HasPrefix(p, "["):
-					b.WriteString(p)
-				case simpleKey.MatchString(p):
-					b.WriteString("." + p)
-				default:
-					b.WriteString(".'" + strings.ReplaceAll(p, "'", "") + "'")
-				}
-			}
-			ps, perr := yaml.PathString(b.String())
-			if perr != nil {
-				continue
-			}
-			node, ferr := ps.FilterFile(file)
-			if ferr == nil && node != nil && node.GetToken() != nil {
-				return node.GetToken().Position.Line
-			}
-		}
-		return 0
+// parse decodes and validates a task file: the task (defaults not applied), its document, and
+// the problems found, or an error that stops parsing (a syntax error, an empty file).
+func parse(name string, data []byte) (*Task, *yaml.Node, []lineErr, error) {
+	t := &Task{}
+	root, errs, err := decodeFile(name, data, t)
+	if err != nil {
+		return nil, nil, nil, err
 	}
+	// A value that could not be decoded is missing from the task: validation would only
+	// report its absence again.
+	under := func(p []string) bool {
+		for _, e := range errs {
+			if e.lost && len(e.path) <= len(p) && slices.Equal(e.path, p[:len(e.path)]) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, fe := range t.validate() {
+		if !under(fe.path) {
+			errs = append(errs, lineErr{fe, locate(root, fe.path), false})
+		}
+	}
+	return t, root, errs, nil
+}
+
+func joinErrs(name string, errs []lineErr) error {
+	slices.SortStableFunc(errs, func(a, b lineErr) int { return a.line - b.line })
+	out := make([]error, len(errs))
+	for i, fe := range errs {
+		out[i] = &Error{File: name, Line: fe.line, Field: fe.field(), Msg: fe.msg}
+	}
+	return errors.Join(out...)
 }
 
 type fieldErr struct {

@@ -1,6 +1,7 @@
 package task_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +33,19 @@ plan:
   - {id: step-2, description: Implement mutation, agent: MARS, dependsOn: [step-1], critical: true}
 `
 
+// fakeOnPath puts executables with these names on PATH for the test.
+func fakeOnPath(t *testing.T, names ...string) {
+	bin := t.TempDir()
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(bin, n), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+string(filepath.ListSeparator)+os.Getenv("PATH"))
+}
+
 func TestParseGoodFileAndDefaults(t *testing.T) {
+	fakeOnPath(t, "claude") // loading checks that command agents' executables exist
 	dir := t.TempDir()
 	path := filepath.Join(dir, "task.yaml")
 	if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
@@ -61,6 +74,13 @@ func TestParseGoodFileAndDefaults(t *testing.T) {
 	tk2, err := task.Parse("task.json", []byte(`{"agent": "A", "agents": {"A": {"driver": "script", "script": {"plan": [{"id": "a", "description": "d", "agent": "A"}]}}}, "checkpoint": {"interval": "90s"}}`))
 	if err != nil || tk2.Checkpoint.Interval.Duration != 90*time.Second || tk2.Plan != nil || tk2.Agents["A"].Script.Plan[0].ID != "a" {
 		t.Fatalf("json: %+v %v", tk2, err)
+	}
+}
+
+func TestByteOrderMarkIsAccepted(t *testing.T) {
+	tk, err := task.Parse("t.yaml", []byte("\ufeffid: x\nagent: A\nagents:\n  A: {driver: script, script: {}}\n"))
+	if err != nil || tk.ID != "x" {
+		t.Fatalf("%+v %v", tk, err)
 	}
 }
 
@@ -101,6 +121,15 @@ func TestBadFilesNameFileLineAndField(t *testing.T) {
 		{"bad endpoint", "agent: A\nagents:\n  A: {driver: openai, endpoint: \"ftp://x\", model: m}\n", []string{"agents.A.endpoint:", "not an http"}},
 		{"hook without command", "agent: A\nagents:\n  A: {driver: script, script: {}}\nhooks:\n  preTool: [{tools: [bash]}]\n", []string{"hooks.preTool[0].command:", "needs a command"}},
 		{"hook on unknown tool", "agent: A\nagents:\n  A: {driver: script, script: {}}\nhooks:\n  postTool: [{command: [x], tools: [nope]}]\n", []string{"t.yaml:5: hooks.postTool[0].tools[0]:", `"nope" is neither`}},
+		{"type errors all reported with their fields", "agent: C\nagents:\n  C:\n    driver: command\n    command: [sh]\n    maxIterations: four\n    tools: write_file\nautonomy: 9\nbogus: 1\n",
+			[]string{"t.yaml:6: agents.C.maxIterations: want an integer, found the string \"four\"", "t.yaml:7: agents.C.tools: want a list", "t.yaml:8: autonomy: 9 is outside 1..5", `t.yaml:9: unknown field "bogus"`}},
+		{"nested type error", "agent: A\nagents:\n  A: {driver: script, script: {steps: {s: {sleep: 1s}}}}\n", []string{"t.yaml:3: agents.A.script.steps.s: want a list"}},
+		{"NaN factor", "agent: A\nretry: {factor: .nan}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: retry.factor: .nan is not a finite number"}},
+		{"infinite temperature", "agent: A\nagents:\n  A: {driver: openai, endpoint: \"http://x/v1\", model: m, temperature: -.inf}\n", []string{"t.yaml:3: agents.A.temperature: -.inf is not a finite number"}},
+		{"NaN argument", "agent: A\nagents:\n  A:\n    driver: script\n    script: {steps: {s: [{tool: glob, args: {n: .NaN}}]}}\n", []string{"t.yaml:5: agents.A.script.steps.s[0].args.n: .NaN is not a finite number"}},
+		{"second document", "agent: A\nagents:\n  A: {driver: script, script: {}}\n---\nagent: B\n", []string{"t.yaml:5: a second YAML document"}},
+		{"key written twice", "agent: A\nagents:\n  A: {driver: script, script: {}}\nagent: B\n", []string{`t.yaml:4: key "agent" is written twice`}},
+		{"syntax error", "agent: A\nagents: {A: {driver: script\n", []string{"t.yaml:"}},
 		{"bad replay", "agent: A\nagents:\n  A: {driver: script, script: {}}\ntools:\n  t: {command: [x], sideEffects: true, replay: sometimes}\n", []string{"t.yaml:5: tools.t.replay:", "retry, skip or ask"}},
 	} {
 		_, err := task.Parse("t.yaml", []byte(c.src))
@@ -113,5 +142,75 @@ func TestBadFilesNameFileLineAndField(t *testing.T) {
 				t.Errorf("%s: error %q does not contain %q", c.name, err, w)
 			}
 		}
+	}
+}
+
+// Loading a task to run looks up the executables of command agents, command tools and hooks on
+// the PATH their subprocesses get, and names the field and line of each one missing; reading a
+// stored task back (Parse) does not.
+func TestMissingExecutablesAreFoundWhenLoading(t *testing.T) {
+	fakeOnPath(t, "present-agent")
+	src := `agent: A
+agents:
+  A: {driver: command, command: [claudee, -p]}
+  B: {driver: command, command: [present-agent]}
+  C: {driver: command, command: [/nonexistent/agent]}
+  D: {driver: command, command: [./made-by-the-task.sh]}
+tools:
+  t: {command: [deploi]}
+  bash: {timeout: 1m}
+hooks:
+  preTool: [{command: [sh, -c, "true"]}, {command: [gaurd]}]
+`
+	_, err := task.ParseAt("t.yaml", []byte(src), t.TempDir())
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, w := range []string{`t.yaml:3: agents.A.command[0]: "claudee" was not found on PATH (`, `t.yaml:5: agents.C.command[0]: "/nonexistent/agent" is not found`,
+		`t.yaml:8: tools.t.command[0]: "deploi" was not found on PATH`, `t.yaml:11: hooks.preTool[1].command[0]: "gaurd" was not found on PATH`} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not contain %q", err, w)
+		}
+	}
+	if n := strings.Count(err.Error(), "\n") + 1; n != 4 {
+		t.Errorf("%d problems reported, want 4: %v", n, err)
+	}
+	if _, err := task.Parse("stored", []byte(src)); err != nil {
+		t.Errorf("reading back checked executables: %v", err)
+	}
+}
+
+// Anchors, aliases and merge keys work, a key replacing what the merge gave it as a whole.
+func TestAliasesAndMerges(t *testing.T) {
+	tk, err := task.Parse("t.yaml", []byte(`agent: B
+agents:
+  base: &base {driver: command, command: [sh], circuitBreaker: {noProgress: 7, sameError: 2}}
+  B:
+    <<: *base
+    circuitBreaker: {sameError: 4}
+    env: &env [HOME]
+  C: {<<: *base, env: *env}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, c := tk.Agents["B"], tk.Agents["C"]
+	if b.Driver != "command" || b.CircuitBreaker.SameError != 4 || b.CircuitBreaker.NoProgress != task.DefaultNoProgress ||
+		c.CircuitBreaker.NoProgress != 7 || len(c.Env) != 1 || c.Env[0] != "HOME" {
+		t.Fatalf("B %+v C %+v", b, c)
+	}
+	// An alias cycle or a billion laughs is refused, not followed.
+	_, err = task.Parse("t.yaml", []byte("agent: A\nagents:\n  A: &a {driver: script, script: {}, tools: [*a]}\n"))
+	if err == nil {
+		t.Fatal("a cycle was accepted")
+	}
+	var laughs strings.Builder
+	laughs.WriteString("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i < 9; i++ {
+		fmt.Fprintf(&laughs, "a%d: &a%d [*a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
+	}
+	laughs.WriteString("agent: A\nagents:\n  A: {driver: script, script: {steps: {s: [{tool: glob, args: {x: *a8}}]}}}\n")
+	if _, err = task.Parse("t.yaml", []byte(laughs.String())); err == nil || !strings.Contains(err.Error(), "expand too far") {
+		t.Fatalf("a billion laughs: %v", err)
 	}
 }
