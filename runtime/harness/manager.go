@@ -242,18 +242,30 @@ func (m *Manager) Stop(id string) error {
 		h.mu.Unlock()
 		return &TransitionError{HarnessID: id, From: h.st.Status, To: statefmt.StatusFailed}
 	}
-	err = h.stopLocked()
-	children := slices.Clone(h.st.SubAgentIDs)
-	h.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	for _, cid := range children {
-		if err := m.Stop(cid); err != nil && !errors.As(err, new(*TransitionError)) {
-			return err
+	var children []string
+	for _, cid := range h.st.SubAgentIDs {
+		if r := h.st.SubAgentResults[cid]; r.Status != statefmt.StatusCompleted && r.Status != statefmt.StatusFailed {
+			children = append(children, cid)
 		}
 	}
-	return nil
+	h.mu.Unlock()
+	// The unfinished sub-agents stop first, so that the parent's final checkpoint records what
+	// they came to.
+	for _, cid := range children {
+		if err := m.Stop(cid); err != nil && !errors.As(err, new(*TransitionError)) && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if c, err := m.Get(cid); err == nil {
+			h.noteChild(cid, c.State(), "")
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running { // it started meanwhile
+		h.stop(errStopped)
+		return nil
+	}
+	return h.stopLocked()
 }
 
 // ReasonShutdown is the pause reason of the harnesses a stopping daemon put aside; the next
