@@ -108,6 +108,16 @@ func (m *Manager) newHarness(t *task.Task, st *statefmt.HarnessState) *Harness {
 // ErrExists is returned by Create for an id the store already holds.
 var ErrExists = errors.New("harness already exists")
 
+// existsError refuses to create a harness the store holds, saying what can be done with it.
+func existsError(id string, status statefmt.Status) error {
+	switch status {
+	case statefmt.StatusCompleted, statefmt.StatusFailed:
+		return fmt.Errorf("harness %s: %w and has %s, so it cannot be resumed (give the task another id, or look at it with `harness-edge show %s`)", id, ErrExists, status, id)
+	default:
+		return fmt.Errorf("harness %s: %w and is %s (resume it with `harness-edge resume %s`, or give the task another id)", id, ErrExists, status, id)
+	}
+}
+
 // Create makes a new harness for t in status created and persists it with its task, so that
 // it can be resumed from the store alone. A declared plan is validated first: a bad task
 // creates nothing.
@@ -133,11 +143,11 @@ func (m *Manager) create(t *task.Task, init func(*statefmt.HarnessState)) (*Harn
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.harnesses[id]; ok {
-		return nil, fmt.Errorf("harness %s: %w (resume it, or give the task another id)", id, ErrExists)
+	if h, ok := m.harnesses[id]; ok {
+		return nil, existsError(id, h.Status())
 	}
-	if _, err := m.store.Index(id); err == nil {
-		return nil, fmt.Errorf("harness %s: %w (resume it, or give the task another id)", id, ErrExists)
+	if e, err := m.store.Index(id); err == nil {
+		return nil, existsError(id, e.Status)
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
