@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -53,5 +54,39 @@ plan:
 	events, lines := strings.Count(js, "\n"), strings.Count(out, "\n")
 	if events == 0 || lines != events || !strings.Contains(out, `first line\nsecond line\nthird line`) {
 		t.Fatalf("%d events, %d lines:\n%s", events, lines, out)
+	}
+}
+
+// TestJSONErrorsGoToStdoutAsJSON: with --json a failing command prints a JSON error object on
+// stdout, with the exit code it returns; the message stays on stderr too.
+func TestJSONErrorsGoToStdoutAsJSON(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "store")
+	for _, args := range [][]string{{"show", "nope", "--json"}, {"report", "--json", "--since", "-1h"}} {
+		code, out, stderr := run(t, append([]string{"--store", db}, args...)...)
+		var e struct {
+			Type     string `json:"type"`
+			Error    string `json:"error"`
+			ExitCode int    `json:"exitCode"`
+		}
+		if code == ExitOK || json.Unmarshal([]byte(out), &e) != nil || e.Type != "error" || e.Error == "" || e.ExitCode != code || !strings.Contains(stderr, e.Error) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, stderr)
+		}
+	}
+	// Without --json, stdout stays empty.
+	if code, out, _ := run(t, "--store", db, "show", "nope"); code != ExitError || out != "" {
+		t.Errorf("show without --json: exit %d, stdout %q", code, out)
+	}
+}
+
+// TestUsageMessages: a misspelt command gets a suggestion, and a missing argument a usage hint
+// that names the command.
+func TestUsageMessages(t *testing.T) {
+	code, _, stderr := run(t, "shwo", "x")
+	if code != ExitUsage || !strings.Contains(stderr, "Did you mean this?") || !strings.Contains(stderr, "\tshow") {
+		t.Errorf("shwo: exit %d: %s", code, stderr)
+	}
+	code, _, stderr = run(t, "run")
+	if code != ExitUsage || !strings.Contains(stderr, "see 'harness-edge run --help' for usage") || strings.Contains(stderr, "run 'harness-edge --help'") {
+		t.Errorf("run without a task: exit %d: %s", code, stderr)
 	}
 }
