@@ -132,9 +132,14 @@ type Server struct {
 	frozen  bool
 	queue   []string
 	running map[string]bool
+	// cancels cancels the context of each scheduled run (in running), from the moment it is
+	// scheduled: a pause reaches it even before its Run has started.
+	cancels map[string]context.CancelCauseFunc
 	closing bool
 	wake    chan struct{}
 	runs    sync.WaitGroup
+	// beforeRun, when set (by tests), is called as a scheduled run starts, before its Run.
+	beforeRun func(id string)
 }
 
 // NewServer makes a server over an open store.
@@ -142,7 +147,7 @@ func NewServer(db *store.Store, cfg Config) *Server {
 	cfg.Owner = cmp.Or(cfg.Owner, "none")
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 2)
 	s := &Server{store: db, cfg: cfg, notify: newBroker(), log: cfg.Logger, start: time.Now().UTC(),
-		running: map[string]bool{}, wake: make(chan struct{}, 1)}
+		running: map[string]bool{}, cancels: map[string]context.CancelCauseFunc{}, wake: make(chan struct{}, 1)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -253,6 +258,9 @@ func (s *Server) root(id string) string {
 }
 
 func (s *Server) Pause(_ context.Context, id string) error {
+	if s.pauseRun(id, ReasonRequested) {
+		return nil
+	}
 	s.dequeue(id)
 	return s.m.Pause(id, ReasonRequested)
 }
@@ -345,19 +353,13 @@ func (s *Server) Freeze(_ context.Context, mode FreezeMode) error {
 	}
 	s.mu.Lock()
 	s.frozen = true
-	var running []string
-	for id := range s.running {
-		running = append(running, id)
+	if mode == FreezePause {
+		for id := range s.running {
+			s.pauseRunLocked(id, ReasonFrozen)
+		}
 	}
 	s.mu.Unlock()
 	s.log.Info("frozen", "mode", mode)
-	if mode == FreezePause {
-		for _, id := range running {
-			if err := s.m.Pause(id, ReasonFrozen); err != nil {
-				s.log.Warn("freeze: pause", "harness", id, "err", err)
-			}
-		}
-	}
 	return nil
 }
 
@@ -416,6 +418,22 @@ func (s *Server) dequeue(id string) {
 	s.queue = slices.DeleteFunc(s.queue, func(q string) bool { return q == id })
 }
 
+// pauseRun pauses a harness the scheduler started, whether its Run has begun or not; it reports
+// whether there was one.
+func (s *Server) pauseRun(id, reason string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pauseRunLocked(id, reason)
+}
+
+func (s *Server) pauseRunLocked(id, reason string) bool {
+	cancel, ok := s.cancels[id]
+	if ok {
+		cancel(harness.PauseCause(reason))
+	}
+	return ok
+}
+
 func (s *Server) kick() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -472,12 +490,13 @@ func (s *Server) Schedule(ctx context.Context, grace time.Duration) {
 	defer cancelRuns()
 	for {
 		s.mu.Lock()
-		for !s.frozen && len(s.running) < s.cfg.Concurrency && len(s.queue) > 0 {
+		for !s.frozen && !s.closing && len(s.running) < s.cfg.Concurrency && len(s.queue) > 0 {
 			id := s.queue[0]
 			s.queue = s.queue[1:]
-			s.running[id] = true
+			ctx, cancel := context.WithCancelCause(runCtx)
+			s.running[id], s.cancels[id] = true, cancel
 			s.runs.Add(1)
-			go s.run(runCtx, id)
+			go s.run(ctx, id)
 		}
 		s.mu.Unlock()
 		select {
@@ -493,10 +512,15 @@ func (s *Server) run(ctx context.Context, id string) {
 	defer s.runs.Done()
 	defer func() {
 		s.mu.Lock()
+		s.cancels[id](nil)
 		delete(s.running, id)
+		delete(s.cancels, id)
 		s.mu.Unlock()
 		s.kick()
 	}()
+	if s.beforeRun != nil {
+		s.beforeRun(id)
+	}
 	h, err := s.m.ResumeFromCheckpoint(id)
 	if err != nil {
 		s.log.Warn("cannot run", "harness", id, "err", err)
@@ -514,21 +538,18 @@ func (s *Server) run(ctx context.Context, id string) {
 	s.m.Release(id)
 }
 
-// shutdown pauses every running harness and waits for them, at most grace.
+// shutdown pauses every harness the scheduler started and waits for them, at most grace. The
+// pause reaches a run through its context, so one whose Run has not begun yet pauses as soon as
+// it does: every started harness ends paused with harness.ReasonShutdown, for the next daemon.
+// Queued ones that never started are left as they are; the next daemon queues them again.
 func (s *Server) shutdown(grace time.Duration) {
 	s.mu.Lock()
 	s.closing = true
 	s.queue = nil
-	var running []string
 	for id := range s.running {
-		running = append(running, id)
+		s.pauseRunLocked(id, harness.ReasonShutdown)
 	}
 	s.mu.Unlock()
-	for _, id := range running {
-		if err := s.m.Pause(id, harness.ReasonShutdown); err != nil {
-			s.log.Warn("shutdown: pause", "harness", id, "err", err)
-		}
-	}
 	done := make(chan struct{})
 	go func() { s.runs.Wait(); close(done) }()
 	select {
