@@ -113,7 +113,7 @@ func fail(w http.ResponseWriter, err error) {
 		code = http.StatusNotFound
 	case errors.Is(err, ErrNotDaemon):
 		code = http.StatusNotImplemented
-	case errors.As(err, &te), errors.Is(err, harness.ErrNoGate), errors.Is(err, harness.ErrExists):
+	case errors.As(err, &te), errors.Is(err, harness.ErrNoGate), errors.Is(err, harness.ErrExists), errors.Is(err, harness.ErrNotStarted):
 		code = http.StatusConflict
 	}
 	writeError(w, code, err)

@@ -231,6 +231,7 @@ func (s *Server) Decide(_ context.Context, id, gate string, approve bool, reason
 	if !approve && reason == "" {
 		return Decision{}, fmt.Errorf("%w: a rejection needs a reason", ErrBadInput)
 	}
+	defer s.forget(id)()
 	d, err := s.m.Decide(id, gate, approve, reason)
 	if err != nil {
 		return Decision{}, err
@@ -257,31 +258,49 @@ func (s *Server) root(id string) string {
 	return id
 }
 
+// Pause pauses a harness: one running here stops at once; a queued one leaves the queue. A
+// refused pause changes nothing: a queued harness stays queued, in its place.
 func (s *Server) Pause(_ context.Context, id string) error {
 	if s.pauseRun(id, ReasonRequested) {
 		return nil
 	}
-	s.dequeue(id)
-	return s.m.Pause(id, ReasonRequested)
+	defer s.forget(id)()
+	at := s.unqueue(id)
+	if err := s.m.Pause(id, ReasonRequested); err != nil {
+		s.requeue(id, at)
+		return err
+	}
+	return nil
 }
 
 func (s *Server) Resume(_ context.Context, id string) error {
 	if !s.daemon() {
 		return fmt.Errorf("%w: resume a harness in the foreground with `harness-edge resume %s`, or start the daemon", ErrNotDaemon, id)
 	}
+	defer s.forget(id)()
 	if _, err := s.m.ResumeFromCheckpoint(id); err != nil {
 		return err
 	}
 	if gates, _ := s.m.PendingGates(id); len(gates) > 0 {
 		return fmt.Errorf("%w: harness %s waits for a human (%d pending gate(s)): approve or reject first", harness.ErrNoGate, id, len(gates))
 	}
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		return fmt.Errorf("%w: harness %s: the daemon is shutting down; the next daemon on this store can resume it", ErrNotDaemon, id)
+	}
 	s.enqueue(id)
 	return nil
 }
 
+// Stop ends a harness for good. A refused stop changes nothing: a queued harness stays queued,
+// in its place.
 func (s *Server) Stop(_ context.Context, id string) (statefmt.Status, error) {
-	s.dequeue(id)
+	defer s.forget(id)()
+	at := s.unqueue(id)
 	if err := s.m.Stop(id); err != nil {
+		s.requeue(id, at)
 		return "", err
 	}
 	h, err := s.m.Get(id)
@@ -293,6 +312,22 @@ func (s *Server) Stop(_ context.Context, id string) (statefmt.Status, error) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return h.Status(), nil
+}
+
+// forget returns what to call once a request about a harness is done: it lets go of what the
+// request loaded of the harness into memory, unless it was held before, or runs or waits in
+// the queue now. A request, refused or not, leaves the server's memory as it found it.
+func (s *Server) forget(id string) func() {
+	if s.m.Loaded(id) {
+		return func() {}
+	}
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.running[id] && !slices.Contains(s.queue, id) {
+			s.m.Release(id)
+		}
+	}
 }
 
 func (s *Server) Events(ctx context.Context, id string, after uint64, follow bool, f func(event.Event) error) error {
@@ -412,10 +447,29 @@ func (s *Server) enqueue(id string) bool {
 	return true
 }
 
-func (s *Server) dequeue(id string) {
+// unqueue takes a harness out of the queue and returns where it was (-1: it was not queued).
+func (s *Server) unqueue(id string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.queue = slices.DeleteFunc(s.queue, func(q string) bool { return q == id })
+	i := slices.Index(s.queue, id)
+	if i >= 0 {
+		s.queue = slices.Delete(s.queue, i, i+1)
+	}
+	return i
+}
+
+// requeue puts a harness unqueue took out back where it was (nothing when at is -1).
+func (s *Server) requeue(id string, at int) {
+	if at < 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running[id] || slices.Contains(s.queue, id) || s.closing {
+		return
+	}
+	s.queue = slices.Insert(s.queue, min(at, len(s.queue)), id)
+	s.kickLocked()
 }
 
 // pauseRun pauses a harness the scheduler started, whether its Run has begun or not; it reports

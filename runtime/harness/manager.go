@@ -278,6 +278,9 @@ func (m *Manager) Stop(id string) error {
 	return h.stopLocked()
 }
 
+// ErrNotStarted is returned by Pause for a harness that has not started (status created).
+var ErrNotStarted = errors.New("has not started")
+
 // ReasonShutdown is the pause reason of the harnesses a stopping daemon put aside; the next
 // daemon on the store resumes them (as it resumes interrupted ones).
 const ReasonShutdown = "daemon shutdown"
@@ -302,7 +305,7 @@ func (m *Manager) Pause(id, reason string) error {
 	case statefmt.StatusRunning:
 		return h.transitionLocked(statefmt.StatusPaused, reason)
 	case statefmt.StatusCreated:
-		return fmt.Errorf("harness %s has not started: there is nothing to pause (stop it to drop it)", id)
+		return fmt.Errorf("harness %s %w: there is nothing to pause (stop it to drop it)", id, ErrNotStarted)
 	default:
 		return &TransitionError{HarnessID: id, From: h.st.Status, To: statefmt.StatusPaused}
 	}
