@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -237,9 +238,15 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 		var err error
 		switch action {
 		case "pause":
+			// Pause returns once the harness has come to rest (bounded): its status is the new one.
 			err = h.api.Pause(ctx, id)
 		case "resume":
-			err = h.api.Resume(ctx, id)
+			// Resume queues the harness: it runs when the scheduler has room (and is not frozen).
+			if err = h.api.Resume(ctx, id); err == nil {
+				writeJSON(w, http.StatusAccepted, map[string]any{"id": id, "action": action, "queued": true,
+					"watch": "/v1/harnesses/" + url.PathEscape(id) + "/events?follow=1"})
+				return
+			}
 		case "stop":
 			status, err = h.api.Stop(ctx, id)
 		}

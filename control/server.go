@@ -258,10 +258,15 @@ func (s *Server) root(id string) string {
 	return id
 }
 
-// Pause pauses a harness: one running here stops at once; a queued one leaves the queue. A
-// refused pause changes nothing: a queued harness stays queued, in its place.
+// actionWait bounds how long pause and stop wait for a harness running here to come to rest.
+const actionWait = 10 * time.Second
+
+// Pause pauses a harness. One running here is stopped and waited for (at most actionWait), so
+// that the answer is the status it came to; a queued one leaves the queue. A refused pause
+// changes nothing: a queued harness stays queued, in its place.
 func (s *Server) Pause(_ context.Context, id string) error {
 	if s.pauseRun(id, ReasonRequested) {
+		s.waitIdle(id)
 		return nil
 	}
 	defer s.forget(id)()
@@ -270,6 +275,7 @@ func (s *Server) Pause(_ context.Context, id string) error {
 		s.requeue(id, at)
 		return err
 	}
+	s.waitIdle(id)
 	return nil
 }
 
@@ -294,8 +300,9 @@ func (s *Server) Resume(_ context.Context, id string) error {
 	return nil
 }
 
-// Stop ends a harness for good. A refused stop changes nothing: a queued harness stays queued,
-// in its place.
+// Stop ends a harness for good and waits (at most actionWait) for one running here to stop, so
+// that the answer is its final status. A refused stop changes nothing: a queued harness stays
+// queued, in its place.
 func (s *Server) Stop(_ context.Context, id string) (statefmt.Status, error) {
 	defer s.forget(id)()
 	at := s.unqueue(id)
@@ -307,11 +314,28 @@ func (s *Server) Stop(_ context.Context, id string) (statefmt.Status, error) {
 	if err != nil {
 		return "", err
 	}
-	// A harness running here stops asynchronously: wait (briefly) for its final status.
-	for deadline := time.Now().Add(10 * time.Second); h.Running() && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	s.waitIdle(id)
 	return h.Status(), nil
+}
+
+// waitIdle waits, at most actionWait, until the harness neither runs in this process nor is
+// scheduled to.
+func (s *Server) waitIdle(id string) {
+	for deadline := time.Now().Add(actionWait); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		s.mu.Lock()
+		scheduled := s.running[id]
+		s.mu.Unlock()
+		if scheduled {
+			continue
+		}
+		if !s.m.Loaded(id) {
+			return
+		}
+		h, err := s.m.Get(id)
+		if err != nil || !h.Running() {
+			return
+		}
+	}
 }
 
 // forget returns what to call once a request about a harness is done: it lets go of what the
