@@ -85,10 +85,16 @@ func Handler(api API, token string) http.Handler {
 
 type handler struct{ api API }
 
-// errorBody is every error response.
+// errorBody is every error response. Code names the errors a client must tell apart beyond
+// the status: CodeWaiting.
 type errorBody struct {
 	Error string `json:"error"`
+	Code  string `json:"code,omitempty"`
 }
+
+// CodeWaiting is the error code of a resume refused because the harness waits for a human
+// (ErrWaiting, status 409).
+const CodeWaiting = "waiting_for_human"
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -97,7 +103,11 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeError(w http.ResponseWriter, code int, err error) {
-	writeJSON(w, code, errorBody{err.Error()})
+	b := errorBody{Error: err.Error()}
+	if errors.Is(err, ErrWaiting) {
+		b.Code = CodeWaiting
+	}
+	writeJSON(w, code, b)
 }
 
 // fail maps an operation's error to its status code.
@@ -114,7 +124,7 @@ func fail(w http.ResponseWriter, err error) {
 		code = http.StatusNotFound
 	case errors.Is(err, ErrNotDaemon):
 		code = http.StatusNotImplemented
-	case errors.As(err, &te), errors.Is(err, harness.ErrNoGate), errors.Is(err, harness.ErrExists), errors.Is(err, harness.ErrNotStarted):
+	case errors.As(err, &te), errors.Is(err, harness.ErrNoGate), errors.Is(err, harness.ErrExists), errors.Is(err, harness.ErrNotStarted), errors.Is(err, ErrWaiting):
 		code = http.StatusConflict
 	}
 	writeError(w, code, err)

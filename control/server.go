@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -103,6 +104,41 @@ var (
 	ErrNotDaemon = errors.New("only the daemon does this")
 	ErrBadInput  = errors.New("bad input")
 )
+
+// ErrWaiting matches a *WaitingError: a harness that waits for a human cannot go on.
+var ErrWaiting = errors.New("waits for a human")
+
+// WaitingError refuses to resume a harness whose gates (or its sub-agents') wait for a human.
+// Its message is the one a foreground resume gives: the gates, and the commands that answer
+// them.
+type WaitingError struct {
+	HarnessID string
+	Gates     []harness.PendingGate
+}
+
+func (e *WaitingError) Error() string {
+	return fmt.Sprintf("harness %s is paused: %s", e.HarnessID, GateHint(e.HarnessID, e.Gates))
+}
+
+func (e *WaitingError) Is(target error) bool { return target == ErrWaiting }
+
+// GateHint says how to go on from a paused harness: the gates that wait for a human and the
+// commands that answer them, or else `resume`.
+func GateHint(id string, gates []harness.PendingGate) string {
+	if len(gates) == 0 {
+		return fmt.Sprintf("continue it with `harness-edge resume %s`", id)
+	}
+	var b strings.Builder
+	for _, g := range gates {
+		name := g.Gate.ID
+		if g.HarnessID != id {
+			name = g.HarnessID + "/" + g.Gate.ID
+		}
+		fmt.Fprintf(&b, "gate %s (%s, step %s) waits for a human: `harness-edge approve %s %s` or `harness-edge reject %s %s --reason TEXT`, then `harness-edge resume %s`; ",
+			name, g.Gate.Kind, g.Gate.StepID, id, name, id, name, id)
+	}
+	return strings.TrimSuffix(b.String(), "; ")
+}
 
 // Config configures a Server.
 type Config struct {
@@ -288,7 +324,7 @@ func (s *Server) Resume(_ context.Context, id string) error {
 		return err
 	}
 	if gates, _ := s.m.PendingGates(id); len(gates) > 0 {
-		return fmt.Errorf("%w: harness %s waits for a human (%d pending gate(s)): approve or reject first", harness.ErrNoGate, id, len(gates))
+		return &WaitingError{HarnessID: id, Gates: gates}
 	}
 	s.mu.Lock()
 	closing := s.closing

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/harness-edge/harness-edge/control"
 )
 
 // version is set at link time by the Makefile (-X ...cli.version=...).
@@ -76,6 +78,8 @@ func MainWithInput(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		code = ExitUsage
 	case errors.As(err, &ee):
 		return ee.code
+	case errors.Is(err, control.ErrWaiting):
+		code = ExitWaiting
 	}
 	if cmd != nil && jsonRequested(cmd) {
 		// Whoever reads stdout as JSON gets the error as JSON too.

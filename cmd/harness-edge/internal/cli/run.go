@@ -261,7 +261,7 @@ func newResumeCmd(g *globals, stdout io.Writer) *cobra.Command {
 				return err
 			}
 			if gates, _ := m.PendingGates(args[0]); len(gates) > 0 {
-				return exitError{ExitWaiting, fmt.Errorf("harness %s is paused: %s", args[0], pendingHint(m, args[0]))}
+				return &control.WaitingError{HarnessID: args[0], Gates: gates}
 			}
 			return runHarness(m, h, f, stdout)
 		},
