@@ -210,9 +210,12 @@ func (s *Server) daemon() bool { return s.cfg.Owner == "daemon" }
 func (s *Server) Health(context.Context) (Health, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	running := []string{}
+	// What the scheduler started, and what runs here otherwise (a foreground run's harness).
+	running := append([]string{}, s.m.Running()...)
 	for id := range s.running {
-		running = append(running, id)
+		if !slices.Contains(running, id) {
+			running = append(running, id)
+		}
 	}
 	sort.Strings(running)
 	return Health{OK: true, PID: os.Getpid(), Version: s.cfg.Version, Owner: s.cfg.Owner, Engine: s.store.Engine().Backend(),

@@ -311,6 +311,27 @@ func (m *Manager) Pause(id, reason string) error {
 	}
 }
 
+// Running lists the top-level harnesses that run in this process now (their sub-agents run
+// inside them), sorted.
+func (m *Manager) Running() []string {
+	m.mu.Lock()
+	hs := make([]*Harness, 0, len(m.harnesses))
+	for _, h := range m.harnesses {
+		hs = append(hs, h)
+	}
+	m.mu.Unlock()
+	var ids []string
+	for _, h := range hs {
+		h.mu.Lock()
+		if h.running && h.st.ParentHarnessID == "" {
+			ids = append(ids, h.st.HarnessID)
+		}
+		h.mu.Unlock()
+	}
+	slices.Sort(ids)
+	return ids
+}
+
 // Running reports whether the harness runs in this process now.
 func (h *Harness) Running() bool {
 	h.mu.Lock()
