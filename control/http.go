@@ -60,6 +60,15 @@ func Handler(api API, token string) http.Handler {
 	mux.HandleFunc("GET /v1/report", h.report)
 	mux.HandleFunc("GET /v1/verify", h.verify)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// A path under a harness that no harness can have is a bad id before it is a bad path.
+		if rest, ok := strings.CutPrefix(r.URL.Path, "/v1/harnesses/"); ok {
+			if id, _, _ := strings.Cut(rest, "/"); id != "" {
+				if err := store.ValidID(id); err != nil {
+					fail(w, err)
+					return
+				}
+			}
+		}
 		writeError(w, http.StatusNotFound, fmt.Errorf("no endpoint %s %s (see docs/daemon.md)", r.Method, r.URL.Path))
 	})
 	var root http.Handler = mux
@@ -137,7 +146,7 @@ func decode(r *http.Request, v any) error {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return err
+			return fmt.Errorf("the request body is larger than the API takes (%d bytes, 1 MiB): %w", mbe.Limit, err)
 		}
 		return fmt.Errorf("%w: reading the body: %v", ErrBadInput, err)
 	}
@@ -221,6 +230,10 @@ type ActionRequest struct {
 
 func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 	id, action := r.PathValue("id"), r.PathValue("action")
+	if err := store.ValidID(id); err != nil {
+		fail(w, err)
+		return
+	}
 	var req ActionRequest
 	if err := decode(r, &req); err != nil {
 		fail(w, err)

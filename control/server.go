@@ -234,6 +234,9 @@ func (s *Server) List(context.Context) ([]store.IndexEntry, error) {
 // so for a running harness too). A read of a harness this process does not hold loads nothing
 // that stays.
 func (s *Server) State(_ context.Context, id string) (*statefmt.HarnessState, error) {
+	if err := store.ValidID(id); err != nil {
+		return nil, err
+	}
 	loaded := s.m.Loaded(id)
 	st, err := s.store.Restore(id)
 	if !loaded && !s.m.Loaded(id) {
@@ -270,6 +273,9 @@ func (s *Server) Decide(_ context.Context, id, gate string, approve bool, reason
 	if !approve && reason == "" {
 		return Decision{}, fmt.Errorf("%w: a rejection needs a reason", ErrBadInput)
 	}
+	if err := store.ValidID(id); err != nil {
+		return Decision{}, err
+	}
 	defer s.forget(id)()
 	d, err := s.m.Decide(id, gate, approve, reason)
 	if err != nil {
@@ -304,6 +310,9 @@ const actionWait = 10 * time.Second
 // that the answer is the status it came to; a queued one leaves the queue. A refused pause
 // changes nothing: a queued harness stays queued, in its place.
 func (s *Server) Pause(_ context.Context, id string) error {
+	if err := store.ValidID(id); err != nil {
+		return err
+	}
 	if s.pauseRun(id, ReasonRequested) {
 		s.waitIdle(id)
 		return nil
@@ -319,6 +328,9 @@ func (s *Server) Pause(_ context.Context, id string) error {
 }
 
 func (s *Server) Resume(_ context.Context, id string) error {
+	if err := store.ValidID(id); err != nil {
+		return err
+	}
 	if !s.daemon() {
 		return fmt.Errorf("%w: resume a harness in the foreground with `harness-edge resume %s`, or start the daemon", ErrNotDaemon, id)
 	}
@@ -343,6 +355,9 @@ func (s *Server) Resume(_ context.Context, id string) error {
 // that the answer is its final status. A refused stop changes nothing: a queued harness stays
 // queued, in its place.
 func (s *Server) Stop(_ context.Context, id string) (statefmt.Status, error) {
+	if err := store.ValidID(id); err != nil {
+		return "", err
+	}
 	defer s.forget(id)()
 	at := s.unqueue(id)
 	if err := s.m.Stop(id); err != nil {
@@ -394,6 +409,9 @@ func (s *Server) forget(id string) func() {
 }
 
 func (s *Server) Events(ctx context.Context, id string, after uint64, follow bool, f func(event.Event) error) error {
+	if err := store.ValidID(id); err != nil {
+		return err
+	}
 	if _, err := s.store.Index(id); err != nil {
 		return err
 	}
@@ -489,6 +507,11 @@ func (s *Server) Unfreeze(context.Context) error {
 }
 
 func (s *Server) Verify(_ context.Context, id string) ([]store.Problem, error) {
+	if id != "" {
+		if err := store.ValidID(id); err != nil {
+			return nil, err
+		}
+	}
 	p, err := s.store.Verify(id)
 	if p == nil {
 		p = []store.Problem{}

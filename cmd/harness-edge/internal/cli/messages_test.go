@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -88,5 +89,41 @@ func TestUsageMessages(t *testing.T) {
 	code, _, stderr = run(t, "run")
 	if code != ExitUsage || !strings.Contains(stderr, "see 'harness-edge run --help' for usage") || strings.Contains(stderr, "run 'harness-edge --help'") {
 		t.Errorf("run without a task: exit %d: %s", code, stderr)
+	}
+}
+
+// TestInvalidIDsSayTheRule: a harness id the store cannot hold is bad input, named with the
+// rule, with or without a daemon (over HTTP: 400, not 404).
+func TestInvalidIDsSayTheRule(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	for _, args := range [][]string{{"show", "a b"}, {"events", "x y"}, {"pause", "a/b"}, {"stop", "é"}} {
+		code, _, stderr := run(t, append([]string{"--store", db}, args...)...)
+		if code != ExitError || !strings.Contains(stderr, "is not valid: use 1-128 letters") {
+			t.Errorf("%v: exit %d: %s", args, code, stderr)
+		}
+	}
+	d := startDaemon(t, db)
+	tok, err := os.ReadFile(filepath.Join(db, "http.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(tok))
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/v1/harnesses/a%20b"}, {"POST", "/v1/harnesses/a%20b/pause"}, {"POST", "/v1/harnesses/-x/stop"},
+		{"POST", "/v1/harnesses/-x/resume"}, {"POST", "/v1/harnesses/-x/approve"}, {"GET", "/v1/harnesses/-x/events"},
+		{"GET", "/v1/verify?id=a%20b"}, {"POST", "/v1/harnesses/a%20b/bogus"}, {"GET", "/v1/harnesses/a%20b/x/y"},
+		{"DELETE", "/v1/harnesses/-x"},
+	} {
+		code, resp := d.http(c.method, c.path, token, nil)
+		if code != 400 || !strings.Contains(resp, "is not valid: use 1-128 letters") {
+			t.Errorf("%s %s: %d %s", c.method, c.path, code, resp)
+		}
+	}
+	// A task file above the API's limit: submit says the limit.
+	big := writeTask(t, dir, "big.yaml", "id: big\n# "+strings.Repeat("x", 1<<20)+"\n")
+	code, _, stderr := run(t, "--store", db, "submit", big)
+	if code != ExitError || !strings.Contains(stderr, "1 MiB") {
+		t.Errorf("oversized submit: exit %d: %s", code, stderr)
 	}
 }
