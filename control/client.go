@@ -77,6 +77,8 @@ func NewHTTPClient(base, token string) *Client {
 type APIError struct {
 	Status  int
 	Message string
+	// Code is the error's code when the owner gave one (CodeWaiting).
+	Code string
 }
 
 func (e *APIError) Error() string { return e.Message }
@@ -90,6 +92,8 @@ func (e *APIError) Is(target error) bool {
 		return target == ErrBadInput
 	case http.StatusNotImplemented:
 		return target == ErrNotDaemon
+	case http.StatusConflict:
+		return target == ErrWaiting && e.Code == CodeWaiting
 	}
 	return false
 }
@@ -149,7 +153,7 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (*http
 		if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
 			eb.Error = fmt.Sprintf("%s %s: %s", method, path, resp.Status)
 		}
-		return nil, &APIError{Status: resp.StatusCode, Message: eb.Error}
+		return nil, &APIError{Status: resp.StatusCode, Message: eb.Error, Code: eb.Code}
 	}
 	return resp, nil
 }

@@ -106,7 +106,11 @@ func (e *OwnedError) Error() string {
 	if e.Owner.Owner == "daemon" {
 		return fmt.Sprintf("%v: %s is owned by the harness-edge daemon (pid %d): hand it the task with `harness-edge submit TASK`, or stop the daemon first", store.ErrStoreInUse, e.Dir, e.Owner.PID)
 	}
-	return fmt.Sprintf("%v: %s is owned by a foreground `harness-edge run` (pid %d, running %s): wait for it, or pause it with `harness-edge pause ID`", store.ErrStoreInUse, e.Dir, e.Owner.PID, strings.Join(e.Owner.Running, ", "))
+	running := "no harness running yet"
+	if len(e.Owner.Running) > 0 {
+		running = "running " + strings.Join(e.Owner.Running, ", ")
+	}
+	return fmt.Sprintf("%v: %s is owned by a foreground `harness-edge run` (pid %d, %s): wait for it, or pause it with `harness-edge pause ID`", store.ErrStoreInUse, e.Dir, e.Owner.PID, running)
 }
 
 func (e *OwnedError) Unwrap() error { return store.ErrStoreInUse }

@@ -104,9 +104,23 @@ func TestSecondOwnIsRefusedNamingTheForegroundRun(t *testing.T) {
 		t.Fatal("a second owner was let in")
 	}
 	var oe *control.OwnedError
-	want := fmt.Sprintf("store in use: %s is owned by a foreground `harness-edge run` (pid %d, running ): wait for it, or pause it with `harness-edge pause ID`", dir, os.Getpid())
+	want := fmt.Sprintf("store in use: %s is owned by a foreground `harness-edge run` (pid %d, no harness running yet): wait for it, or pause it with `harness-edge pause ID`", dir, os.Getpid())
 	if !errors.Is(err, store.ErrStoreInUse) || !errors.As(err, &oe) || oe.Owner.Owner != "run" || err.Error() != want {
 		t.Fatalf("second owner: %v\nwant: %s", err, want)
+	}
+	// Once the run's harness runs, the refusal names it.
+	h, err := o.Server().Manager().Create(scriptTask(t, "fg", 3, "300ms"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- h.Run(context.Background()) }()
+	defer func() { o.Server().Manager().Pause("fg", "test over"); <-done }()
+	for deadline := time.Now().Add(10 * time.Second); !h.Running() && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	}
+	_, err = control.Own(dir, control.Config{})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("(pid %d, running fg)", os.Getpid())) {
+		t.Fatalf("second owner while fg runs: %v", err)
 	}
 }
 

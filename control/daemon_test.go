@@ -238,3 +238,40 @@ func TestDaemonRefusesABadConfigBeforeTouchingTheStore(t *testing.T) {
 		t.Fatalf("a refused daemon made the store: %v", err)
 	}
 }
+
+// A request about a harness the daemon does not run, refused or not, leaves nothing of it in
+// the daemon's memory.
+func TestRequestsLeaveTheDaemonsMemoryAsTheyFoundIt(t *testing.T) {
+	dir := storeDir(t)
+	d, _, stop := startDaemon(t, dir)
+	defer stop()
+	srv := d.Server()
+	ctx := context.Background()
+	if err := srv.Freeze(ctx, control.FreezeContinue); err != nil {
+		t.Fatal(err)
+	}
+	h, err := srv.Manager().Create(scriptTask(t, "idle", 1, "1ms"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv.Manager().Release("idle")
+	calls := map[string]func() error{
+		"pause":   func() error { return srv.Pause(ctx, "idle") },
+		"stop":    func() error { _, err := srv.Stop(ctx, "idle"); return err },
+		"resume":  func() error { return srv.Resume(ctx, "idle") },
+		"approve": func() error { _, err := srv.Decide(ctx, "idle", "", true, ""); return err },
+		"reject":  func() error { _, err := srv.Decide(ctx, "idle", "g1", false, "no"); return err },
+	}
+	for name, call := range calls {
+		if err := call(); err == nil {
+			t.Errorf("%s of a completed harness was not refused", name)
+		}
+		if srv.Manager().Loaded("idle") {
+			t.Errorf("a refused %s left the harness loaded", name)
+			srv.Manager().Release("idle")
+		}
+	}
+}

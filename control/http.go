@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -59,6 +60,15 @@ func Handler(api API, token string) http.Handler {
 	mux.HandleFunc("GET /v1/report", h.report)
 	mux.HandleFunc("GET /v1/verify", h.verify)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// A path under a harness that no harness can have is a bad id before it is a bad path.
+		if rest, ok := strings.CutPrefix(r.URL.Path, "/v1/harnesses/"); ok {
+			if id, _, _ := strings.Cut(rest, "/"); id != "" {
+				if err := store.ValidID(id); err != nil {
+					fail(w, err)
+					return
+				}
+			}
+		}
 		writeError(w, http.StatusNotFound, fmt.Errorf("no endpoint %s %s (see docs/daemon.md)", r.Method, r.URL.Path))
 	})
 	var root http.Handler = mux
@@ -84,10 +94,16 @@ func Handler(api API, token string) http.Handler {
 
 type handler struct{ api API }
 
-// errorBody is every error response.
+// errorBody is every error response. Code names the errors a client must tell apart beyond
+// the status: CodeWaiting.
 type errorBody struct {
 	Error string `json:"error"`
+	Code  string `json:"code,omitempty"`
 }
+
+// CodeWaiting is the error code of a resume refused because the harness waits for a human
+// (ErrWaiting, status 409).
+const CodeWaiting = "waiting_for_human"
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -96,7 +112,11 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeError(w http.ResponseWriter, code int, err error) {
-	writeJSON(w, code, errorBody{err.Error()})
+	b := errorBody{Error: err.Error()}
+	if errors.Is(err, ErrWaiting) {
+		b.Code = CodeWaiting
+	}
+	writeJSON(w, code, b)
 }
 
 // fail maps an operation's error to its status code.
@@ -113,7 +133,7 @@ func fail(w http.ResponseWriter, err error) {
 		code = http.StatusNotFound
 	case errors.Is(err, ErrNotDaemon):
 		code = http.StatusNotImplemented
-	case errors.As(err, &te), errors.Is(err, harness.ErrNoGate), errors.Is(err, harness.ErrExists):
+	case errors.As(err, &te), errors.Is(err, harness.ErrNoGate), errors.Is(err, harness.ErrExists), errors.Is(err, harness.ErrNotStarted), errors.Is(err, ErrWaiting):
 		code = http.StatusConflict
 	}
 	writeError(w, code, err)
@@ -126,7 +146,7 @@ func decode(r *http.Request, v any) error {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return err
+			return fmt.Errorf("the request body is larger than the API takes (%d bytes, 1 MiB): %w", mbe.Limit, err)
 		}
 		return fmt.Errorf("%w: reading the body: %v", ErrBadInput, err)
 	}
@@ -210,6 +230,10 @@ type ActionRequest struct {
 
 func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 	id, action := r.PathValue("id"), r.PathValue("action")
+	if err := store.ValidID(id); err != nil {
+		fail(w, err)
+		return
+	}
 	var req ActionRequest
 	if err := decode(r, &req); err != nil {
 		fail(w, err)
@@ -237,9 +261,15 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 		var err error
 		switch action {
 		case "pause":
+			// Pause returns once the harness has come to rest (bounded): its status is the new one.
 			err = h.api.Pause(ctx, id)
 		case "resume":
-			err = h.api.Resume(ctx, id)
+			// Resume queues the harness: it runs when the scheduler has room (and is not frozen).
+			if err = h.api.Resume(ctx, id); err == nil {
+				writeJSON(w, http.StatusAccepted, map[string]any{"id": id, "action": action, "queued": true,
+					"watch": "/v1/harnesses/" + url.PathEscape(id) + "/events?follow=1"})
+				return
+			}
 		case "stop":
 			status, err = h.api.Stop(ctx, id)
 		}

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -104,6 +105,41 @@ var (
 	ErrBadInput  = errors.New("bad input")
 )
 
+// ErrWaiting matches a *WaitingError: a harness that waits for a human cannot go on.
+var ErrWaiting = errors.New("waits for a human")
+
+// WaitingError refuses to resume a harness whose gates (or its sub-agents') wait for a human.
+// Its message is the one a foreground resume gives: the gates, and the commands that answer
+// them.
+type WaitingError struct {
+	HarnessID string
+	Gates     []harness.PendingGate
+}
+
+func (e *WaitingError) Error() string {
+	return fmt.Sprintf("harness %s is paused: %s", e.HarnessID, GateHint(e.HarnessID, e.Gates))
+}
+
+func (e *WaitingError) Is(target error) bool { return target == ErrWaiting }
+
+// GateHint says how to go on from a paused harness: the gates that wait for a human and the
+// commands that answer them, or else `resume`.
+func GateHint(id string, gates []harness.PendingGate) string {
+	if len(gates) == 0 {
+		return fmt.Sprintf("continue it with `harness-edge resume %s`", id)
+	}
+	var b strings.Builder
+	for _, g := range gates {
+		name := g.Gate.ID
+		if g.HarnessID != id {
+			name = g.HarnessID + "/" + g.Gate.ID
+		}
+		fmt.Fprintf(&b, "gate %s (%s, step %s) waits for a human: `harness-edge approve %s %s` or `harness-edge reject %s %s --reason TEXT`, then `harness-edge resume %s`; ",
+			name, g.Gate.Kind, g.Gate.StepID, id, name, id, name, id)
+	}
+	return strings.TrimSuffix(b.String(), "; ")
+}
+
 // Config configures a Server.
 type Config struct {
 	// Owner is "daemon" (runs submitted tasks, resumes interrupted harnesses, freezes), "run"
@@ -132,9 +168,14 @@ type Server struct {
 	frozen  bool
 	queue   []string
 	running map[string]bool
+	// cancels cancels the context of each scheduled run (in running), from the moment it is
+	// scheduled: a pause reaches it even before its Run has started.
+	cancels map[string]context.CancelCauseFunc
 	closing bool
 	wake    chan struct{}
 	runs    sync.WaitGroup
+	// beforeRun, when set (by tests), is called as a scheduled run starts, before its Run.
+	beforeRun func(id string)
 }
 
 // NewServer makes a server over an open store.
@@ -142,7 +183,7 @@ func NewServer(db *store.Store, cfg Config) *Server {
 	cfg.Owner = cmp.Or(cfg.Owner, "none")
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 2)
 	s := &Server{store: db, cfg: cfg, notify: newBroker(), log: cfg.Logger, start: time.Now().UTC(),
-		running: map[string]bool{}, wake: make(chan struct{}, 1)}
+		running: map[string]bool{}, cancels: map[string]context.CancelCauseFunc{}, wake: make(chan struct{}, 1)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -169,9 +210,12 @@ func (s *Server) daemon() bool { return s.cfg.Owner == "daemon" }
 func (s *Server) Health(context.Context) (Health, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	running := []string{}
+	// What the scheduler started, and what runs here otherwise (a foreground run's harness).
+	running := append([]string{}, s.m.Running()...)
 	for id := range s.running {
-		running = append(running, id)
+		if !slices.Contains(running, id) {
+			running = append(running, id)
+		}
 	}
 	sort.Strings(running)
 	return Health{OK: true, PID: os.Getpid(), Version: s.cfg.Version, Owner: s.cfg.Owner, Engine: s.store.Engine().Backend(),
@@ -190,6 +234,9 @@ func (s *Server) List(context.Context) ([]store.IndexEntry, error) {
 // so for a running harness too). A read of a harness this process does not hold loads nothing
 // that stays.
 func (s *Server) State(_ context.Context, id string) (*statefmt.HarnessState, error) {
+	if err := store.ValidID(id); err != nil {
+		return nil, err
+	}
 	loaded := s.m.Loaded(id)
 	st, err := s.store.Restore(id)
 	if !loaded && !s.m.Loaded(id) {
@@ -226,6 +273,10 @@ func (s *Server) Decide(_ context.Context, id, gate string, approve bool, reason
 	if !approve && reason == "" {
 		return Decision{}, fmt.Errorf("%w: a rejection needs a reason", ErrBadInput)
 	}
+	if err := store.ValidID(id); err != nil {
+		return Decision{}, err
+	}
+	defer s.forget(id)()
 	d, err := s.m.Decide(id, gate, approve, reason)
 	if err != nil {
 		return Decision{}, err
@@ -252,42 +303,115 @@ func (s *Server) root(id string) string {
 	return id
 }
 
+// actionWait bounds how long pause and stop wait for a harness running here to come to rest.
+const actionWait = 10 * time.Second
+
+// Pause pauses a harness. One running here is stopped and waited for (at most actionWait), so
+// that the answer is the status it came to; a queued one leaves the queue. A refused pause
+// changes nothing: a queued harness stays queued, in its place.
 func (s *Server) Pause(_ context.Context, id string) error {
-	s.dequeue(id)
-	return s.m.Pause(id, ReasonRequested)
+	if err := store.ValidID(id); err != nil {
+		return err
+	}
+	if s.pauseRun(id, ReasonRequested) {
+		s.waitIdle(id)
+		return nil
+	}
+	defer s.forget(id)()
+	at := s.unqueue(id)
+	if err := s.m.Pause(id, ReasonRequested); err != nil {
+		s.requeue(id, at)
+		return err
+	}
+	s.waitIdle(id)
+	return nil
 }
 
 func (s *Server) Resume(_ context.Context, id string) error {
+	if err := store.ValidID(id); err != nil {
+		return err
+	}
 	if !s.daemon() {
 		return fmt.Errorf("%w: resume a harness in the foreground with `harness-edge resume %s`, or start the daemon", ErrNotDaemon, id)
 	}
+	defer s.forget(id)()
 	if _, err := s.m.ResumeFromCheckpoint(id); err != nil {
 		return err
 	}
 	if gates, _ := s.m.PendingGates(id); len(gates) > 0 {
-		return fmt.Errorf("%w: harness %s waits for a human (%d pending gate(s)): approve or reject first", harness.ErrNoGate, id, len(gates))
+		return &WaitingError{HarnessID: id, Gates: gates}
+	}
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		return fmt.Errorf("%w: harness %s: the daemon is shutting down; the next daemon on this store can resume it", ErrNotDaemon, id)
 	}
 	s.enqueue(id)
 	return nil
 }
 
+// Stop ends a harness for good and waits (at most actionWait) for one running here to stop, so
+// that the answer is its final status. A refused stop changes nothing: a queued harness stays
+// queued, in its place.
 func (s *Server) Stop(_ context.Context, id string) (statefmt.Status, error) {
-	s.dequeue(id)
+	if err := store.ValidID(id); err != nil {
+		return "", err
+	}
+	defer s.forget(id)()
+	at := s.unqueue(id)
 	if err := s.m.Stop(id); err != nil {
+		s.requeue(id, at)
 		return "", err
 	}
 	h, err := s.m.Get(id)
 	if err != nil {
 		return "", err
 	}
-	// A harness running here stops asynchronously: wait (briefly) for its final status.
-	for deadline := time.Now().Add(10 * time.Second); h.Running() && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	s.waitIdle(id)
 	return h.Status(), nil
 }
 
+// waitIdle waits, at most actionWait, until the harness neither runs in this process nor is
+// scheduled to.
+func (s *Server) waitIdle(id string) {
+	for deadline := time.Now().Add(actionWait); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		s.mu.Lock()
+		scheduled := s.running[id]
+		s.mu.Unlock()
+		if scheduled {
+			continue
+		}
+		if !s.m.Loaded(id) {
+			return
+		}
+		h, err := s.m.Get(id)
+		if err != nil || !h.Running() {
+			return
+		}
+	}
+}
+
+// forget returns what to call once a request about a harness is done: it lets go of what the
+// request loaded of the harness into memory, unless it was held before, or runs or waits in
+// the queue now. A request, refused or not, leaves the server's memory as it found it.
+func (s *Server) forget(id string) func() {
+	if s.m.Loaded(id) {
+		return func() {}
+	}
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.running[id] && !slices.Contains(s.queue, id) {
+			s.m.Release(id)
+		}
+	}
+}
+
 func (s *Server) Events(ctx context.Context, id string, after uint64, follow bool, f func(event.Event) error) error {
+	if err := store.ValidID(id); err != nil {
+		return err
+	}
 	if _, err := s.store.Index(id); err != nil {
 		return err
 	}
@@ -345,19 +469,13 @@ func (s *Server) Freeze(_ context.Context, mode FreezeMode) error {
 	}
 	s.mu.Lock()
 	s.frozen = true
-	var running []string
-	for id := range s.running {
-		running = append(running, id)
+	if mode == FreezePause {
+		for id := range s.running {
+			s.pauseRunLocked(id, ReasonFrozen)
+		}
 	}
 	s.mu.Unlock()
 	s.log.Info("frozen", "mode", mode)
-	if mode == FreezePause {
-		for _, id := range running {
-			if err := s.m.Pause(id, ReasonFrozen); err != nil {
-				s.log.Warn("freeze: pause", "harness", id, "err", err)
-			}
-		}
-	}
 	return nil
 }
 
@@ -389,6 +507,11 @@ func (s *Server) Unfreeze(context.Context) error {
 }
 
 func (s *Server) Verify(_ context.Context, id string) ([]store.Problem, error) {
+	if id != "" {
+		if err := store.ValidID(id); err != nil {
+			return nil, err
+		}
+	}
 	p, err := s.store.Verify(id)
 	if p == nil {
 		p = []store.Problem{}
@@ -410,10 +533,45 @@ func (s *Server) enqueue(id string) bool {
 	return true
 }
 
-func (s *Server) dequeue(id string) {
+// unqueue takes a harness out of the queue and returns where it was (-1: it was not queued).
+func (s *Server) unqueue(id string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.queue = slices.DeleteFunc(s.queue, func(q string) bool { return q == id })
+	i := slices.Index(s.queue, id)
+	if i >= 0 {
+		s.queue = slices.Delete(s.queue, i, i+1)
+	}
+	return i
+}
+
+// requeue puts a harness unqueue took out back where it was (nothing when at is -1).
+func (s *Server) requeue(id string, at int) {
+	if at < 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running[id] || slices.Contains(s.queue, id) || s.closing {
+		return
+	}
+	s.queue = slices.Insert(s.queue, min(at, len(s.queue)), id)
+	s.kickLocked()
+}
+
+// pauseRun pauses a harness the scheduler started, whether its Run has begun or not; it reports
+// whether there was one.
+func (s *Server) pauseRun(id, reason string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pauseRunLocked(id, reason)
+}
+
+func (s *Server) pauseRunLocked(id, reason string) bool {
+	cancel, ok := s.cancels[id]
+	if ok {
+		cancel(harness.PauseCause(reason))
+	}
+	return ok
 }
 
 func (s *Server) kick() {
@@ -472,12 +630,13 @@ func (s *Server) Schedule(ctx context.Context, grace time.Duration) {
 	defer cancelRuns()
 	for {
 		s.mu.Lock()
-		for !s.frozen && len(s.running) < s.cfg.Concurrency && len(s.queue) > 0 {
+		for !s.frozen && !s.closing && len(s.running) < s.cfg.Concurrency && len(s.queue) > 0 {
 			id := s.queue[0]
 			s.queue = s.queue[1:]
-			s.running[id] = true
+			ctx, cancel := context.WithCancelCause(runCtx)
+			s.running[id], s.cancels[id] = true, cancel
 			s.runs.Add(1)
-			go s.run(runCtx, id)
+			go s.run(ctx, id)
 		}
 		s.mu.Unlock()
 		select {
@@ -493,10 +652,15 @@ func (s *Server) run(ctx context.Context, id string) {
 	defer s.runs.Done()
 	defer func() {
 		s.mu.Lock()
+		s.cancels[id](nil)
 		delete(s.running, id)
+		delete(s.cancels, id)
 		s.mu.Unlock()
 		s.kick()
 	}()
+	if s.beforeRun != nil {
+		s.beforeRun(id)
+	}
 	h, err := s.m.ResumeFromCheckpoint(id)
 	if err != nil {
 		s.log.Warn("cannot run", "harness", id, "err", err)
@@ -514,21 +678,18 @@ func (s *Server) run(ctx context.Context, id string) {
 	s.m.Release(id)
 }
 
-// shutdown pauses every running harness and waits for them, at most grace.
+// shutdown pauses every harness the scheduler started and waits for them, at most grace. The
+// pause reaches a run through its context, so one whose Run has not begun yet pauses as soon as
+// it does: every started harness ends paused with harness.ReasonShutdown, for the next daemon.
+// Queued ones that never started are left as they are; the next daemon queues them again.
 func (s *Server) shutdown(grace time.Duration) {
 	s.mu.Lock()
 	s.closing = true
 	s.queue = nil
-	var running []string
 	for id := range s.running {
-		running = append(running, id)
+		s.pauseRunLocked(id, harness.ReasonShutdown)
 	}
 	s.mu.Unlock()
-	for _, id := range running {
-		if err := s.m.Pause(id, harness.ReasonShutdown); err != nil {
-			s.log.Warn("shutdown: pause", "harness", id, "err", err)
-		}
-	}
 	done := make(chan struct{})
 	go func() { s.runs.Wait(); close(done) }()
 	select {

@@ -625,6 +625,11 @@ type pauseRequest struct{ reason string }
 
 func (p *pauseRequest) Error() string { return "pause requested: " + p.reason }
 
+// PauseCause is the cause to cancel Run's context with (context.WithCancelCause) to pause the
+// harness with this reason, as Manager.Pause does. Unlike Manager.Pause it works before Run has
+// started too: a Run given a context already cancelled so pauses at once.
+func PauseCause(reason string) error { return &pauseRequest{reason} }
+
 // halt ends Run after its context was cancelled: paused when interrupted (with the reason a
 // pause request gave), failed when stopped.
 func (h *Harness) halt(ctx context.Context) error {

@@ -268,6 +268,61 @@ plan:
 			t.Fatalf("%s after stop: %v %s (%s)", id, err, st.Status, st.StatusReason)
 		}
 	}
+	assertChildView(t, e, "p", "p.s1", statefmt.StatusFailed)
+}
+
+// assertChildView checks that the parent's stored view of a sub-agent says what the sub-agent
+// says of itself.
+func assertChildView(t *testing.T, e *env, parent, child string, want statefmt.Status) {
+	t.Helper()
+	p, err := e.store.Restore(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.store.Restore(child)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := p.SubAgentResults[child]
+	if c.Status != want || r.Status != want {
+		t.Fatalf("%s is %s (%s); its parent lists it %s", child, c.Status, c.StatusReason, r.Status)
+	}
+	if want == statefmt.StatusFailed && (r.Error == nil || *r.Error != c.StatusReason) {
+		t.Fatalf("the parent's error for %s: %v, the child's reason %q", child, r.Error, c.StatusReason)
+	}
+}
+
+// Stopping a harness while its sub-agent runs stops both, and the parent records the sub-agent
+// as it ended (not as it was spawned).
+func TestStopWhileASubAgentRunsUpdatesTheParentsView(t *testing.T) {
+	e := newEnv(t)
+	h, err := e.m.Create(parseTask(t, `id: p
+agent: A
+autonomy: 4
+agents:
+  A: {driver: script, script: {steps: {"*": [{output: a}]}}}
+  B: {driver: script, script: {steps: {"*": [{sleep: 2s}, {output: b}]}}}
+plan:
+  - {id: s1, description: delegated, agent: B}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.rec.hook = func(ev event.Event) {
+		if ev.Type == event.StepStarted && ev.HarnessID == "p.s1" {
+			if err := e.m.Stop("p"); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if err := h.Run(context.Background()); err != nil {
+		t.Fatalf("stopped: %v", err)
+	}
+	e.rec.hook = nil
+	assertChildView(t, e, "p", "p.s1", statefmt.StatusFailed)
+	if st, _ := e.store.Restore("p"); st.Status != statefmt.StatusFailed || st.StatusReason != "stopped by request" {
+		t.Fatalf("p after stop: %s (%s)", st.Status, st.StatusReason)
+	}
 }
 
 // The direct path cannot wait for a human: a task whose plan has a gated step is refused before

@@ -108,6 +108,16 @@ func (m *Manager) newHarness(t *task.Task, st *statefmt.HarnessState) *Harness {
 // ErrExists is returned by Create for an id the store already holds.
 var ErrExists = errors.New("harness already exists")
 
+// existsError refuses to create a harness the store holds, saying what can be done with it.
+func existsError(id string, status statefmt.Status) error {
+	switch status {
+	case statefmt.StatusCompleted, statefmt.StatusFailed:
+		return fmt.Errorf("harness %s: %w and has %s, so it cannot be resumed (give the task another id, or look at it with `harness-edge show %s`)", id, ErrExists, status, id)
+	default:
+		return fmt.Errorf("harness %s: %w and is %s (resume it with `harness-edge resume %s`, or give the task another id)", id, ErrExists, status, id)
+	}
+}
+
 // Create makes a new harness for t in status created and persists it with its task, so that
 // it can be resumed from the store alone. A declared plan is validated first: a bad task
 // creates nothing.
@@ -133,11 +143,11 @@ func (m *Manager) create(t *task.Task, init func(*statefmt.HarnessState)) (*Harn
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.harnesses[id]; ok {
-		return nil, fmt.Errorf("harness %s: %w (resume it, or give the task another id)", id, ErrExists)
+	if h, ok := m.harnesses[id]; ok {
+		return nil, existsError(id, h.Status())
 	}
-	if _, err := m.store.Index(id); err == nil {
-		return nil, fmt.Errorf("harness %s: %w (resume it, or give the task another id)", id, ErrExists)
+	if e, err := m.store.Index(id); err == nil {
+		return nil, existsError(id, e.Status)
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
@@ -242,19 +252,34 @@ func (m *Manager) Stop(id string) error {
 		h.mu.Unlock()
 		return &TransitionError{HarnessID: id, From: h.st.Status, To: statefmt.StatusFailed}
 	}
-	err = h.stopLocked()
-	children := slices.Clone(h.st.SubAgentIDs)
-	h.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	for _, cid := range children {
-		if err := m.Stop(cid); err != nil && !errors.As(err, new(*TransitionError)) {
-			return err
+	var children []string
+	for _, cid := range h.st.SubAgentIDs {
+		if r := h.st.SubAgentResults[cid]; r.Status != statefmt.StatusCompleted && r.Status != statefmt.StatusFailed {
+			children = append(children, cid)
 		}
 	}
-	return nil
+	h.mu.Unlock()
+	// The unfinished sub-agents stop first, so that the parent's final checkpoint records what
+	// they came to.
+	for _, cid := range children {
+		if err := m.Stop(cid); err != nil && !errors.As(err, new(*TransitionError)) && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if c, err := m.Get(cid); err == nil {
+			h.noteChild(cid, c.State(), "")
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running { // it started meanwhile
+		h.stop(errStopped)
+		return nil
+	}
+	return h.stopLocked()
 }
+
+// ErrNotStarted is returned by Pause for a harness that has not started (status created).
+var ErrNotStarted = errors.New("has not started")
 
 // ReasonShutdown is the pause reason of the harnesses a stopping daemon put aside; the next
 // daemon on the store resumes them (as it resumes interrupted ones).
@@ -280,10 +305,31 @@ func (m *Manager) Pause(id, reason string) error {
 	case statefmt.StatusRunning:
 		return h.transitionLocked(statefmt.StatusPaused, reason)
 	case statefmt.StatusCreated:
-		return fmt.Errorf("harness %s has not started: there is nothing to pause (stop it to drop it)", id)
+		return fmt.Errorf("harness %s %w: there is nothing to pause (stop it to drop it)", id, ErrNotStarted)
 	default:
 		return &TransitionError{HarnessID: id, From: h.st.Status, To: statefmt.StatusPaused}
 	}
+}
+
+// Running lists the top-level harnesses that run in this process now (their sub-agents run
+// inside them), sorted.
+func (m *Manager) Running() []string {
+	m.mu.Lock()
+	hs := make([]*Harness, 0, len(m.harnesses))
+	for _, h := range m.harnesses {
+		hs = append(hs, h)
+	}
+	m.mu.Unlock()
+	var ids []string
+	for _, h := range hs {
+		h.mu.Lock()
+		if h.running && h.st.ParentHarnessID == "" {
+			ids = append(ids, h.st.HarnessID)
+		}
+		h.mu.Unlock()
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // Running reports whether the harness runs in this process now.

@@ -91,6 +91,11 @@ func (h *Harness) runChild(ctx context.Context, i int) (string, error) {
 		if s := child.Status(); s != statefmt.StatusCompleted && s != statefmt.StatusFailed {
 			err = child.Run(ctx)
 			if ctx.Err() != nil {
+				// Cut short with the parent (a pause or a stop): the parent's view of the child
+				// follows what it came to, and is checkpointed as the parent halts.
+				if st := child.State(); st.Status != statefmt.StatusRunning {
+					h.noteChild(cid, st, string(st.Status))
+				}
 				return "", ctx.Err()
 			}
 			if errors.Is(err, ErrPaused) {

@@ -5,11 +5,13 @@
 package event
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -133,13 +135,21 @@ func (s Slog) Emit(e Event) {
 		level = slog.LevelWarn
 	}
 	b, _ := json.Marshal(e)
+	// Numbers stay as written (json.Number): 31739904, not 3.1739904e+07.
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
 	var attrs map[string]any
-	_ = json.Unmarshal(b, &attrs)
-	args := make([]any, 0, 2*len(attrs))
-	for k, v := range attrs {
+	_ = dec.Decode(&attrs)
+	keys := make([]string, 0, len(attrs))
+	for k := range attrs {
 		if k != "type" && k != "ts" {
-			args = append(args, k, v)
+			keys = append(keys, k)
 		}
+	}
+	slices.Sort(keys)
+	args := make([]any, 0, 2*len(keys))
+	for _, k := range keys {
+		args = append(args, k, attrs[k])
 	}
 	s.L.Log(context.Background(), level, string(e.Type), args...)
 }

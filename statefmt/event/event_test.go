@@ -35,4 +35,14 @@ func TestSinksWriteEveryField(t *testing.T) {
 			t.Errorf("slog line %q lacks %q", logged.String(), want)
 		}
 	}
+	// Integers are logged as integers, in text and in JSON.
+	used := event.Event{Type: event.StepCompleted, HarnessID: "h1", Time: ev.Time, StepID: "s1", CPUMs: 12.5, RSSBytes: 31739904}
+	logged.Reset()
+	event.Slog{L: slog.New(slog.NewTextHandler(&logged, nil))}.Emit(used)
+	event.Slog{L: slog.New(slog.NewJSONHandler(&logged, nil))}.Emit(used)
+	for _, want := range []string{"rssBytes=31739904 ", `"rssBytes":31739904,`, "cpuMs=12.5", `"cpuMs":12.5`} {
+		if !strings.Contains(logged.String(), want) {
+			t.Errorf("slog lines %q lack %q", logged.String(), want)
+		}
+	}
 }

@@ -347,6 +347,11 @@ func TestForegroundRunOwnsTheStore(t *testing.T) {
 	if code, _, stderr := run(t, "--store", db, "submit", taskFile); code != ExitError || !strings.Contains(stderr, "no daemon owns this store (owner: run)") {
 		t.Fatalf("submit to a foreground run: %d %s", code, stderr)
 	}
+	// A second run is refused, naming the harness the first one runs.
+	other := writeTask(t, dir, "g.yaml", daemonTask("g", ws, 1, "1ms", false))
+	if code, _, stderr := run(t, "--store", db, "run", other); code != ExitError || !strings.Contains(stderr, fmt.Sprintf("(pid %d, running f)", cmd.Process.Pid)) {
+		t.Fatalf("a second run: %d %s", code, stderr)
+	}
 	if code, out, stderr := run(t, "--store", db, "pause", "f"); code != ExitOK || !strings.Contains(out, "harness f: paused") {
 		t.Fatalf("pause: %d %s%s", code, out, stderr)
 	}

@@ -67,18 +67,6 @@ side-effecting call is not run again), 'stop' ends it.`
 
 // pendingHint says how to go on from a paused harness: which gates wait for a human.
 func pendingHint(m *harness.Manager, id string) string {
-	gates, err := m.PendingGates(id)
-	if err != nil || len(gates) == 0 {
-		return fmt.Sprintf("continue it with `harness-edge resume %s`", id)
-	}
-	var b strings.Builder
-	for _, g := range gates {
-		name := g.Gate.ID
-		if g.HarnessID != id {
-			name = g.HarnessID + "/" + g.Gate.ID
-		}
-		fmt.Fprintf(&b, "gate %s (%s, step %s) waits for a human: `harness-edge approve %s %s` or `harness-edge reject %s %s --reason TEXT`, then `harness-edge resume %s`; ",
-			name, g.Gate.Kind, g.Gate.StepID, id, name, id, name, id)
-	}
-	return strings.TrimSuffix(b.String(), "; ")
+	gates, _ := m.PendingGates(id)
+	return control.GateHint(id, gates)
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/harness-edge/harness-edge/control"
 )
 
 // version is set at link time by the Makefile (-X ...cli.version=...).
@@ -34,7 +36,8 @@ type usageError struct{ err error }
 func (u usageError) Error() string { return u.err.Error() }
 func (u usageError) Unwrap() error { return u.err }
 
-// exitError carries a specific exit code with an already-printed outcome.
+// exitError carries a specific exit code with an already-printed outcome (with --json, that
+// outcome is the JSON; no error object follows it).
 type exitError struct {
 	code int
 	err  error
@@ -57,22 +60,43 @@ func MainWithInput(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	g := &globals{}
 	root := newRoot(g, stdin, stdout, stderr)
 	root.SetArgs(args)
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	if err == nil {
 		return ExitOK
 	}
 	fmt.Fprintf(stderr, "harness-edge: %v\n", err)
 	var ue usageError
 	var ee exitError
+	code := ExitError
 	switch {
 	case errors.As(err, &ue), isCobraUsage(err):
-		fmt.Fprintln(stderr, "run 'harness-edge --help' for usage")
-		return ExitUsage
+		path := "harness-edge"
+		if cmd != nil {
+			path = cmd.CommandPath()
+		}
+		fmt.Fprintf(stderr, "see '%s --help' for usage\n", path)
+		code = ExitUsage
 	case errors.As(err, &ee):
 		return ee.code
-	default:
-		return ExitError
+	case errors.Is(err, control.ErrWaiting):
+		code = ExitWaiting
 	}
+	if cmd != nil && jsonRequested(cmd) {
+		// Whoever reads stdout as JSON gets the error as JSON too.
+		b, _ := json.Marshal(struct {
+			Type     string `json:"type"`
+			Error    string `json:"error"`
+			ExitCode int    `json:"exitCode"`
+		}{"error", err.Error(), code})
+		fmt.Fprintf(stdout, "%s\n", b)
+	}
+	return code
+}
+
+// jsonRequested reports whether the command was given --json.
+func jsonRequested(cmd *cobra.Command) bool {
+	f := cmd.Flags().Lookup("json")
+	return f != nil && f.Value.String() == "true"
 }
 
 // isCobraUsage recognises the errors cobra itself returns for unknown commands and arguments.
@@ -92,8 +116,8 @@ func newRoot(g *globals, stdin io.Reader, stdout, stderr io.Writer) *cobra.Comma
 		Short:         "A durable runtime for long-running AI-agent tasks on workstations and edge devices",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Args:          cobra.NoArgs,
-		RunE:          func(c *cobra.Command, _ []string) error { return c.Help() },
+		// No Args: cobra then refuses an unknown command itself, with "Did you mean this?".
+		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)

@@ -261,7 +261,7 @@ func newResumeCmd(g *globals, stdout io.Writer) *cobra.Command {
 				return err
 			}
 			if gates, _ := m.PendingGates(args[0]); len(gates) > 0 {
-				return exitError{ExitWaiting, fmt.Errorf("harness %s is paused: %s", args[0], pendingHint(m, args[0]))}
+				return &control.WaitingError{HarnessID: args[0], Gates: gates}
 			}
 			return runHarness(m, h, f, stdout)
 		},
@@ -428,7 +428,7 @@ func newEventsCmd(g *globals, stdout io.Writer) *cobra.Command {
 					b, _ := json.Marshal(e)
 					fmt.Fprintf(stdout, "%s\n", b)
 				} else {
-					fmt.Fprintf(stdout, "%5d  %s  %-16s %s\n", e.N, e.Time.Format("15:04:05.000"), e.Type, describe(e))
+					fmt.Fprintf(stdout, "%5d  %s  %-16s %s\n", e.N, e.Time.Format("15:04:05.000"), e.Type, oneLine(describe(e)))
 				}
 				last = e.N
 				return nil
@@ -538,6 +538,9 @@ func newStopCmd(g *globals, stdout io.Writer) *cobra.Command {
 		},
 	}
 }
+
+// oneLine writes s on one line: line breaks as \n, so that a table keeps one row per item.
+var oneLine = strings.NewReplacer("\r\n", `\n`, "\n", `\n`, "\r", `\r`).Replace
 
 // firstLine is the first line of s, marked when there is more.
 func firstLine(s string) string {
