@@ -103,7 +103,7 @@ type OwnedError struct {
 }
 
 func (e *OwnedError) Error() string {
-	if e.Owner.Owner == "daemon" {
+	if e.Owner.Owner == OwnerDaemon {
 		return fmt.Sprintf("%v: %s is owned by the harness-edge daemon (pid %d): hand it the task with `harness-edge submit TASK`, or stop the daemon first", store.ErrStoreInUse, e.Dir, e.Owner.PID)
 	}
 	running := "no harness running yet"
@@ -142,7 +142,7 @@ func Own(dir string, cfg Config) (*Owned, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.Owner = cmp.Or(cfg.Owner, "run")
+	cfg.Owner = cmp.Or(cfg.Owner, OwnerRun)
 	srv := NewServer(s, cfg)
 	l, err := ListenSocket(dir)
 	if err != nil {

@@ -176,7 +176,7 @@ func TestDoRetriesOnTheStoreWhenTheOwnerLeftBeforeTheRequest(t *testing.T) {
 		if owned {
 			// The owner ends between the connection and the request.
 			o.Close()
-			tries = append(tries, h.Owner)
+			tries = append(tries, h.Owner.String())
 		} else {
 			tries = append(tries, "store")
 		}

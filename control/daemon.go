@@ -93,7 +93,7 @@ func StartDaemon(ctx context.Context, cfg DaemonConfig) (d *Daemon, err error) {
 	}
 	o := cfg.Options
 	o.Sinks = append(slices.Clone(o.Sinks), event.Slog{L: log})
-	srv := NewServer(db, Config{Owner: "daemon", Concurrency: cfg.Concurrency, Options: o, Version: cfg.Version, Logger: log})
+	srv := NewServer(db, Config{Owner: OwnerDaemon, Concurrency: cfg.Concurrency, Options: o, Version: cfg.Version, Logger: log})
 	d = &Daemon{srv: srv, log: log, served: make(chan error, 2), stopped: make(chan struct{})}
 	// The listeners serve until ctx ends, or until a failure below stops them.
 	ctx, cancel := context.WithCancel(ctx)

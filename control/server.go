@@ -52,12 +52,27 @@ type API interface {
 	Verify(ctx context.Context, id string) ([]store.Problem, error)
 }
 
+// Owner is the kind of process that owns a store. The strings are stable: health answers and
+// scripts carry them.
+type Owner string
+
+const (
+	// OwnerDaemon runs submitted tasks, resumes interrupted harnesses and freezes.
+	OwnerDaemon Owner = "daemon"
+	// OwnerRun is a foreground run that owns the store while it lasts.
+	OwnerRun Owner = "run"
+	// OwnerNone is Local: the store opened by a command, no process runs anything.
+	OwnerNone Owner = "none"
+)
+
+func (o Owner) String() string { return string(o) }
+
 // Health is what GET /v1/health says about the owner.
 type Health struct {
 	OK      bool           `json:"ok"`
 	PID     int            `json:"pid"`
 	Version string         `json:"version"`
-	Owner   string         `json:"owner"` // "daemon", "run" (a foreground run), "none" (Local)
+	Owner   Owner          `json:"owner"`
 	Engine  bridge.Backend `json:"engine"`
 	Frozen  bool           `json:"frozen"`
 	Running []string       `json:"running"`
@@ -142,10 +157,8 @@ func GateHint(id string, gates []harness.PendingGate) string {
 
 // Config configures a Server.
 type Config struct {
-	// Owner is "daemon" (runs submitted tasks, resumes interrupted harnesses, freezes), "run"
-	// (a foreground run that owns the store while it lasts) or "none" (Local: no process runs
-	// anything).
-	Owner string
+	// Owner is what kind of process serves the store (default OwnerNone).
+	Owner Owner
 	// Concurrency is how many harnesses the daemon runs at once (default 2).
 	Concurrency int
 	// Manager options: event sinks (the server adds its own), Dream Mode, the governor.
@@ -180,7 +193,7 @@ type Server struct {
 
 // NewServer makes a server over an open store.
 func NewServer(db *store.Store, cfg Config) *Server {
-	cfg.Owner = cmp.Or(cfg.Owner, "none")
+	cfg.Owner = cmp.Or(cfg.Owner, OwnerNone)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 2)
 	s := &Server{store: db, cfg: cfg, notify: newBroker(), log: cfg.Logger, start: time.Now().UTC(),
 		running: map[string]bool{}, cancels: map[string]context.CancelCauseFunc{}, wake: make(chan struct{}, 1)}
@@ -205,7 +218,7 @@ func (s *Server) Manager() *harness.Manager { return s.m }
 // Store is the store the server owns.
 func (s *Server) Store() *store.Store { return s.store }
 
-func (s *Server) daemon() bool { return s.cfg.Owner == "daemon" }
+func (s *Server) daemon() bool { return s.cfg.Owner == OwnerDaemon }
 
 func (s *Server) Health(context.Context) (Health, error) {
 	s.mu.Lock()
@@ -441,7 +454,7 @@ func (s *Server) Events(ctx context.Context, id string, after uint64, follow boo
 			return ferr
 		}
 		// No other process writes a store this one owns, so without a daemon nothing more comes.
-		if !follow || s.cfg.Owner == "none" || finished(idx.Status) {
+		if !follow || s.cfg.Owner == OwnerNone || finished(idx.Status) {
 			return nil
 		}
 		select {

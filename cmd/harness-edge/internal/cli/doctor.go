@@ -136,7 +136,7 @@ func storeHealth(g *globals, dir string) (si StoreInfo, oi OwnerInfo) {
 	_, statErr := os.Stat(dir)
 	si = StoreInfo{Dir: dir, Exists: statErr == nil}
 	if c, err := control.Dial(dir); err == nil {
-		oi = OwnerInfo{Running: true, Kind: c.Owner.Owner, PID: c.Owner.PID, Frozen: c.Owner.Frozen, Active: len(c.Owner.Running), Queued: len(c.Owner.Queued)}
+		oi = OwnerInfo{Running: true, Kind: string(c.Owner.Owner), PID: c.Owner.PID, Frozen: c.Owner.Frozen, Active: len(c.Owner.Running), Queued: len(c.Owner.Queued)}
 	}
 	if si.Exists {
 		err := g.do(func(api *control.Conn) error {

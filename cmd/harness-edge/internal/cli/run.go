@@ -187,7 +187,7 @@ func (g *globals) ownManager(f runFlags, stdout io.Writer) (*harness.Manager, fu
 	if err != nil {
 		return nil, nil, err
 	}
-	o, err := control.Own(dir, control.Config{Owner: "run", Options: harness.Options{Sinks: sinks}, Version: version})
+	o, err := control.Own(dir, control.Config{Owner: control.OwnerRun, Options: harness.Options{Sinks: sinks}, Version: version})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -241,7 +241,7 @@ func newResumeCmd(g *globals, stdout io.Writer) *cobra.Command {
 		RunE: func(_ *cobra.Command, args []string) error {
 			if dir, err := g.storeDir(); err == nil {
 				if c, err := control.Dial(dir); err == nil {
-					if c.Owner.Owner != "daemon" {
+					if c.Owner.Owner != control.OwnerDaemon {
 						return &control.OwnedError{Dir: dir, Owner: c.Owner}
 					}
 					if err := c.Resume(context.Background(), args[0]); err != nil {
