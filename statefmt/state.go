@@ -2,6 +2,9 @@ package statefmt
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -271,6 +274,17 @@ func (s *HarnessState) Validate() error {
 	if s.HarnessID == "" {
 		return bad("harnessId", "is empty")
 	}
+	if !ValidHarnessID(s.HarnessID) {
+		return bad("harnessId", "%q is not a harness id: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit", s.HarnessID)
+	}
+	if s.ParentHarnessID != "" && !ValidHarnessID(s.ParentHarnessID) {
+		return bad("parentHarnessId", "%q is not a harness id", s.ParentHarnessID)
+	}
+	for i, id := range s.SubAgentIDs {
+		if !ValidHarnessID(id) {
+			return bad(fmt.Sprintf("subAgentIds[%d]", i), "%q is not a harness id", id)
+		}
+	}
 	if s.AgentName == "" {
 		return bad("agentName", "is empty")
 	}
@@ -309,8 +323,19 @@ func (s *HarnessState) Validate() error {
 				if !ids[d] {
 					return bad(fmt.Sprintf("plan.steps[%d].dependencies", i), "%q is not a step of the plan", d)
 				}
+				if d == st.ID {
+					return bad(fmt.Sprintf("plan.steps[%d].dependencies", i), "step %q depends on itself", d)
+				}
 			}
 		}
+		if cycle := planCycle(p); cycle != nil {
+			return bad("plan", "its dependencies form a cycle: %s", strings.Join(cycle, " -> "))
+		}
+		if s.CurrentStepIndex >= max(len(p.Steps), 1) {
+			return bad("currentStepIndex", "is %d, and the plan has %d steps", s.CurrentStepIndex, len(p.Steps))
+		}
+	} else if s.CurrentStepIndex != 0 {
+		return bad("currentStepIndex", "is %d, and there is no plan", s.CurrentStepIndex)
 	}
 	for i, r := range s.ToolCallHistory {
 		if r.CallName == "" {
@@ -337,6 +362,61 @@ func (s *HarnessState) Validate() error {
 		}
 		if e.Occurrence < 1 {
 			return bad(f+".occurrence", "is %d, want 1 or more", e.Occurrence)
+		}
+	}
+	return nil
+}
+
+var harnessIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// ValidHarnessID reports whether id can name a harness: 1-128 characters of letters, digits,
+// '.', '_' and '-', starting with a letter or digit (so it is safe as a key part and a file
+// name).
+func ValidHarnessID(id string) bool { return harnessIDPattern.MatchString(id) }
+
+// planCycle returns the steps of a dependency cycle in the plan (the first step repeated at
+// the end), or nil. Dependencies are known to name steps of the plan.
+func planCycle(p *ExecutionPlan) []string {
+	pos := make(map[string]int, len(p.Steps))
+	for i, st := range p.Steps {
+		pos[st.ID] = i
+	}
+	const (
+		unseen = iota
+		onPath
+		done
+	)
+	mark := make([]uint8, len(p.Steps))
+	var path []int
+	var visit func(i int) []string
+	visit = func(i int) []string {
+		mark[i] = onPath
+		path = append(path, i)
+		for _, d := range p.Steps[i].Dependencies {
+			j := pos[d]
+			switch mark[j] {
+			case onPath:
+				k := slices.Index(path, j)
+				var ids []string
+				for _, x := range path[k:] {
+					ids = append(ids, p.Steps[x].ID)
+				}
+				return append(ids, p.Steps[j].ID)
+			case unseen:
+				if c := visit(j); c != nil {
+					return c
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		mark[i] = done
+		return nil
+	}
+	for i := range p.Steps {
+		if mark[i] == unseen {
+			if c := visit(i); c != nil {
+				return c
+			}
 		}
 	}
 	return nil

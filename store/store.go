@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -37,12 +36,11 @@ const (
 	prefixTask   = "t/"
 )
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-
 // ValidID reports whether id can name a harness in the store: 1-128 characters of letters,
-// digits, '.', '_' and '-', starting with a letter or digit.
+// digits, '.', '_' and '-', starting with a letter or digit (statefmt.ValidHarnessID, which a
+// state's own validation applies too).
 func ValidID(id string) error {
-	if !idPattern.MatchString(id) {
+	if !statefmt.ValidHarnessID(id) {
 		return invalidID(id)
 	}
 	return nil

@@ -200,6 +200,12 @@ func State(r *rand.Rand, sz Size) *statefmt.HarnessState {
 		LastCheckpointAt: optTime(r),
 		CheckpointCount:  r.IntN(100000),
 	}
+	// The current step is a step of the plan (0 without one).
+	if s.Plan == nil || len(s.Plan.Steps) == 0 {
+		s.CurrentStepIndex = 0
+	} else {
+		s.CurrentStepIndex %= len(s.Plan.Steps)
+	}
 	for range r.IntN(sz.Records + 1) {
 		s.ToolCallHistory = append(s.ToolCallHistory, Record(r, sz))
 	}

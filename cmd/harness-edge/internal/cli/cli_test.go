@@ -126,6 +126,15 @@ func TestStateCheck(t *testing.T) {
 		{"v99.json", strings.Replace(string(data), `"schemaVersion": 1`, `"schemaVersion": 99`, 1), []string{"schemaVersion 99", "supported versions: 0 (migrated), 1"}},
 		{"broken.json", strings.Replace(string(data), `"taskId": "p2-t1",`, `"taskId": "p2-t1",,`, 1), []string{"broken.json", "line 5"}},
 		{"unknown.json", strings.Replace(string(data), `"checkpointCount": 2`, `"checkpointCount": 2, "x": 1`, 1), []string{`unknown field "x"`}},
+		// Valid JSON that no harness could be in: each refused, naming the field.
+		{"cycle.json", strings.Replace(string(data), `"dependencies": [],`, `"dependencies": ["step-2"],`, 1),
+			[]string{"plan", "cycle", "step-1 -> step-2 -> step-1"}},
+		{"self.json", strings.Replace(string(data), `"dependencies": ["step-1"],`, `"dependencies": ["step-2"],`, 1),
+			[]string{"plan.steps[1].dependencies", "depends on itself"}},
+		{"index.json", strings.Replace(string(data), `"currentStepIndex": 1,`, `"currentStepIndex": 999999999,`, 1),
+			[]string{"currentStepIndex", "999999999", "2 steps"}},
+		{"id.json", strings.Replace(string(data), `"harnessId": "harness-abc123",`, `"harnessId": "../../etc",`, 1),
+			[]string{"harnessId", `"../../etc" is not a harness id`}},
 	} {
 		p := filepath.Join(dir, c.name)
 		if err := os.WriteFile(p, []byte(c.content), 0o644); err != nil {
