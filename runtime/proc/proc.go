@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // CapWriter keeps the first Max bytes written to it and counts the rest.
@@ -91,7 +93,19 @@ func executable(path string) bool {
 	return err == nil && !fi.IsDir() && fi.Mode().Perm()&0o111 != 0
 }
 
-// Run runs cmd in its own process group, which it kills whole when ctx ends and again
+// HideEnviron makes this process's memory and environment unreadable to the subprocesses it
+// starts. Tools get a clean environment, but they run as the same user, and any process of that
+// user may read /proc/PID/environ (and mem) of another: a bash tool could read the daemon's API
+// keys through /proc/$PPID/environ. A process that is not "dumpable" (PR_SET_DUMPABLE 0) has its
+// /proc files owned by root and refuses them to anyone without CAP_SYS_PTRACE; its children are
+// dumpable again after exec, so nothing else changes for them. (It also turns off core dumps.)
+// It cannot hide anything from a tool running as root, which may read any process's memory:
+// run harness-edge as an ordinary user.
+func HideEnviron() error {
+	return unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+}
+
+// Run runs cmd in its own session and process group, which it kills whole when ctx ends and again
 // when cmd exits (so nothing it started in the background outlives the call). The calling
 // goroutine's thread is locked while the child runs, so that Pdeathsig (sent when the thread
 // that started the child exits) fires only when the process dies.
@@ -100,7 +114,9 @@ func Run(ctx context.Context, cmd *exec.Cmd) error {
 	defer goruntime.UnlockOSThread()
 	// Pdeathsig: if harness-edge itself dies (SIGKILL, power loss aside), the tool dies with it
 	// instead of running on unobserved. (Its own children are not signalled: see killMarked.)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Setsid: its own session (and so its own process group, whose id is its pid), with no
+	// controlling terminal through which it could reach harness-edge's.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	if err := cmd.Start(); err != nil {

@@ -134,24 +134,7 @@ func runBuiltin(ctx context.Context, env toolEnv, name string, m map[string]any)
 		if a.err != nil {
 			return Failed(statefmt.ErrorPermanent, "%v", a.err)
 		}
-		data, err := root.ReadFile(p)
-		if err != nil {
-			return Failed(statefmt.ErrorPermanent, "%v", err)
-		}
-		lines := strings.SplitAfter(string(data), "\n")
-		if k := len(lines); k > 0 && lines[k-1] == "" {
-			lines = lines[:k-1]
-		}
-		from := max(offset, 1) - 1
-		to := len(lines)
-		if n > 0 {
-			to = min(to, from+n)
-		}
-		var out string
-		if from < len(lines) {
-			out = strings.Join(lines[from:to], "")
-		}
-		return capped(out, limit)
+		return readLines(ctx, root, p, offset, n, limit)
 	case "write_file":
 		p, content := a.str("path", true), a.str("content", true)
 		if a.err != nil {
@@ -162,7 +145,7 @@ func runBuiltin(ctx context.Context, env toolEnv, name string, m map[string]any)
 				return Failed(statefmt.ErrorPermanent, "%v", err)
 			}
 		}
-		if err := root.WriteFile(p, []byte(content), 0o644); err != nil {
+		if err := writeRegular(root, p, []byte(content), 0o644); err != nil {
 			return Failed(statefmt.ErrorPermanent, "%v", err)
 		}
 		return statefmt.ToolResult{Success: true, Output: fmt.Sprintf("wrote %d bytes to %s", len(content), p)}
@@ -174,11 +157,7 @@ func runBuiltin(ctx context.Context, env toolEnv, name string, m map[string]any)
 		if old == "" {
 			return Failed(statefmt.ErrorPermanent, "argument old is empty: say which text to replace")
 		}
-		info, err := root.Stat(p)
-		if err != nil {
-			return Failed(statefmt.ErrorPermanent, "%v", err)
-		}
-		data, err := root.ReadFile(p)
+		data, perm, err := readForEdit(ctx, root, p)
 		if err != nil {
 			return Failed(statefmt.ErrorPermanent, "%v", err)
 		}
@@ -193,7 +172,7 @@ func runBuiltin(ctx context.Context, env toolEnv, name string, m map[string]any)
 			n = 1
 		}
 		out := strings.Replace(string(data), old, new, n)
-		if err := root.WriteFile(p, []byte(out), info.Mode().Perm()); err != nil {
+		if err := writeRegular(root, p, []byte(out), perm); err != nil {
 			return Failed(statefmt.ErrorPermanent, "%v", err)
 		}
 		return statefmt.ToolResult{Success: true, Output: fmt.Sprintf("replaced %d occurrence(s) in %s", n, p)}
@@ -205,7 +184,10 @@ func runBuiltin(ctx context.Context, env toolEnv, name string, m map[string]any)
 		if err := relativePattern(pattern); err != nil {
 			return Failed(statefmt.ErrorPermanent, "pattern %q: %v", pattern, err)
 		}
-		matches, err := doublestar.Glob(root.FS(), pattern, doublestar.WithFilesOnly())
+		matches, err := doublestar.Glob(ctxFS{ctx, root.FS()}, pattern, doublestar.WithFilesOnly())
+		if ctx.Err() != nil {
+			return Failed(statefmt.ErrorPermanent, "cancelled")
+		}
 		if err != nil {
 			return Failed(statefmt.ErrorPermanent, "pattern %q: %v", pattern, err)
 		}
@@ -258,7 +240,7 @@ func grep(ctx context.Context, root *os.Root, pattern, dir, glob string, limit i
 		return Failed(statefmt.ErrorPermanent, "glob %q is not a valid pattern", glob)
 	}
 	fsys := root.FS()
-	var out bytes.Buffer
+	var out strings.Builder
 	truncated := false
 	walkErr := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -286,21 +268,16 @@ func grep(ctx context.Context, root *os.Root, pattern, dir, glob string, limit i
 			}
 		}
 		info, err := d.Info()
-		if err != nil || !info.Mode().IsRegular() || info.Size() > 16<<20 {
+		if err != nil || !info.Mode().IsRegular() || info.Size() > MaxGrepFileSize {
 			return nil
 		}
-		data, err := fs.ReadFile(fsys, p)
-		if err != nil || bytes.IndexByte(data[:min(len(data), 8000)], 0) >= 0 {
-			return nil // unreadable or binary
+		stop, err := grepFile(ctx, root, p, re, &out, limit)
+		if err != nil {
+			return err
 		}
-		for n, line := range strings.Split(string(data), "\n") {
-			if re.MatchString(line) {
-				fmt.Fprintf(&out, "%s:%d:%s\n", p, n+1, line)
-				if out.Len() > limit {
-					truncated = true
-					return fs.SkipAll
-				}
-			}
+		if stop {
+			truncated = true
+			return fs.SkipAll
 		}
 		return nil
 	})

@@ -58,7 +58,15 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // MainWithInput is Main with an explicit standard input (for `state check -` in tests).
 func MainWithInput(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	g := &globals{}
+	tout, terr := &termWriter{w: stdout}, &termWriter{w: stderr}
+	defer tout.Flush()
+	defer terr.Flush()
+	stdout, stderr = tout, terr
 	root := newRoot(g, stdin, stdout, stderr)
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		// JSON and export's binary stream go out exact; everything else is for people.
+		tout.raw = jsonRequested(cmd) || cmd.Name() == "export"
+	}
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
 	if err == nil {
