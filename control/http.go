@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/harness-edge/harness-edge/statefmt/event"
@@ -413,7 +415,11 @@ func ListenSocket(dir string) (net.Listener, error) {
 	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 		return nil, fmt.Errorf("control socket: removing the stale %s: %w", path, err)
 	}
+	// The socket is made 0600 from the start (not chmodded after): a store directory of ours may
+	// be readable by others, who must not connect in between.
+	old := syscall.Umask(0o177)
 	l, err := net.Listen("unix", path)
+	syscall.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
@@ -425,15 +431,28 @@ func ListenSocket(dir string) (net.Listener, error) {
 	return l, nil
 }
 
-// Token returns the HTTP API's bearer token, creating it (0600) on first use.
+// Token returns the HTTP API's bearer token, creating it on first use. It is read only from
+// a trusted store directory (store.CheckDir), without following a symbolic link, and only when
+// the file is this user's, with one link and no permission for others (store.CheckOwnFile):
+// a token another user could have planted or can read is refused, on every start. A new token
+// is created exclusively (O_EXCL|O_NOFOLLOW, mode 0600).
 func Token(dir string) (string, error) {
+	if err := store.CheckDir(dir); err != nil {
+		return "", err
+	}
 	path := filepath.Join(dir, TokenName)
-	if b, err := os.ReadFile(path); err == nil {
+	const what = "the HTTP API's token file"
+	if f, err := store.OpenOwnFile(path, what, os.O_RDONLY, 0, true); err == nil {
+		b, err := io.ReadAll(io.LimitReader(f, 4096))
+		f.Close()
+		if err != nil {
+			return "", err
+		}
 		if t := strings.TrimSpace(string(b)); len(t) >= 32 {
 			return t, nil
 		}
 		return "", fmt.Errorf("%s holds no usable token (delete it and a new one is made)", path)
-	} else if !os.IsNotExist(err) {
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", err
 	}
 	raw := make([]byte, 32)
@@ -441,9 +460,9 @@ func Token(dir string) (string, error) {
 		return "", err
 	}
 	tok := hex.EncodeToString(raw)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("creating %s: %w", path, err)
 	}
 	if _, err := f.WriteString(tok + "\n"); err != nil {
 		f.Close()
