@@ -79,8 +79,12 @@ func TestDaemonAnswersHealthOverSocketAndHTTPWithBearerToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	anonymous, authed := control.NewHTTPClient(base, ""), control.NewHTTPClient(base, tok)
-	if h, err := anonymous.Health(ctx); err != nil || h.Owner != "daemon" {
-		t.Fatalf("health over HTTP: %+v %v", h, err)
+	// Without the token health says that the daemon is up and its version, nothing more.
+	if h, err := anonymous.Health(ctx); err != nil || !h.OK || h.Version != "test" || h.Owner != "" || h.PID != 0 || h.Running != nil || h.Queued != nil || !h.Started.IsZero() {
+		t.Fatalf("health over HTTP without the token: %+v %v", h, err)
+	}
+	if h, err := authed.Health(ctx); err != nil || !h.OK || h.Owner != "daemon" || h.PID != os.Getpid() {
+		t.Fatalf("health over HTTP with the token: %+v %v", h, err)
 	}
 	var ae *control.APIError
 	if _, err := anonymous.List(ctx); !errors.As(err, &ae) || ae.Status != 401 {

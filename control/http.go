@@ -45,9 +45,9 @@ const maxSocketPath = 107
 // SocketPath is the control socket of the store in dir.
 func SocketPath(dir string) string { return filepath.Join(dir, SocketName) }
 
-// Handler serves API over HTTP. With a token every request but
-// GET /v1/health must carry "Authorization: Bearer TOKEN" (the Unix socket needs none: the
-// store directory is 0700 and the socket 0600).
+// Handler serves API over HTTP. With a token every request must carry
+// "Authorization: Bearer TOKEN", but GET /v1/health, which without it answers only
+// PublicHealth (the Unix socket needs none: the socket is 0600 in a directory of the owner's).
 func Handler(api API, token string) http.Handler {
 	mux := http.NewServeMux()
 	h := &handler{api: api}
@@ -77,13 +77,17 @@ func Handler(api API, token string) http.Handler {
 	if token != "" {
 		want := []byte(token)
 		root = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !(r.Method == http.MethodGet && r.URL.Path == "/v1/health") {
-				got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-				if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-					w.Header().Set("WWW-Authenticate", `Bearer realm="harness-edge"`)
-					writeError(w, http.StatusUnauthorized, errors.New("missing or wrong bearer token (it is in "+TokenName+" in the store directory)"))
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+				if r.Method == http.MethodGet && r.URL.Path == "/v1/health" {
+					// Without the token health says only that the daemon is up: its pid and
+					// the harnesses it runs are for those who hold the token.
+					h.publicHealth(w, r)
 					return
 				}
+				w.Header().Set("WWW-Authenticate", `Bearer realm="harness-edge"`)
+				writeError(w, http.StatusUnauthorized, errors.New("missing or wrong bearer token (it is in "+TokenName+" in the store directory)"))
+				return
 			}
 			mux.ServeHTTP(w, r)
 		})
@@ -173,6 +177,21 @@ func (h *handler) health(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, hl)
+}
+
+// PublicHealth is GET /v1/health over HTTP without the token: the daemon is up, and its version.
+type PublicHealth struct {
+	OK      bool   `json:"ok"`
+	Version string `json:"version"`
+}
+
+func (h *handler) publicHealth(w http.ResponseWriter, r *http.Request) {
+	hl, err := h.api.Health(r.Context())
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, PublicHealth{OK: hl.OK, Version: hl.Version})
 }
 
 func (h *handler) list(w http.ResponseWriter, r *http.Request) {
