@@ -159,7 +159,7 @@ func Own(dir string, cfg Config) (*Owned, error) {
 	o := &Owned{srv: srv, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(o.done)
-		_ = Serve(ctx, l, Handler(srv, ""))
+		_ = Serve(ctx, l, Handler(srv, ""), SocketLimits)
 	}()
 	return o, nil
 }

@@ -333,8 +333,12 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Server-sent events: one "id/event/data" block per event, flushed; an "end" event when the
-	// harness has finished.
-	fl, _ := w.(http.Flusher)
+	// harness has finished. A stream lasts as long as the harness runs: the server's write
+	// timeout is lifted for it, and each event's write is bounded instead (the read timeout
+	// ended with the request, which has no body).
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	bound := func() { _ = rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout)) }
 	started := false
 	start := func() {
 		if !started {
@@ -345,16 +349,15 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	err := h.api.Events(r.Context(), id, after, true, func(e event.Event) error {
+		bound()
 		start()
 		b, _ := json.Marshal(e)
 		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.N, e.Type, b); err != nil {
 			return err
 		}
-		if fl != nil {
-			fl.Flush()
-		}
-		return nil
+		return rc.Flush()
 	})
+	bound()
 	if err != nil && !started {
 		fail(w, err)
 		return
@@ -407,7 +410,9 @@ func (h *handler) report(w http.ResponseWriter, r *http.Request) {
 		}
 		since = d
 	}
+	beforeWrite := workDeadlines(w)
 	rep, err := h.api.Report(r.Context(), since)
+	beforeWrite()
 	if err != nil {
 		fail(w, err)
 		return
@@ -416,7 +421,9 @@ func (h *handler) report(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) verify(w http.ResponseWriter, r *http.Request) {
+	beforeWrite := workDeadlines(w)
 	p, err := h.api.Verify(r.Context(), r.URL.Query().Get("id"))
+	beforeWrite()
 	if err != nil {
 		fail(w, err)
 		return
@@ -509,9 +516,13 @@ func CheckBind(addr string, allowRemote bool) error {
 	return nil
 }
 
-// Serve serves h on l until ctx ends, then shuts the server down (open streams are cut).
-func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+// Serve serves h on l within lim until ctx ends, then shuts the server down (open streams are
+// cut).
+func Serve(ctx context.Context, l net.Listener, h http.Handler, lim Limits) error {
+	l = limitListen(l, lim.MaxConns)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: lim.ReadHeaderTimeout, ReadTimeout: lim.ReadTimeout,
+		WriteTimeout: lim.WriteTimeout, IdleTimeout: lim.IdleTimeout,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
