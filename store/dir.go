@@ -80,7 +80,9 @@ func CheckDir(dir string) error {
 	if o := ownerOf(fi); o != uid {
 		return untrusted("the store directory %s belongs to uid %d, not to this user (uid %d), who could have planted its lock or token: give --store a directory of your own (a new one is created with mode 0700)", abs, o, uid)
 	}
-	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 && fi.Mode()&fs.ModeSticky != 0 {
+		return untrusted("the store directory %s is shared (mode %04o, sticky, like /tmp): every user can put files in it: give --store a new directory of your own, such as %s (it is created with mode 0700)", abs, perm|0o1000, filepath.Join(abs, "harness-edge"))
+	} else if perm&0o022 != 0 {
 		return untrusted("the store directory %s has mode %04o: other users can write to it, so they could plant the store's lock or token, and harness-edge does not change the mode of a directory it did not create: run `chmod 700 %s` if the directory is meant for the store, or give --store a new directory (it is created with mode 0700)", abs, perm, abs)
 	}
 	return nil
