@@ -95,12 +95,14 @@ func StartDaemon(ctx context.Context, cfg DaemonConfig) (d *Daemon, err error) {
 	o.Sinks = append(slices.Clone(o.Sinks), event.Slog{L: log})
 	srv := NewServer(db, Config{Owner: OwnerDaemon, Concurrency: cfg.Concurrency, Options: o, Version: cfg.Version, Logger: log})
 	d = &Daemon{srv: srv, log: log, served: make(chan error, 2), stopped: make(chan struct{})}
-	// The listeners serve until ctx ends, or until a failure below stops them.
+	// The listeners serve until ctx ends, or until a failure below stops them. A failure
+	// returns a nil d: the cleanup keeps its own reference.
 	ctx, cancel := context.WithCancel(ctx)
+	started := d
 	defer func() {
 		if err != nil {
 			cancel()
-			d.waitServers()
+			started.waitServers()
 			db.Close()
 		}
 	}()

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -278,4 +279,35 @@ func TestRequestsLeaveTheDaemonsMemoryAsTheyFoundIt(t *testing.T) {
 			srv.Manager().Release("idle")
 		}
 	}
+}
+
+// A daemon refused on the way up (here: a token file others can read) says why, and leaves
+// nothing behind: no socket, the store free for the next process.
+func TestDaemonRefusedAtStartLeavesTheStoreFree(t *testing.T) {
+	dir := storeDir(t)
+	s, err := store.OpenStore(dir, store.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	tok := filepath.Join(dir, control.TokenName)
+	if err := os.WriteFile(tok, []byte(strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(tok, 0o644)
+	d, err := control.StartDaemon(context.Background(), control.DaemonConfig{Dir: dir, HTTPAddr: "127.0.0.1:0", Concurrency: 1})
+	if err == nil {
+		t.Fatalf("the daemon started with a token file others can read: %v", d.HTTPAddr())
+	}
+	if !errors.Is(err, store.ErrUntrusted) || !strings.Contains(err.Error(), "remove it") {
+		t.Fatalf("%v", err)
+	}
+	if _, err := os.Lstat(control.SocketPath(dir)); !os.IsNotExist(err) {
+		t.Fatalf("the control socket was left: %v", err)
+	}
+	s, err = store.OpenStore(dir, store.StoreOptions{})
+	if err != nil {
+		t.Fatalf("the store was left locked: %v", err)
+	}
+	s.Close()
 }
