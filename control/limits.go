@@ -28,8 +28,10 @@ type Limits struct {
 	IdleTimeout time.Duration
 }
 
-// HTTPLimits are the HTTP API's limits.
-var HTTPLimits = Limits{MaxConns: 256, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+// HTTPLimits are the HTTP API's limits. Its requests are small (1 MiB at most) and anyone who
+// reaches the address can open connections, so its read timeouts are short: under a flood the
+// slots come free quickly.
+var HTTPLimits = Limits{MaxConns: 512, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
 	WriteTimeout: 60 * time.Second, IdleTimeout: 60 * time.Second}
 
 // SocketLimits are the control socket's: only the store's user can connect, but a stuck or
