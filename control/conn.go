@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +39,11 @@ func Connect(dir string) (*Conn, error) {
 // reach finds who has the store in dir: the client of the process that owns it, or else the
 // store itself, opened here.
 func reach(dir string) (*Client, *store.Store, error) {
+	// A socket in a directory another user could write to may be theirs: the store directory is
+	// checked before anything is sent to it.
+	if err := store.CheckDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
+	}
 	for try := 0; ; try++ {
 		c, err := Dial(dir)
 		if err == nil {
@@ -153,7 +159,7 @@ func Own(dir string, cfg Config) (*Owned, error) {
 	o := &Owned{srv: srv, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(o.done)
-		_ = Serve(ctx, l, Handler(srv, ""))
+		_ = Serve(ctx, l, Handler(srv, ""), SocketLimits)
 	}()
 	return o, nil
 }

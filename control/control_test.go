@@ -1,10 +1,15 @@
 package control
 
 import (
+	"errors"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/harness-edge/harness-edge/store"
 )
 
 func TestCheckBind(t *testing.T) {
@@ -50,5 +55,108 @@ func TestSocketPathTooLong(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 120))
 	if _, err := ListenSocket(dir); err == nil || !strings.Contains(err.Error(), "shorter store directory") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// otherUID is a uid that is not ours; giving a file to it needs root.
+const otherUID = 54321
+
+func TestTokenRefusesAPlantedOrOpenTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, TokenName)
+	planted := strings.Repeat("ab", 32)
+	check := func(name string, want string) {
+		t.Helper()
+		tok, err := Token(dir)
+		if err == nil || !errors.Is(err, store.ErrUntrusted) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: token %q, %v; want a refusal saying %q", name, tok, err, want)
+		}
+	}
+
+	// Readable by others (the tester's 0644): refused, even when it is ours.
+	os.WriteFile(path, []byte(planted+"\n"), 0o600)
+	os.Chmod(path, 0o644)
+	check("a 0644 token", "other users can read it")
+
+	// A symbolic link: not followed, its target untouched.
+	os.Remove(path)
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	os.WriteFile(target, []byte(planted+"\n"), 0o600)
+	os.Symlink(target, path)
+	check("a symlinked token", "symbolic link")
+
+	// A hard link to another file.
+	os.Remove(path)
+	os.Link(target, path)
+	check("a hard-linked token", "hard links")
+	os.Remove(path)
+
+	if os.Geteuid() == 0 {
+		// Another user's token, 0600 as it should be: refused.
+		os.WriteFile(path, []byte(planted+"\n"), 0o600)
+		os.Chown(path, otherUID, otherUID)
+		check("another user's token", "belongs to uid 54321")
+		os.Remove(path)
+
+		// A directory another user owns: no token is read from it or made in it.
+		theirs := filepath.Join(t.TempDir(), "theirs")
+		os.Mkdir(theirs, 0o700)
+		os.WriteFile(filepath.Join(theirs, TokenName), []byte(planted+"\n"), 0o600)
+		os.Chown(theirs, otherUID, otherUID)
+		if tok, err := Token(theirs); err == nil || !errors.Is(err, store.ErrUntrusted) {
+			t.Fatalf("a token in another user's directory: %q %v", tok, err)
+		}
+	} else {
+		t.Log("not root: the cases of another user's files are skipped")
+	}
+
+	// Once the bad file is gone a new one is made, 0600, and used.
+	a, err := Token(dir)
+	if err != nil || a == planted {
+		t.Fatalf("%q %v", a, err)
+	}
+	if b, err := Token(dir); err != nil || b != a {
+		t.Fatalf("%q %v", b, err)
+	}
+}
+
+func TestTokenIsNotMadeInAWorldWritableDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "open")
+	os.Mkdir(dir, 0o700)
+	os.Chmod(dir, 0o777)
+	if tok, err := Token(dir); err == nil || !errors.Is(err, store.ErrUntrusted) {
+		t.Fatalf("%q %v", tok, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, TokenName)); !os.IsNotExist(err) {
+		t.Fatalf("a token was made: %v", err)
+	}
+}
+
+func TestConnectTalksToNoSocketInADirectoryOthersCanWrite(t *testing.T) {
+	// Someone else's "owner" answers on control.sock in a directory anyone can write to: no
+	// request (a task, a token-free operation) may go to it.
+	dir := filepath.Join(t.TempDir(), "open")
+	os.Mkdir(dir, 0o700)
+	l, err := net.Listen("unix", SocketPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := make(chan string, 10)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked <- r.URL.Path
+		w.Write([]byte(`{"ok":true,"owner":"daemon","pid":1}`))
+	})}
+	go srv.Serve(l)
+	defer srv.Close()
+	os.Chmod(dir, 0o777)
+	c, err := Connect(dir)
+	if err == nil {
+		c.Close()
+	}
+	if err == nil || !errors.Is(err, store.ErrUntrusted) {
+		t.Fatalf("Connect: %v", err)
+	}
+	if len(asked) != 0 {
+		t.Fatalf("the planted socket was asked %s", <-asked)
 	}
 }

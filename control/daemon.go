@@ -95,12 +95,14 @@ func StartDaemon(ctx context.Context, cfg DaemonConfig) (d *Daemon, err error) {
 	o.Sinks = append(slices.Clone(o.Sinks), event.Slog{L: log})
 	srv := NewServer(db, Config{Owner: OwnerDaemon, Concurrency: cfg.Concurrency, Options: o, Version: cfg.Version, Logger: log})
 	d = &Daemon{srv: srv, log: log, served: make(chan error, 2), stopped: make(chan struct{})}
-	// The listeners serve until ctx ends, or until a failure below stops them.
+	// The listeners serve until ctx ends, or until a failure below stops them. A failure
+	// returns a nil d: the cleanup keeps its own reference.
 	ctx, cancel := context.WithCancel(ctx)
+	started := d
 	defer func() {
 		if err != nil {
 			cancel()
-			d.waitServers()
+			started.waitServers()
 			db.Close()
 		}
 	}()
@@ -108,7 +110,7 @@ func StartDaemon(ctx context.Context, cfg DaemonConfig) (d *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	d.serve(ctx, sock, Handler(srv, ""))
+	d.serve(ctx, sock, Handler(srv, ""), SocketLimits)
 	if cfg.HTTPAddr != "" {
 		tok, err := Token(cfg.Dir)
 		if err != nil {
@@ -119,7 +121,7 @@ func StartDaemon(ctx context.Context, cfg DaemonConfig) (d *Daemon, err error) {
 			return nil, fmt.Errorf("--http %s: %w", cfg.HTTPAddr, err)
 		}
 		d.httpAddr = l.Addr()
-		d.serve(ctx, l, Handler(srv, tok))
+		d.serve(ctx, l, Handler(srv, tok), HTTPLimits)
 		log.Info("HTTP API listening", "addr", l.Addr().String(), "token", filepath.Join(cfg.Dir, TokenName))
 	}
 	if d.resumed, err = srv.Recover(); err != nil {
@@ -141,9 +143,9 @@ func StartDaemon(ctx context.Context, cfg DaemonConfig) (d *Daemon, err error) {
 	return d, nil
 }
 
-func (d *Daemon) serve(ctx context.Context, l net.Listener, h http.Handler) {
+func (d *Daemon) serve(ctx context.Context, l net.Listener, h http.Handler, lim Limits) {
 	d.servers++
-	go func() { d.served <- Serve(ctx, l, h) }()
+	go func() { d.served <- Serve(ctx, l, h, lim) }()
 }
 
 // waitServers waits for the listeners to stop, logging how they failed.

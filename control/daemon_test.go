@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -79,8 +80,12 @@ func TestDaemonAnswersHealthOverSocketAndHTTPWithBearerToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	anonymous, authed := control.NewHTTPClient(base, ""), control.NewHTTPClient(base, tok)
-	if h, err := anonymous.Health(ctx); err != nil || h.Owner != "daemon" {
-		t.Fatalf("health over HTTP: %+v %v", h, err)
+	// Without the token health says that the daemon is up and its version, nothing more.
+	if h, err := anonymous.Health(ctx); err != nil || !h.OK || h.Version != "test" || h.Owner != "" || h.PID != 0 || h.Running != nil || h.Queued != nil || !h.Started.IsZero() {
+		t.Fatalf("health over HTTP without the token: %+v %v", h, err)
+	}
+	if h, err := authed.Health(ctx); err != nil || !h.OK || h.Owner != "daemon" || h.PID != os.Getpid() {
+		t.Fatalf("health over HTTP with the token: %+v %v", h, err)
 	}
 	var ae *control.APIError
 	if _, err := anonymous.List(ctx); !errors.As(err, &ae) || ae.Status != 401 {
@@ -274,4 +279,35 @@ func TestRequestsLeaveTheDaemonsMemoryAsTheyFoundIt(t *testing.T) {
 			srv.Manager().Release("idle")
 		}
 	}
+}
+
+// A daemon refused on the way up (here: a token file others can read) says why, and leaves
+// nothing behind: no socket, the store free for the next process.
+func TestDaemonRefusedAtStartLeavesTheStoreFree(t *testing.T) {
+	dir := storeDir(t)
+	s, err := store.OpenStore(dir, store.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	tok := filepath.Join(dir, control.TokenName)
+	if err := os.WriteFile(tok, []byte(strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(tok, 0o644)
+	d, err := control.StartDaemon(context.Background(), control.DaemonConfig{Dir: dir, HTTPAddr: "127.0.0.1:0", Concurrency: 1})
+	if err == nil {
+		t.Fatalf("the daemon started with a token file others can read: %v", d.HTTPAddr())
+	}
+	if !errors.Is(err, store.ErrUntrusted) || !strings.Contains(err.Error(), "remove it") {
+		t.Fatalf("%v", err)
+	}
+	if _, err := os.Lstat(control.SocketPath(dir)); !os.IsNotExist(err) {
+		t.Fatalf("the control socket was left: %v", err)
+	}
+	s, err = store.OpenStore(dir, store.StoreOptions{})
+	if err != nil {
+		t.Fatalf("the store was left locked: %v", err)
+	}
+	s.Close()
 }

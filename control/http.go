@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/harness-edge/harness-edge/statefmt/event"
@@ -43,9 +45,9 @@ const maxSocketPath = 107
 // SocketPath is the control socket of the store in dir.
 func SocketPath(dir string) string { return filepath.Join(dir, SocketName) }
 
-// Handler serves API over HTTP. With a token every request but
-// GET /v1/health must carry "Authorization: Bearer TOKEN" (the Unix socket needs none: the
-// store directory is 0700 and the socket 0600).
+// Handler serves API over HTTP. With a token every request must carry
+// "Authorization: Bearer TOKEN", but GET /v1/health, which without it answers only
+// PublicHealth (the Unix socket needs none: the socket is 0600 in a directory of the owner's).
 func Handler(api API, token string) http.Handler {
 	mux := http.NewServeMux()
 	h := &handler{api: api}
@@ -75,13 +77,17 @@ func Handler(api API, token string) http.Handler {
 	if token != "" {
 		want := []byte(token)
 		root = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !(r.Method == http.MethodGet && r.URL.Path == "/v1/health") {
-				got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-				if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-					w.Header().Set("WWW-Authenticate", `Bearer realm="harness-edge"`)
-					writeError(w, http.StatusUnauthorized, errors.New("missing or wrong bearer token (it is in "+TokenName+" in the store directory)"))
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+				if r.Method == http.MethodGet && r.URL.Path == "/v1/health" {
+					// Without the token health says only that the daemon is up: its pid and
+					// the harnesses it runs are for those who hold the token.
+					h.publicHealth(w, r)
 					return
 				}
+				w.Header().Set("WWW-Authenticate", `Bearer realm="harness-edge"`)
+				writeError(w, http.StatusUnauthorized, errors.New("missing or wrong bearer token (it is in "+TokenName+" in the store directory)"))
+				return
 			}
 			mux.ServeHTTP(w, r)
 		})
@@ -171,6 +177,21 @@ func (h *handler) health(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, hl)
+}
+
+// PublicHealth is GET /v1/health over HTTP without the token: the daemon is up, and its version.
+type PublicHealth struct {
+	OK      bool   `json:"ok"`
+	Version string `json:"version"`
+}
+
+func (h *handler) publicHealth(w http.ResponseWriter, r *http.Request) {
+	hl, err := h.api.Health(r.Context())
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, PublicHealth{OK: hl.OK, Version: hl.Version})
 }
 
 func (h *handler) list(w http.ResponseWriter, r *http.Request) {
@@ -312,8 +333,12 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Server-sent events: one "id/event/data" block per event, flushed; an "end" event when the
-	// harness has finished.
-	fl, _ := w.(http.Flusher)
+	// harness has finished. A stream lasts as long as the harness runs: the server's write
+	// timeout is lifted for it, and each event's write is bounded instead (the read timeout
+	// ended with the request, which has no body).
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	bound := func() { _ = rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout)) }
 	started := false
 	start := func() {
 		if !started {
@@ -324,16 +349,15 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	err := h.api.Events(r.Context(), id, after, true, func(e event.Event) error {
+		bound()
 		start()
 		b, _ := json.Marshal(e)
 		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.N, e.Type, b); err != nil {
 			return err
 		}
-		if fl != nil {
-			fl.Flush()
-		}
-		return nil
+		return rc.Flush()
 	})
+	bound()
 	if err != nil && !started {
 		fail(w, err)
 		return
@@ -386,7 +410,9 @@ func (h *handler) report(w http.ResponseWriter, r *http.Request) {
 		}
 		since = d
 	}
+	beforeWrite := workDeadlines(w)
 	rep, err := h.api.Report(r.Context(), since)
+	beforeWrite()
 	if err != nil {
 		fail(w, err)
 		return
@@ -395,7 +421,9 @@ func (h *handler) report(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) verify(w http.ResponseWriter, r *http.Request) {
+	beforeWrite := workDeadlines(w)
 	p, err := h.api.Verify(r.Context(), r.URL.Query().Get("id"))
+	beforeWrite()
 	if err != nil {
 		fail(w, err)
 		return
@@ -413,7 +441,11 @@ func ListenSocket(dir string) (net.Listener, error) {
 	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 		return nil, fmt.Errorf("control socket: removing the stale %s: %w", path, err)
 	}
+	// The socket is made 0600 from the start (not chmodded after): a store directory of ours may
+	// be readable by others, who must not connect in between.
+	old := syscall.Umask(0o177)
 	l, err := net.Listen("unix", path)
+	syscall.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
@@ -425,15 +457,28 @@ func ListenSocket(dir string) (net.Listener, error) {
 	return l, nil
 }
 
-// Token returns the HTTP API's bearer token, creating it (0600) on first use.
+// Token returns the HTTP API's bearer token, creating it on first use. It is read only from
+// a trusted store directory (store.CheckDir), without following a symbolic link, and only when
+// the file is this user's, with one link and no permission for others (store.CheckOwnFile):
+// a token another user could have planted or can read is refused, on every start. A new token
+// is created exclusively (O_EXCL|O_NOFOLLOW, mode 0600).
 func Token(dir string) (string, error) {
+	if err := store.CheckDir(dir); err != nil {
+		return "", err
+	}
 	path := filepath.Join(dir, TokenName)
-	if b, err := os.ReadFile(path); err == nil {
+	const what = "the HTTP API's token file"
+	if f, err := store.OpenOwnFile(path, what, os.O_RDONLY, 0, true); err == nil {
+		b, err := io.ReadAll(io.LimitReader(f, 4096))
+		f.Close()
+		if err != nil {
+			return "", err
+		}
 		if t := strings.TrimSpace(string(b)); len(t) >= 32 {
 			return t, nil
 		}
 		return "", fmt.Errorf("%s holds no usable token (delete it and a new one is made)", path)
-	} else if !os.IsNotExist(err) {
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", err
 	}
 	raw := make([]byte, 32)
@@ -441,9 +486,9 @@ func Token(dir string) (string, error) {
 		return "", err
 	}
 	tok := hex.EncodeToString(raw)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("creating %s: %w", path, err)
 	}
 	if _, err := f.WriteString(tok + "\n"); err != nil {
 		f.Close()
@@ -471,9 +516,13 @@ func CheckBind(addr string, allowRemote bool) error {
 	return nil
 }
 
-// Serve serves h on l until ctx ends, then shuts the server down (open streams are cut).
-func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+// Serve serves h on l within lim until ctx ends, then shuts the server down (open streams are
+// cut).
+func Serve(ctx context.Context, l net.Listener, h http.Handler, lim Limits) error {
+	l = limitListen(l, lim.MaxConns)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: lim.ReadHeaderTimeout, ReadTimeout: lim.ReadTimeout,
+		WriteTimeout: lim.WriteTimeout, IdleTimeout: lim.IdleTimeout,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

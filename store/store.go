@@ -276,9 +276,11 @@ var ErrStoreInUse = errors.New("store in use")
 // ErrNotFound is returned for a harness the store does not hold.
 var ErrNotFound = errors.New("harness not found")
 
-// lockDir takes the process lock on dir/store.lock and writes our pid into it.
+// lockDir takes the process lock on dir/store.lock and writes our pid into it. The lock file is
+// opened without following a symbolic link and must be ours (CheckOwnFile) before it is
+// truncated.
 func lockDir(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, "store.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := OpenOwnFile(filepath.Join(dir, "store.lock"), "the store's lock file", os.O_RDWR|os.O_CREATE, 0o600, false)
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +299,8 @@ func lockDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
-// OpenStore opens (creating if needed, mode 0700) the store in dir.
+// OpenStore opens the store in dir, creating the directory (mode 0700) when it does not exist.
+// An existing directory must be one this user can trust (CheckDir); its mode is never changed.
 func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	s := &Store{dir: dir, engine: o.Engine, policy: o.Policy, harnesses: map[string]*harness{}}
 	if s.engine == nil {
@@ -306,10 +309,7 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	fs := o.FS
 	if fs == nil {
 		fs = vfs.Default
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("cannot create the store directory: %w", err)
-		}
-		if err := os.Chmod(dir, 0o700); err != nil {
+		if err := prepareDir(dir); err != nil {
 			return nil, err
 		}
 		lock, err := lockDir(dir)
@@ -317,6 +317,10 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 			return nil, err
 		}
 		s.lock = lock
+		if fi, err := os.Lstat(filepath.Join(dir, "db")); err == nil && (!fi.IsDir() || ownerOf(fi) != uint32(os.Geteuid())) {
+			s.unlock()
+			return nil, untrusted("%s is not a directory of this user: the store keeps its database there; move it away", filepath.Join(dir, "db"))
+		}
 	}
 	errLog := o.ErrorLog
 	if errLog == nil {

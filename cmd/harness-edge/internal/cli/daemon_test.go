@@ -227,7 +227,11 @@ func TestDaemon(t *testing.T) {
 	if after := list(); after != before {
 		t.Fatalf("a refused request changed the store:\n%s\n%s", before, after)
 	}
-	if code, resp := d.http("GET", "/v1/health", "", nil); code != 200 || !strings.Contains(resp, `"owner":"daemon"`) {
+	// Without the token health says only that the daemon is up; with it, who runs what.
+	if code, resp := d.http("GET", "/v1/health", "", nil); code != 200 || strings.TrimSpace(resp) != `{"ok":true,"version":"dev"}` {
+		t.Fatalf("health without the token: %d %s", code, resp)
+	}
+	if code, resp := d.http("GET", "/v1/health", token, nil); code != 200 || !strings.Contains(resp, `"owner":"daemon"`) {
 		t.Fatalf("health: %d %s", code, resp)
 	}
 	if code, resp := d.http("POST", "/v1/harnesses", token, body); code != 201 || !strings.Contains(resp, `"id":"h"`) {

@@ -36,7 +36,7 @@ func TestARefusedRequestChangesNothing(t *testing.T) {
 	}
 	health := func() control.Health {
 		t.Helper()
-		code, resp := d.http("GET", "/v1/health", "", nil)
+		code, resp := d.http("GET", "/v1/health", token, nil)
 		var h control.Health
 		if code != 200 || json.Unmarshal([]byte(resp), &h) != nil {
 			t.Fatalf("health: %d %s", code, resp)
