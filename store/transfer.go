@@ -472,11 +472,14 @@ func (s *Store) Import(data []byte, o ImportOptions) (TransferSummary, error) {
 	for _, id := range gone {
 		s.forget(id)
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := s.commit(b); err != nil {
 		return sum, fmt.Errorf("import of %s not committed (nothing was imported): %w", hdr.Root, err)
 	}
 	for _, id := range gone {
 		s.forget(id) // anything read meanwhile is stale
+	}
+	if err := s.forgetHeads(gone...); err != nil {
+		return sum, fmt.Errorf("import of %s committed, but the heads file was not written: %w", hdr.Root, err)
 	}
 	return sum, nil
 }
