@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/errors/oserror"
 	"github.com/cockroachdb/pebble/v2"
@@ -284,30 +285,39 @@ func (s *Store) saveHeads() error {
 	return writeHeads(s.fs, s.dir, heads)
 }
 
-// forgetHead drops id from the heads (it was deleted or is replaced) and writes the file, so a
-// crash before the next clean close does not report it lost.
+// headsEvery is how often, at most, a checkpoint also has the heads file rewritten, in the
+// background: after a crash, only the checkpoints of the last headsEvery are not covered.
+const headsEvery = 10 * time.Second
+
+// saveHeadsSoon rewrites the heads file in the background when it is older than headsEvery and
+// no write is under way. The checkpoint that calls it does not wait for it.
+func (s *Store) saveHeadsSoon() {
+	if time.Now().UnixNano()-s.headsLast.Load() < int64(headsEvery) || !s.headsBusy.CompareAndSwap(false, true) {
+		return
+	}
+	s.headsLast.Store(time.Now().UnixNano())
+	s.headsWG.Add(1)
+	go func() {
+		defer s.headsWG.Done()
+		defer s.headsBusy.Store(false)
+		s.headsMu.Lock()
+		defer s.headsMu.Unlock()
+		_ = s.saveHeads() // the next one, or Close, tries again
+	}()
+}
+
+// forgetHeads drops ids from the heads (they were deleted or replaced) and rewrites the file,
+// so a crash before the next clean close does not report them lost.
 func (s *Store) forgetHeads(ids ...string) error {
 	s.mu.Lock()
-	changed := false
 	for _, id := range ids {
-		if _, ok := s.heads[id]; ok {
-			delete(s.heads, id)
-			changed = true
-		}
+		delete(s.heads, id)
 		delete(s.damage, id)
 	}
-	var heads map[string]uint64
-	if changed {
-		heads = make(map[string]uint64, len(s.heads))
-		for id, seq := range s.heads {
-			heads[id] = seq
-		}
-	}
 	s.mu.Unlock()
-	if heads == nil {
-		return nil
-	}
-	return writeHeads(s.fs, s.dir, heads)
+	s.headsMu.Lock()
+	defer s.headsMu.Unlock()
+	return s.saveHeads()
 }
 
 // scanAll reads every key and value in the database once (each table block and its checksum,

@@ -128,7 +128,11 @@ func (s *Store) Events(id string, after uint64, f func(event.Event) bool) error 
 		}
 	}
 	if err := it.Error(); err != nil {
-		return damaged(id, fmt.Sprintf("the events after event %d", n), err)
+		what := fmt.Sprintf("the events after event %d", n)
+		if n == 0 {
+			what = "its event log"
+		}
+		return damaged(id, what, err)
 	}
 	return nil
 }

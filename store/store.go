@@ -134,6 +134,11 @@ type Store struct {
 	damage   map[string]error  // harnesses found damaged at open, by id
 	// commitFailed says a commit failed: the index may show what the log does not hold.
 	commitFailed atomic.Bool
+	// The heads file's writers (see saveHeadsSoon): one at a time, in the background.
+	headsMu   sync.Mutex
+	headsLast atomic.Int64 // when it was last written (UnixNano)
+	headsBusy atomic.Bool
+	headsWG   sync.WaitGroup
 }
 
 // harness is the in-memory side of one harness's chain: the state encoder and the chain
@@ -392,7 +397,10 @@ func (s *Store) Close() error {
 		h.mu.Unlock()
 	}
 	s.zdec.Close()
+	s.headsWG.Wait()
+	s.headsMu.Lock()
 	herr := s.saveHeads()
+	s.headsMu.Unlock()
 	err := s.db.Close()
 	s.unlock()
 	if err == nil && herr != nil {
@@ -457,6 +465,9 @@ func (e *CorruptError) Error() string {
 	}
 	return fmt.Sprintf("harness %s: record %d is corrupt: %s (no earlier state is restorable)", e.ID, e.Seq, e.Reason)
 }
+
+// Is makes every CorruptError match ErrDamaged.
+func (e *CorruptError) Is(target error) bool { return target == ErrDamaged }
 
 // StoredRecord is one record as `inspect` shows it.
 type StoredRecord struct {
@@ -868,6 +879,7 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 		return Checkpoint{}, fmt.Errorf("harness %s: checkpoint %d not committed: %w", id, info.Seq, err)
 	}
 	h.index = idx
+	s.saveHeadsSoon()
 	if len(events) > 0 {
 		h.nextEvent = firstEvent + uint64(len(events))
 	}
