@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/cockroachdb/errors/oserror"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -121,7 +121,7 @@ func (s *Store) headsPath() string { return filepath.Join(s.dir, headsName) }
 func readHeads(fs vfs.FS, path string) (map[string]uint64, error) {
 	f, err := fs.Open(path)
 	if err != nil {
-		if oserror.IsNotExist(err) {
+		if errors.Is(err, os.ErrNotExist) {
 			return map[string]uint64{}, nil
 		}
 		return map[string]uint64{}, err
@@ -251,43 +251,44 @@ func (s *Store) commit(b *pebble.Batch) (err error) {
 	return err
 }
 
-// saveHeads writes the heads file from the index and what is known damaged (whose recorded
-// heads stay until the harness is deleted or replaced).
-func (s *Store) saveHeads() error {
-	if s.commitFailed.Load() {
-		return nil // the index may be ahead of the log; the file's lower bounds still hold
-	}
-	list, err := s.List()
+// saveHeads writes the heads file: the heads read at open (kept for harnesses found damaged,
+// and lower bounds for the rest), raised by the checkpoints acknowledged since, and, with
+// fromIndex (at Close, when nothing commits any more), by the index: that covers harnesses of a
+// store written before the file existed. The index is not read while checkpoints commit: a
+// batch can be visible there before its commit fails. headsMu must be held.
+func (s *Store) saveHeads(fromIndex bool) error {
 	heads := map[string]uint64{}
 	s.mu.Lock()
 	for id, seq := range s.heads {
-		if s.damage[id] != nil {
-			heads[id] = seq
-		}
+		heads[id] = seq
+	}
+	for id, seq := range s.acked {
+		heads[id] = max(heads[id], seq)
 	}
 	s.mu.Unlock()
-	for _, e := range list {
-		if e.Damaged != "" {
-			continue
-		}
-		heads[e.ID] = max(heads[e.ID], e.HeadSeq)
-	}
-	if err != nil {
-		// An index that does not read to its end: keep the recorded heads of what was not read.
-		s.mu.Lock()
-		for id, seq := range s.heads {
-			if _, ok := heads[id]; !ok {
-				heads[id] = seq
+	if fromIndex && !s.commitFailed.Load() {
+		list, _ := s.List()
+		for _, e := range list {
+			if e.Damaged == "" {
+				heads[e.ID] = max(heads[e.ID], e.HeadSeq)
 			}
 		}
-		s.mu.Unlock()
 	}
 	return writeHeads(s.fs, s.dir, heads)
 }
 
+// acknowledge records that the harness's checkpoint seq is durable.
+func (s *Store) acknowledge(id string, seq uint64) {
+	s.mu.Lock()
+	if s.acked != nil {
+		s.acked[id] = max(s.acked[id], seq)
+	}
+	s.mu.Unlock()
+}
+
 // headsEvery is how often, at most, a checkpoint also has the heads file rewritten, in the
 // background: after a crash, only the checkpoints of the last headsEvery are not covered.
-const headsEvery = 10 * time.Second
+var headsEvery = 10 * time.Second
 
 // saveHeadsSoon rewrites the heads file in the background when it is older than headsEvery and
 // no write is under way. The checkpoint that calls it does not wait for it.
@@ -302,22 +303,27 @@ func (s *Store) saveHeadsSoon() {
 		defer s.headsBusy.Store(false)
 		s.headsMu.Lock()
 		defer s.headsMu.Unlock()
-		_ = s.saveHeads() // the next one, or Close, tries again
+		_ = s.saveHeads(false) // the next one, or Close, tries again
 	}()
 }
 
 // forgetHeads drops ids from the heads (they were deleted or replaced) and rewrites the file,
 // so a crash before the next clean close does not report them lost.
-func (s *Store) forgetHeads(ids ...string) error {
+// The heads in now (an import's) are acknowledged in the same write.
+func (s *Store) forgetHeads(ids []string, now map[string]uint64) error {
 	s.mu.Lock()
 	for _, id := range ids {
 		delete(s.heads, id)
+		delete(s.acked, id)
 		delete(s.damage, id)
+	}
+	for id, seq := range now {
+		s.acked[id] = seq
 	}
 	s.mu.Unlock()
 	s.headsMu.Lock()
 	defer s.headsMu.Unlock()
-	return s.saveHeads()
+	return s.saveHeads(false)
 }
 
 // scanAll reads every key and value in the database once (each table block and its checksum,

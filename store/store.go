@@ -132,6 +132,7 @@ type Store struct {
 	heads    map[string]uint64 // the heads file as read at open (see damage.go)
 	headsErr error             // why the heads file could not be read
 	damage   map[string]error  // harnesses found damaged at open, by id
+	acked    map[string]uint64 // heads acknowledged since open
 	// commitFailed says a commit failed: the index may show what the log does not hold.
 	commitFailed atomic.Bool
 	// The heads file's writers (see saveHeadsSoon): one at a time, in the background.
@@ -355,7 +356,7 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 // mistaken for a new database. Pebble's corruption reports are errors of the reads that meet
 // them (corruptionLog), never a panic.
 func (s *Store) openDB(fs vfs.FS, errLog io.Writer) (*pebble.DB, error) {
-	s.fs, s.corrupt, s.damage = fs, &corruptionLog{w: errLog}, map[string]error{}
+	s.fs, s.corrupt, s.damage, s.acked = fs, &corruptionLog{w: errLog}, map[string]error{}, map[string]uint64{}
 	dbDir := filepath.Join(s.dir, "db")
 	if err := checkDBFiles(fs, dbDir); err != nil {
 		return nil, err
@@ -399,7 +400,7 @@ func (s *Store) Close() error {
 	s.zdec.Close()
 	s.headsWG.Wait()
 	s.headsMu.Lock()
-	herr := s.saveHeads()
+	herr := s.saveHeads(true)
 	s.headsMu.Unlock()
 	err := s.db.Close()
 	s.unlock()
@@ -879,6 +880,7 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 		return Checkpoint{}, fmt.Errorf("harness %s: checkpoint %d not committed: %w", id, info.Seq, err)
 	}
 	h.index = idx
+	s.acknowledge(id, info.Seq)
 	s.saveHeadsSoon()
 	if len(events) > 0 {
 		h.nextEvent = firstEvent + uint64(len(events))
@@ -965,7 +967,7 @@ func (s *Store) Delete(id string) error {
 	if err := s.commit(b); err != nil {
 		return err
 	}
-	return s.forgetHeads(id)
+	return s.forgetHeads([]string{id}, nil)
 }
 
 // List returns every harness's index entry, ordered by id. A harness found damaged (an

@@ -478,7 +478,11 @@ func (s *Store) Import(data []byte, o ImportOptions) (TransferSummary, error) {
 	for _, id := range gone {
 		s.forget(id) // anything read meanwhile is stale
 	}
-	if err := s.forgetHeads(gone...); err != nil {
+	now := map[string]uint64{}
+	for _, m := range family {
+		now[m.id] = m.index.HeadSeq
+	}
+	if err := s.forgetHeads(gone, now); err != nil {
 		return sum, fmt.Errorf("import of %s committed, but the heads file was not written: %w", hdr.Root, err)
 	}
 	return sum, nil
