@@ -2,11 +2,13 @@ package control
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
 
 	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/store"
 )
 
 // Report is the morning report: what the store's harnesses did in a window of time.
@@ -21,6 +23,14 @@ type Report struct {
 	Waiting     []WaitingGate `json:"waiting"`
 	Checkpoints int           `json:"checkpoints"`
 	StoredBytes int           `json:"storedBytes"`
+	// Damaged lists the harnesses whose stored data is damaged, with what is damaged.
+	Damaged []DamagedHarness `json:"damaged,omitempty"`
+}
+
+// DamagedHarness is a harness the store cannot read whole: `harness-edge verify` says more.
+type DamagedHarness struct {
+	ID     string `json:"id"`
+	Reason string `json:"reason"`
 }
 
 // ReportEntry is one harness in the report.
@@ -66,10 +76,18 @@ func (s *Server) Report(_ context.Context, since time.Duration) (*Report, error)
 		return nil, err
 	}
 	for _, e := range list {
+		if e.Damaged != "" {
+			r.Damaged = append(r.Damaged, DamagedHarness{ID: e.ID, Reason: e.Damaged})
+			continue
+		}
 		if e.ParentHarnessID != "" {
 			continue // counted in their parent
 		}
 		st, err := s.State(context.Background(), e.ID)
+		if errors.Is(err, store.ErrDamaged) {
+			r.Damaged = append(r.Damaged, DamagedHarness{ID: e.ID, Reason: err.Error()})
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -611,6 +611,10 @@ func (s *Server) Recover() ([]string, error) {
 	sort.Slice(l, func(i, j int) bool { return l[i].UpdatedAt.Before(l[j].UpdatedAt) })
 	var ids []string
 	for _, e := range l {
+		if e.Damaged != "" {
+			s.log.Error("recover: harness is damaged; not running it (see `harness-edge verify`)", "harness", e.ID, "err", e.Damaged)
+			continue
+		}
 		if e.ParentHarnessID != "" {
 			continue // sub-agents run inside their parent
 		}

@@ -60,6 +60,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv("HARNESS_EDGE_CRASH_CHILD"); dir != "" {
 		crashChild(dir)
 	}
+	if dir := os.Getenv("HARNESS_EDGE_HEADS_CHILD"); dir != "" {
+		headsChild(dir)
+	}
 	os.Exit(m.Run())
 }
 

@@ -31,7 +31,11 @@ func (s *Store) nextEvent(id string, h *harness) (uint64, error) {
 		k := it.Key()
 		h.nextEvent = binary.BigEndian.Uint64(k[len(k)-8:]) + 1
 	}
-	return h.nextEvent, it.Error()
+	if err := it.Error(); err != nil {
+		h.nextEvent = 0
+		return 0, damaged(id, "event log", err)
+	}
+	return h.nextEvent, nil
 }
 
 // addEvents puts encoded events into b with their numbers and returns the first; h.mu must be
@@ -88,7 +92,7 @@ func (s *Store) AppendEvents(id string, events []event.Event) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := s.commit(b); err != nil {
 		h.nextEvent = 0 // unknown: read the log's end again
 		return 0, fmt.Errorf("harness %s: events not committed: %w", id, err)
 	}
@@ -107,13 +111,15 @@ func (s *Store) Events(id string, after uint64, f func(event.Event) bool) error 
 		return err
 	}
 	defer it.Close()
+	n := after
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()
+		n = binary.BigEndian.Uint64(k[len(k)-8:])
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return fmt.Errorf("harness %s: event %d: %w", id, binary.BigEndian.Uint64(k[len(k)-8:]), err)
+			return damaged(id, fmt.Sprintf("event %d", n), err)
 		}
-		e, err := event.Decode(id, binary.BigEndian.Uint64(k[len(k)-8:]), v)
+		e, err := event.Decode(id, n, v)
 		if err != nil {
 			return err
 		}
@@ -121,5 +127,12 @@ func (s *Store) Events(id string, after uint64, f func(event.Event) bool) error 
 			return nil
 		}
 	}
-	return it.Error()
+	if err := it.Error(); err != nil {
+		what := fmt.Sprintf("the events after event %d", n)
+		if n == 0 {
+			what = "its event log"
+		}
+		return damaged(id, what, err)
+	}
+	return nil
 }

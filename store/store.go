@@ -79,6 +79,9 @@ type IndexEntry struct {
 	KeyframeSeq      uint64          `json:"keyframeSeq"`
 	HeadStateBytes   uint64          `json:"headStateBytes"` // sizes a restore's buffer
 	LastCheckpointAt time.Time       `json:"lastCheckpointAt"`
+	// Damaged, when set, says why the harness cannot be read: an acknowledged checkpoint the
+	// store lost, or an index entry that is damaged. The other fields may be zero then.
+	Damaged string `json:"damaged,omitempty"`
 }
 
 // Checkpoint describes one persisted record.
@@ -121,6 +124,20 @@ type Store struct {
 
 	mu        sync.Mutex
 	harnesses map[string]*harness
+
+	fs       vfs.FS
+	corrupt  *corruptionLog
+	heads    map[string]uint64 // the heads file as read at open (see damage.go)
+	headsErr error             // why the heads file could not be read
+	damage   map[string]error  // harnesses found damaged at open, by id
+	acked    map[string]uint64 // heads acknowledged since open
+	// commitFailed says a commit failed: the index may show what the log does not hold.
+	commitFailed atomic.Bool
+	// The heads file's writers (see saveHeadsSoon): one at a time, in the background.
+	headsMu   sync.Mutex
+	headsLast atomic.Int64 // when it was last written (UnixNano)
+	headsBusy atomic.Bool
+	headsWG   sync.WaitGroup
 }
 
 // harness is the in-memory side of one harness's chain: the state encoder and the chain
@@ -326,18 +343,38 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	if errLog == nil {
 		errLog = os.Stderr
 	}
-	db, err := pebble.Open(filepath.Join(dir, "db"), &pebble.Options{
-		FS:                 fs,
-		Logger:             quietLogger{errLog},
-		FormatMajorVersion: pebble.FormatNewest,
-	})
+	db, err := s.openDB(fs, errLog)
 	if err != nil {
 		s.unlock()
 		return nil, fmt.Errorf("cannot open the store in %s: %w", dir, err)
 	}
 	s.db = db
+	s.checkHeads()
 	s.zdec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(runtime.GOMAXPROCS(0)), zstd.WithDecoderMaxMemory(statefmt.MaxRawLen))
 	return s, nil
+}
+
+// openDB opens the Pebble database after checking that its files are whole enough not to be
+// mistaken for a new database. Pebble's corruption reports are errors of the reads that meet
+// them (corruptionLog), never a panic.
+func (s *Store) openDB(fs vfs.FS, errLog io.Writer) (*pebble.DB, error) {
+	s.fs, s.corrupt, s.damage, s.acked = fs, &corruptionLog{w: errLog}, map[string]error{}, map[string]uint64{}
+	dbDir := filepath.Join(s.dir, "db")
+	if err := checkDBFiles(fs, dbDir); err != nil {
+		return nil, err
+	}
+	s.heads, s.headsErr = readHeads(fs, s.headsPath())
+	if len(s.heads) > 0 {
+		if _, err := fs.Stat(dbDir); err != nil {
+			return nil, fmt.Errorf("%s is missing, but the store held %d harnesses (its heads file says so): restore the database directory", dbDir, len(s.heads))
+		}
+	}
+	return pebble.Open(dbDir, &pebble.Options{
+		FS:                 fs,
+		Logger:             quietLogger{errLog},
+		FormatMajorVersion: pebble.FormatNewest,
+		EventListener:      &pebble.EventListener{DataCorruption: s.corrupt.note, BackgroundError: s.corrupt.background},
+	})
 }
 
 func (s *Store) unlock() {
@@ -363,8 +400,15 @@ func (s *Store) Close() error {
 		h.mu.Unlock()
 	}
 	s.zdec.Close()
+	s.headsWG.Wait()
+	s.headsMu.Lock()
+	herr := s.saveHeads(true)
+	s.headsMu.Unlock()
 	err := s.db.Close()
 	s.unlock()
+	if err == nil && herr != nil {
+		err = fmt.Errorf("store %s: cannot write its heads file: %w", s.dir, herr)
+	}
 	return err
 }
 
@@ -386,17 +430,25 @@ func (s *Store) Index(id string) (IndexEntry, error) {
 }
 
 func (s *Store) readIndex(id string) (IndexEntry, error) {
+	if err := s.damageOf(id); err != nil {
+		return IndexEntry{}, err
+	}
+	return s.indexEntry(id)
+}
+
+// indexEntry reads the index entry as stored, without looking at the damage found at open.
+func (s *Store) indexEntry(id string) (IndexEntry, error) {
 	var e IndexEntry
 	v, closer, err := s.db.Get([]byte(prefixIndex + id))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return e, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
-		return e, err
+		return e, damaged(id, "index entry", err)
 	}
 	defer closer.Close()
 	if err := json.Unmarshal(v, &e); err != nil {
-		return e, fmt.Errorf("harness %s: index entry is corrupt: %w", id, err)
+		return e, &DamageError{ID: id, What: "index entry", Err: err}
 	}
 	return e, nil
 }
@@ -417,6 +469,9 @@ func (e *CorruptError) Error() string {
 	return fmt.Sprintf("harness %s: record %d is corrupt: %s (no earlier state is restorable)", e.ID, e.Seq, e.Reason)
 }
 
+// Is makes every CorruptError match ErrDamaged.
+func (e *CorruptError) Is(target error) bool { return target == ErrDamaged }
+
 // StoredRecord is one record as `inspect` shows it.
 type StoredRecord struct {
 	statefmt.Record
@@ -433,9 +488,11 @@ func (s *Store) records(id string, from, to uint64, scratch *[]byte, f func(r *s
 	defer it.Close()
 	var stream streamReader
 	defer stream.close()
+	next := from
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()
 		seq := binary.BigEndian.Uint64(k[len(k)-8:])
+		next = seq + 1
 		v, err := it.ValueAndErr()
 		if err != nil {
 			return &CorruptError{ID: id, Seq: seq, Reason: err.Error()}
@@ -459,7 +516,10 @@ func (s *Store) records(id string, from, to uint64, scratch *[]byte, f func(r *s
 			return err
 		}
 	}
-	return it.Error()
+	if err := it.Error(); err != nil {
+		return &CorruptError{ID: id, Seq: next, Reason: errMsg(err)}
+	}
+	return nil
 }
 
 // streamReader decodes the zstd stream that records of one chain segment share.
@@ -638,8 +698,11 @@ func (s *Store) open(id string, create bool) (*harness, error) {
 	if h, ok := s.harnesses[id]; ok {
 		return h, nil
 	}
+	if err := s.damage[id]; err != nil {
+		return nil, err
+	}
 	h := &harness{}
-	idx, err := s.readIndex(id)
+	idx, err := s.indexEntry(id)
 	switch {
 	case errors.Is(err, ErrNotFound) && create:
 		if h.chain, err = s.engine.NewChain(s.policy); err != nil {
@@ -813,12 +876,14 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 		}
 	}
 	cp.Prepare = time.Since(start)
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := s.commit(b); err != nil {
 		// The chain moved on in memory but not on disk: replay from the store next time.
 		s.forgetLocked(id, h)
 		return Checkpoint{}, fmt.Errorf("harness %s: checkpoint %d not committed: %w", id, info.Seq, err)
 	}
 	h.index = idx
+	s.acknowledge(id, info.Seq)
+	s.saveHeadsSoon()
 	if len(events) > 0 {
 		h.nextEvent = firstEvent + uint64(len(events))
 	}
@@ -840,7 +905,7 @@ func (s *Store) Task(id string) ([]byte, error) {
 		return nil, fmt.Errorf("harness %s has no stored task: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return nil, err
+		return nil, damaged(id, "task", err)
 	}
 	defer closer.Close()
 	return bytes.Clone(v), nil
@@ -888,22 +953,29 @@ func (s *Store) RestoreAt(id string, seq uint64) (*statefmt.HarnessState, error)
 	return decodeHead(c, scratch)
 }
 
-// Delete removes a harness: its records, index entry and events, in one synced batch.
+// Delete removes a harness: its records, index entry and events, in one synced batch. A
+// harness found damaged can be deleted too.
 func (s *Store) Delete(id string) error {
 	if err := ValidID(id); err != nil {
 		return err
 	}
-	if _, err := s.readIndex(id); err != nil {
+	if _, err := s.readIndex(id); err != nil && !errors.Is(err, ErrDamaged) {
 		return err
 	}
 	s.forget(id)
 	b := s.db.NewBatch()
 	defer b.Close()
 	deleteHarness(b, id)
-	return b.Commit(pebble.Sync)
+	if err := s.commit(b); err != nil {
+		return err
+	}
+	return s.forgetHeads([]string{id}, nil)
 }
 
-// List returns every harness's index entry, ordered by id.
+// List returns every harness's index entry, ordered by id. A harness found damaged (an
+// acknowledged head the store lost, or an index entry that does not read) is listed with
+// Damaged set; when a damaged table block hides index entries, the harnesses the heads file
+// names are listed damaged in their place.
 func (s *Store) List() ([]IndexEntry, error) {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(prefixIndex), UpperBound: []byte("i0")})
 	if err != nil {
@@ -911,14 +983,55 @@ func (s *Store) List() ([]IndexEntry, error) {
 	}
 	defer it.Close()
 	var out []IndexEntry
+	seen := map[string]bool{}
+	var scanErr error
 	for ok := it.First(); ok; ok = it.Next() {
+		id := string(it.Key()[len(prefixIndex):])
+		seen[id] = true
+		v, err := it.ValueAndErr()
 		var e IndexEntry
-		if err := json.Unmarshal(it.Value(), &e); err != nil {
-			return nil, fmt.Errorf("index entry %q is corrupt: %w", it.Key(), err)
+		if err == nil {
+			err = json.Unmarshal(v, &e)
+		}
+		if err != nil {
+			out = append(out, IndexEntry{ID: id, Damaged: (&DamageError{ID: id, What: "index entry", Err: errors.New(errMsg(err))}).Error()})
+			if _, ok := corruption(err); ok {
+				scanErr = err
+				break
+			}
+			continue
+		}
+		if derr := s.damageOf(id); derr != nil {
+			e.Damaged = derr.Error()
 		}
 		out = append(out, e)
 	}
-	return out, it.Error()
+	if scanErr == nil {
+		scanErr = it.Error()
+	}
+	s.mu.Lock()
+	for id, derr := range s.damage {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, IndexEntry{ID: id, HeadSeq: s.heads[id], Damaged: derr.Error()})
+		}
+	}
+	if scanErr != nil {
+		for id, seq := range s.heads {
+			if !seen[id] {
+				seen[id] = true
+				out = append(out, IndexEntry{ID: id, HeadSeq: seq, Damaged: (&DamageError{ID: id, What: "index entry", Err: errors.New(errMsg(scanErr))}).Error()})
+			}
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b IndexEntry) int { return strings.Compare(a.ID, b.ID) })
+	if scanErr != nil {
+		if _, ok := corruption(scanErr); !ok {
+			return out, scanErr
+		}
+	}
+	return out, nil
 }
 
 // Inspect returns the stored records of a harness, oldest first.
@@ -947,7 +1060,7 @@ func (s *Store) firstSeq(id string) (uint64, error) {
 	}
 	defer it.Close()
 	if !it.First() {
-		return 0, it.Error()
+		return 0, damaged(id, "its records", it.Error())
 	}
 	k := it.Key()
 	return binary.BigEndian.Uint64(k[len(k)-8:]), nil
@@ -960,54 +1073,99 @@ type Problem struct {
 	Reason string `json:"reason"`
 }
 
-// Verify replays every stored record of the harness (or of every harness when id is ""),
-// checking envelopes, checksums, the delta chain and every hash, and the index against the
-// records. It returns what it found wrong; an empty list means all is well.
+// Verify reads everything the store holds for the harness (or for every harness when id is
+// ""): it replays every stored record, checking envelopes, checksums, the delta chain and every
+// hash, checks the index against the records, reads and decodes every event (numbered without
+// gaps) and reads the task. For the whole store it also reads every key once (every table
+// block's checksum) and reports what the heads file says was lost. It returns what it found
+// wrong; an empty list means all is well.
 func (s *Store) Verify(id string) ([]Problem, error) {
-	var ids []string
+	var entries []IndexEntry
+	var problems []Problem
 	if id != "" {
-		if _, err := s.readIndex(id); err != nil {
+		e, err := s.readIndex(id)
+		if err != nil && !errors.Is(err, ErrDamaged) {
 			return nil, err
 		}
-		ids = []string{id}
+		if err != nil {
+			e = IndexEntry{ID: id, Damaged: err.Error()}
+		}
+		entries = []IndexEntry{e}
 	} else {
 		all, err := s.List()
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range all {
-			ids = append(ids, e.ID)
+		entries = all
+		if s.headsErr != nil {
+			problems = append(problems, Problem{Reason: s.headsErr.Error()})
 		}
 	}
-	var problems []Problem
-	for _, id := range ids {
-		idx, err := s.readIndex(id)
-		if err != nil {
-			problems = append(problems, Problem{ID: id, Reason: err.Error()})
-			continue
+	for _, e := range entries {
+		problems = append(problems, s.verifyHarness(e)...)
+	}
+	if id == "" {
+		if p := s.scanAll(); p != nil && len(problems) == 0 {
+			problems = append(problems, *p)
 		}
-		var scratch []byte
-		first, err := s.firstSeq(id)
-		if err != nil {
-			return nil, err
-		}
-		if first != idx.KeyframeSeq {
-			problems = append(problems, Problem{ID: id, Seq: first, Reason: fmt.Sprintf("first stored record is %d, the index says the chain starts at keyframe %d", first, idx.KeyframeSeq)})
-		}
-		c, err := s.replay(id, idx, 0, &scratch)
-		if err != nil {
-			var ce *CorruptError
-			if errors.As(err, &ce) {
-				problems = append(problems, Problem{ID: id, Seq: ce.Seq, Reason: ce.Error()})
-			} else {
-				problems = append(problems, Problem{ID: id, Reason: err.Error()})
-			}
-			continue
-		}
-		if _, err := statefmt.DecodeBinary(c.State(nil)); err != nil {
-			problems = append(problems, Problem{ID: id, Seq: idx.HeadSeq, Reason: "head state does not decode: " + err.Error()})
-		}
-		c.Close()
 	}
 	return problems, nil
+}
+
+// verifyHarness checks one harness (see Verify).
+func (s *Store) verifyHarness(e IndexEntry) []Problem {
+	id := e.ID
+	if e.Damaged != "" {
+		return []Problem{{ID: id, Reason: e.Damaged}}
+	}
+	idx, err := s.readIndex(id)
+	if err != nil {
+		return []Problem{{ID: id, Reason: err.Error()}}
+	}
+	var problems []Problem
+	if err := s.verifyEvents(id); err != nil {
+		problems = append(problems, Problem{ID: id, Reason: err.Error()})
+	}
+	if _, err := s.Task(id); err != nil && !errors.Is(err, ErrNotFound) {
+		problems = append(problems, Problem{ID: id, Reason: err.Error()})
+	}
+	first, err := s.firstSeq(id)
+	if err != nil {
+		return append(problems, Problem{ID: id, Reason: err.Error()})
+	}
+	if first != idx.KeyframeSeq {
+		problems = append(problems, Problem{ID: id, Seq: first, Reason: fmt.Sprintf("first stored record is %d, the index says the chain starts at keyframe %d", first, idx.KeyframeSeq)})
+	}
+	var scratch []byte
+	c, err := s.replay(id, idx, 0, &scratch)
+	if err != nil {
+		var ce *CorruptError
+		if errors.As(err, &ce) {
+			return append(problems, Problem{ID: id, Seq: ce.Seq, Reason: ce.Error()})
+		}
+		return append(problems, Problem{ID: id, Reason: err.Error()})
+	}
+	defer c.Close()
+	if _, err := statefmt.DecodeBinary(c.State(nil)); err != nil {
+		problems = append(problems, Problem{ID: id, Seq: idx.HeadSeq, Reason: "head state does not decode: " + err.Error()})
+	}
+	return problems
+}
+
+// verifyEvents reads and decodes every event of the harness and checks their numbering.
+func (s *Store) verifyEvents(id string) error {
+	var prev uint64
+	var gap error
+	err := s.Events(id, 0, func(e event.Event) bool {
+		if prev > 0 && e.N != prev+1 {
+			gap = &DamageError{ID: id, What: "event log", Err: fmt.Errorf("event %d follows event %d", e.N, prev)}
+			return false
+		}
+		prev = e.N
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return gap
 }

@@ -472,11 +472,18 @@ func (s *Store) Import(data []byte, o ImportOptions) (TransferSummary, error) {
 	for _, id := range gone {
 		s.forget(id)
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := s.commit(b); err != nil {
 		return sum, fmt.Errorf("import of %s not committed (nothing was imported): %w", hdr.Root, err)
 	}
 	for _, id := range gone {
 		s.forget(id) // anything read meanwhile is stale
+	}
+	now := map[string]uint64{}
+	for _, m := range family {
+		now[m.id] = m.index.HeadSeq
+	}
+	if err := s.forgetHeads(gone, now); err != nil {
+		return sum, fmt.Errorf("import of %s committed, but the heads file was not written: %w", hdr.Root, err)
 	}
 	return sum, nil
 }

@@ -280,6 +280,12 @@ func printReport(w io.Writer, r *control.Report, since time.Duration) {
 		}
 	}
 	tw.Flush()
+	if len(r.Damaged) > 0 {
+		fmt.Fprintln(w, "\ndamaged (see `harness-edge verify`)")
+		for _, d := range r.Damaged {
+			fmt.Fprintf(w, "  %s: %s\n", d.ID, d.Reason)
+		}
+	}
 	if len(r.Waiting) > 0 {
 		fmt.Fprintln(w, "\nwaiting for a human")
 		for _, g := range r.Waiting {

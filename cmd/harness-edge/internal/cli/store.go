@@ -57,14 +57,29 @@ func newLsCmd(g *globals, stdout io.Writer) *cobra.Command {
 				}
 				tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tAGENT\tSTATUS\tPARENT\tCHECKPOINTS\tUPDATED")
+				var damaged []string
 				for _, e := range list {
 					parent := e.ParentHarnessID
 					if parent == "" {
 						parent = "-"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.AgentName, e.Status, parent, e.HeadSeq, e.UpdatedAt.Format("2006-01-02 15:04:05Z07:00"))
+					status := string(e.Status)
+					if e.Damaged != "" {
+						status = "DAMAGED"
+						damaged = append(damaged, e.Damaged)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.AgentName, status, parent, e.HeadSeq, e.UpdatedAt.Format("2006-01-02 15:04:05Z07:00"))
 				}
-				return tw.Flush()
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				for _, d := range damaged {
+					fmt.Fprintf(stdout, "\n%s (see `harness-edge verify`)", d)
+				}
+				if len(damaged) > 0 {
+					fmt.Fprintln(stdout)
+				}
+				return nil
 			})
 		},
 	}
@@ -157,7 +172,14 @@ func newVerifyCmd(g *globals, stdout io.Writer) *cobra.Command {
 					}
 				} else {
 					for _, p := range probs {
-						fmt.Fprintf(stdout, "%s record %d: %s\n", p.ID, p.Seq, p.Reason)
+						switch {
+						case p.ID == "":
+							fmt.Fprintf(stdout, "store: %s\n", p.Reason)
+						case p.Seq == 0:
+							fmt.Fprintf(stdout, "%s: %s\n", p.ID, p.Reason)
+						default:
+							fmt.Fprintf(stdout, "%s record %d: %s\n", p.ID, p.Seq, p.Reason)
+						}
 					}
 				}
 				if len(probs) > 0 {
