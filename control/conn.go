@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/harness-edge/harness-edge/store/trust"
+
 	"github.com/harness-edge/harness-edge/store"
 )
 
@@ -41,7 +43,7 @@ func Connect(dir string) (*Conn, error) {
 func reach(dir string) (*Client, *store.Store, error) {
 	// A socket in a directory another user could write to may be theirs: the store directory is
 	// checked before anything is sent to it.
-	if err := store.CheckDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := trust.CheckDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, err
 	}
 	for try := 0; ; try++ {

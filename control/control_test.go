@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/harness-edge/harness-edge/store"
+	"github.com/harness-edge/harness-edge/store/trust"
 )
 
 func TestCheckBind(t *testing.T) {
@@ -68,7 +68,7 @@ func TestTokenRefusesAPlantedOrOpenTokenFile(t *testing.T) {
 	check := func(name string, want string) {
 		t.Helper()
 		tok, err := Token(dir)
-		if err == nil || !errors.Is(err, store.ErrUntrusted) || !strings.Contains(err.Error(), want) {
+		if err == nil || !errors.Is(err, trust.ErrUntrusted) || !strings.Contains(err.Error(), want) {
 			t.Fatalf("%s: token %q, %v; want a refusal saying %q", name, tok, err, want)
 		}
 	}
@@ -103,7 +103,7 @@ func TestTokenRefusesAPlantedOrOpenTokenFile(t *testing.T) {
 		os.Mkdir(theirs, 0o700)
 		os.WriteFile(filepath.Join(theirs, TokenName), []byte(planted+"\n"), 0o600)
 		os.Chown(theirs, otherUID, otherUID)
-		if tok, err := Token(theirs); err == nil || !errors.Is(err, store.ErrUntrusted) {
+		if tok, err := Token(theirs); err == nil || !errors.Is(err, trust.ErrUntrusted) {
 			t.Fatalf("a token in another user's directory: %q %v", tok, err)
 		}
 	} else {
@@ -124,7 +124,7 @@ func TestTokenIsNotMadeInAWorldWritableDirectory(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "open")
 	os.Mkdir(dir, 0o700)
 	os.Chmod(dir, 0o777)
-	if tok, err := Token(dir); err == nil || !errors.Is(err, store.ErrUntrusted) {
+	if tok, err := Token(dir); err == nil || !errors.Is(err, trust.ErrUntrusted) {
 		t.Fatalf("%q %v", tok, err)
 	}
 	if _, err := os.Lstat(filepath.Join(dir, TokenName)); !os.IsNotExist(err) {
@@ -153,7 +153,7 @@ func TestConnectTalksToNoSocketInADirectoryOthersCanWrite(t *testing.T) {
 	if err == nil {
 		c.Close()
 	}
-	if err == nil || !errors.Is(err, store.ErrUntrusted) {
+	if err == nil || !errors.Is(err, trust.ErrUntrusted) {
 		t.Fatalf("Connect: %v", err)
 	}
 	if len(asked) != 0 {

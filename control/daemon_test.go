@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harness-edge/harness-edge/store/trust"
+
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
@@ -299,7 +301,7 @@ func TestDaemonRefusedAtStartLeavesTheStoreFree(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the daemon started with a token file others can read: %v", d.HTTPAddr())
 	}
-	if !errors.Is(err, store.ErrUntrusted) || !strings.Contains(err.Error(), "remove it") {
+	if !errors.Is(err, trust.ErrUntrusted) || !strings.Contains(err.Error(), "remove it") {
 		t.Fatalf("%v", err)
 	}
 	if _, err := os.Lstat(control.SocketPath(dir)); !os.IsNotExist(err) {

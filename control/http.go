@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/harness-edge/harness-edge/store/trust"
+
 	"github.com/harness-edge/harness-edge/statefmt/event"
 
 	"github.com/harness-edge/harness-edge/store"
@@ -458,17 +460,17 @@ func ListenSocket(dir string) (net.Listener, error) {
 }
 
 // Token returns the HTTP API's bearer token, creating it on first use. It is read only from
-// a trusted store directory (store.CheckDir), without following a symbolic link, and only when
-// the file is this user's, with one link and no permission for others (store.CheckOwnFile):
+// a trusted store directory (trust.CheckDir), without following a symbolic link, and only when
+// the file is this user's, with one link and no permission for others (trust.CheckOwnFile):
 // a token another user could have planted or can read is refused, on every start. A new token
 // is created exclusively (O_EXCL|O_NOFOLLOW, mode 0600).
 func Token(dir string) (string, error) {
-	if err := store.CheckDir(dir); err != nil {
+	if err := trust.CheckDir(dir); err != nil {
 		return "", err
 	}
 	path := filepath.Join(dir, TokenName)
 	const what = "the HTTP API's token file"
-	if f, err := store.OpenOwnFile(path, what, os.O_RDONLY, 0, true); err == nil {
+	if f, err := trust.OpenOwnFile(path, what, os.O_RDONLY, 0, true); err == nil {
 		b, err := io.ReadAll(io.LimitReader(f, 4096))
 		f.Close()
 		if err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/harness-edge/harness-edge/store/trust"
+
 	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/store"
 )
@@ -30,7 +32,7 @@ func refused(t *testing.T, dir string, want ...string) {
 		s.Close()
 		t.Fatalf("the store in %s was opened", dir)
 	}
-	if !errors.Is(err, store.ErrUntrusted) {
+	if !errors.Is(err, trust.ErrUntrusted) {
 		t.Fatalf("%v: not ErrUntrusted", err)
 	}
 	for _, w := range want {

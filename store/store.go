@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/harness-edge/harness-edge/store/trust"
+
 	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/statefmt/event"
 
@@ -294,10 +296,10 @@ var ErrStoreInUse = errors.New("store in use")
 var ErrNotFound = errors.New("harness not found")
 
 // lockDir takes the process lock on dir/store.lock and writes our pid into it. The lock file is
-// opened without following a symbolic link and must be ours (CheckOwnFile) before it is
+// opened without following a symbolic link and must be ours (trust.CheckOwnFile) before it is
 // truncated.
 func lockDir(dir string) (*os.File, error) {
-	f, err := OpenOwnFile(filepath.Join(dir, "store.lock"), "the store's lock file", os.O_RDWR|os.O_CREATE, 0o600, false)
+	f, err := trust.OpenOwnFile(filepath.Join(dir, "store.lock"), "the store's lock file", os.O_RDWR|os.O_CREATE, 0o600, false)
 	if err != nil {
 		return nil, err
 	}
@@ -317,7 +319,7 @@ func lockDir(dir string) (*os.File, error) {
 }
 
 // OpenStore opens the store in dir, creating the directory (mode 0700) when it does not exist.
-// An existing directory must be one this user can trust (CheckDir); its mode is never changed.
+// An existing directory must be one this user can trust (trust.CheckDir); its mode is never changed.
 func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	s := &Store{dir: dir, engine: o.Engine, policy: o.Policy, harnesses: map[string]*harness{}}
 	if s.engine == nil {
@@ -326,7 +328,7 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	fs := o.FS
 	if fs == nil {
 		fs = vfs.Default
-		if err := prepareDir(dir); err != nil {
+		if err := trust.PrepareDir(dir); err != nil {
 			return nil, err
 		}
 		lock, err := lockDir(dir)
@@ -334,9 +336,9 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 			return nil, err
 		}
 		s.lock = lock
-		if fi, err := os.Lstat(filepath.Join(dir, "db")); err == nil && (!fi.IsDir() || ownerOf(fi) != uint32(os.Geteuid())) {
+		if fi, err := os.Lstat(filepath.Join(dir, "db")); err == nil && (!fi.IsDir() || trust.OwnerOf(fi) != uint32(os.Geteuid())) {
 			s.unlock()
-			return nil, untrusted("%s is not a directory of this user: the store keeps its database there; move it away", filepath.Join(dir, "db"))
+			return nil, trust.Untrusted("%s is not a directory of this user: the store keeps its database there; move it away", filepath.Join(dir, "db"))
 		}
 	}
 	errLog := o.ErrorLog

@@ -1,4 +1,8 @@
-package store
+// Package trust decides whether a directory or a file in it can be trusted: it must be this
+// user's, not writable by others, and reached without following a link another user planted.
+// The store keeps its lock, the HTTP API's token and every task in its directory, and the
+// owner runs what the tasks say, so both the store and the control plane check with it.
+package trust
 
 import (
 	"errors"
@@ -14,15 +18,15 @@ import (
 // the HTTP API's token and every task there, and the owner runs what the tasks say.
 var ErrUntrusted = errors.New("not a store directory this user can trust")
 
-// untrusted is an ErrUntrusted with its explanation.
-func untrusted(format string, args ...any) error {
+// Untrusted is an ErrUntrusted with its explanation.
+func Untrusted(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrUntrusted, fmt.Sprintf(format, args...))
 }
 
-// prepareDir creates the store directory dir (mode 0700, parents too) unless it exists, and
+// PrepareDir creates the store directory dir (mode 0700, parents too) unless it exists, and
 // checks that it can be trusted (CheckDir). It never changes the mode of a directory it did
 // not create.
-func prepareDir(dir string) error {
+func PrepareDir(dir string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -57,8 +61,8 @@ func CheckDir(dir string) error {
 	if fi, err := os.Lstat(abs); err != nil {
 		return err
 	} else if fi.Mode()&fs.ModeSymlink != 0 {
-		if o := ownerOf(fi); o != uid && o != 0 {
-			return untrusted("%s is a symbolic link of uid %d, who could point it elsewhere: give --store the directory itself", abs, o)
+		if o := OwnerOf(fi); o != uid && o != 0 {
+			return Untrusted("%s is a symbolic link of uid %d, who could point it elsewhere: give --store the directory itself", abs, o)
 		}
 	}
 	real, err := filepath.EvalSymlinks(abs)
@@ -77,13 +81,13 @@ func CheckDir(dir string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("the store directory %s is not a directory", abs)
 	}
-	if o := ownerOf(fi); o != uid {
-		return untrusted("the store directory %s belongs to uid %d, not to this user (uid %d), who could have planted its lock or token: give --store a directory of your own (a new one is created with mode 0700)", abs, o, uid)
+	if o := OwnerOf(fi); o != uid {
+		return Untrusted("the store directory %s belongs to uid %d, not to this user (uid %d), who could have planted its lock or token: give --store a directory of your own (a new one is created with mode 0700)", abs, o, uid)
 	}
 	if perm := fi.Mode().Perm(); perm&0o022 != 0 && fi.Mode()&fs.ModeSticky != 0 {
-		return untrusted("the store directory %s is shared (mode %04o, sticky, like /tmp): every user can put files in it: give --store a new directory of your own, such as %s (it is created with mode 0700)", abs, perm|0o1000, filepath.Join(abs, "harness-edge"))
+		return Untrusted("the store directory %s is shared (mode %04o, sticky, like /tmp): every user can put files in it: give --store a new directory of your own, such as %s (it is created with mode 0700)", abs, perm|0o1000, filepath.Join(abs, "harness-edge"))
 	} else if perm&0o022 != 0 {
-		return untrusted("the store directory %s has mode %04o: other users can write to it, so they could plant the store's lock or token, and harness-edge does not change the mode of a directory it did not create: run `chmod 700 %s` if the directory is meant for the store, or give --store a new directory (it is created with mode 0700)", abs, perm, abs)
+		return Untrusted("the store directory %s has mode %04o: other users can write to it, so they could plant the store's lock or token, and harness-edge does not change the mode of a directory it did not create: run `chmod 700 %s` if the directory is meant for the store, or give --store a new directory (it is created with mode 0700)", abs, perm, abs)
 	}
 	return nil
 }
@@ -96,11 +100,11 @@ func checkAncestors(path string, uid uint32) error {
 		if err != nil {
 			return err
 		}
-		if o := ownerOf(fi); o != uid && o != 0 {
-			return untrusted("%s, above the store directory %s, belongs to uid %d, who could replace the store directory: put the store in a directory of your own", p, path, o)
+		if o := OwnerOf(fi); o != uid && o != 0 {
+			return Untrusted("%s, above the store directory %s, belongs to uid %d, who could replace the store directory: put the store in a directory of your own", p, path, o)
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 && fi.Mode().Perm()&0o002 != 0 && fi.Mode()&fs.ModeSticky == 0 {
-			return untrusted("%s, above the store directory %s, is writable by every user (mode %04o, not sticky), who could replace the store directory: put the store in a directory of your own", p, path, fi.Mode().Perm())
+			return Untrusted("%s, above the store directory %s, is writable by every user (mode %04o, not sticky), who could replace the store directory: put the store in a directory of your own", p, path, fi.Mode().Perm())
 		}
 		if p == filepath.Dir(p) {
 			return nil
@@ -108,7 +112,8 @@ func checkAncestors(path string, uid uint32) error {
 	}
 }
 
-func ownerOf(fi fs.FileInfo) uint32 {
+// OwnerOf is the uid that owns a file (all ones, nobody's, when the system does not say).
+func OwnerOf(fi fs.FileInfo) uint32 {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return st.Uid
 	}
@@ -127,15 +132,15 @@ func CheckOwnFile(f *os.File, what string, secret bool) error {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	switch {
 	case !fi.Mode().IsRegular():
-		return untrusted("%s %s is not a regular file: remove it", what, f.Name())
+		return Untrusted("%s %s is not a regular file: remove it", what, f.Name())
 	case !ok || st.Uid != uint32(os.Geteuid()):
-		return untrusted("%s %s belongs to uid %d, not to this user (uid %d): remove it, and check who else could write to the store directory", what, f.Name(), ownerOf(fi), os.Geteuid())
+		return Untrusted("%s %s belongs to uid %d, not to this user (uid %d): remove it, and check who else could write to the store directory", what, f.Name(), OwnerOf(fi), os.Geteuid())
 	case st.Nlink != 1:
-		return untrusted("%s %s has %d hard links, so it is another file's too: remove it", what, f.Name(), st.Nlink)
+		return Untrusted("%s %s has %d hard links, so it is another file's too: remove it", what, f.Name(), st.Nlink)
 	case secret && fi.Mode().Perm()&0o077 != 0:
-		return untrusted("%s %s has mode %04o: other users can read it: remove it (a new one is made with mode 0600)", what, f.Name(), fi.Mode().Perm())
+		return Untrusted("%s %s has mode %04o: other users can read it: remove it (a new one is made with mode 0600)", what, f.Name(), fi.Mode().Perm())
 	case fi.Mode().Perm()&0o022 != 0:
-		return untrusted("%s %s has mode %04o: other users can write it: remove it (a new one is made with mode 0600)", what, f.Name(), fi.Mode().Perm())
+		return Untrusted("%s %s has mode %04o: other users can write it: remove it (a new one is made with mode 0600)", what, f.Name(), fi.Mode().Perm())
 	}
 	return nil
 }
@@ -144,7 +149,7 @@ func CheckOwnFile(f *os.File, what string, secret bool) error {
 func openNoFollow(path, what string, flag int, perm os.FileMode) (*os.File, error) {
 	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW, perm)
 	if errors.Is(err, syscall.ELOOP) {
-		return nil, untrusted("%s %s is a symbolic link, which the store never follows: remove it", what, path)
+		return nil, Untrusted("%s %s is a symbolic link, which the store never follows: remove it", what, path)
 	}
 	return f, err
 }
