@@ -214,3 +214,22 @@ agents:
 		t.Fatalf("a billion laughs: %v", err)
 	}
 }
+
+// Deep nesting is refused at a bounded depth, with its line, in YAML and JSON alike: a prompt
+// of 20,000 unquoted brackets is a nested sequence, not text.
+func TestDeepNestingIsRefused(t *testing.T) {
+	deep := strings.Repeat("[", 20_000) + strings.Repeat("]", 20_000)
+	for name, src := range map[string]string{
+		"t.yaml": "agent: A\nprompt: " + deep + "\n",
+		"t.json": `{"agent": "A", "prompt": ` + deep + `}`,
+	} {
+		_, err := task.Parse(name, []byte(src))
+		if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "depth") {
+			t.Errorf("%s: %v, want a refusal naming the file and the depth", name, err)
+		}
+	}
+	// Quoted, the same brackets are just text.
+	if tk, err := task.Parse("t.yaml", []byte("agent: A\nprompt: '"+deep+"'\nagents: {A: {driver: script, script: {plan: [{id: s, description: d, agent: A}]}}}\n")); err != nil || len(tk.Prompt) != len(deep) {
+		t.Errorf("quoted brackets: %v", err)
+	}
+}
