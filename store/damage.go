@@ -240,6 +240,9 @@ func (s *Store) damageOf(id string) error {
 // the log, so the heads file is not rewritten from the index after it (see saveHeads).
 // Pebble's fatal commit errors panic through here, and the flag is set then too.
 func (s *Store) commit(b *pebble.Batch) (err error) {
+	if err := s.checkRoom(int64(b.Len())); err != nil {
+		return err
+	}
 	done := false
 	defer func() {
 		if !done || err != nil {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -113,7 +114,15 @@ type StoreOptions struct {
 	FS vfs.FS
 	// ErrorLog receives Pebble's error messages (default: standard error).
 	ErrorLog io.Writer
+	// MinFree is the free space the store's disk must keep: a checkpoint that would leave less
+	// is refused with ErrDiskFull before anything is written (default DefaultMinFree; only on
+	// the real file system).
+	MinFree int64
 }
+
+// DefaultMinFree is the space a checkpoint leaves free on the store's disk: room for Pebble to
+// flush its memtable and write the log of the checkpoints that pause or stop a harness.
+const DefaultMinFree = 16 << 20
 
 // Store is the Pebble checkpoint store: one database per directory, one process at a time.
 type Store struct {
@@ -128,6 +137,7 @@ type Store struct {
 	harnesses map[string]*harness
 
 	fs       vfs.FS
+	minFree  int64 // 0: no check (an in-memory file system)
 	corrupt  *corruptionLog
 	heads    map[string]uint64 // the heads file as read at open (see damage.go)
 	headsErr error             // why the heads file could not be read
@@ -322,6 +332,9 @@ func lockDir(dir string) (*os.File, error) {
 // An existing directory must be one this user can trust (trust.CheckDir); its mode is never changed.
 func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	s := &Store{dir: dir, engine: o.Engine, policy: o.Policy, harnesses: map[string]*harness{}}
+	if o.FS == nil {
+		s.minFree = cmp.Or(o.MinFree, DefaultMinFree)
+	}
 	if s.engine == nil {
 		s.engine, _ = bridge.Load()
 	}

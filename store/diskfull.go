@@ -1,0 +1,43 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+)
+
+// ErrDiskFull matches (errors.Is) a checkpoint refused because the store's disk is nearly full.
+// Nothing was written: the harness's last checkpoint stands, and it goes on from there once
+// there is room again.
+var ErrDiskFull = errors.New("the store's disk is full")
+
+// DiskFullError says how much room there is and how much a checkpoint needs.
+type DiskFullError struct {
+	Dir string
+	// Free is the space left; Need what the checkpoint needs, Reserve included.
+	Free, Need, Reserve int64
+}
+
+func (e *DiskFullError) Error() string {
+	return fmt.Sprintf("%v: %s has %d KiB free, and a checkpoint needs %d KiB with the %d KiB the store keeps free for its own work; nothing was written: free some space, then resume",
+		ErrDiskFull, e.Dir, e.Free>>10, e.Need>>10, e.Reserve>>10)
+}
+
+func (e *DiskFullError) Unwrap() error { return ErrDiskFull }
+
+// checkRoom refuses a commit of n bytes that would leave less than the store's reserve free.
+// Pebble treats a failed log write as fatal, so the store must not start one it cannot finish.
+func (s *Store) checkRoom(n int64) error {
+	if s.minFree == 0 {
+		return nil
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(s.dir, &st); err != nil {
+		return nil // the commit itself will say what is wrong
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	if need := s.minFree + 2*n; free < need {
+		return &DiskFullError{Dir: s.dir, Free: free, Need: need, Reserve: s.minFree}
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package store_test
+
+import (
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/internal/stategen"
+	"github.com/harness-edge/harness-edge/store"
+)
+
+// On a disk that fills up (a real 24 MiB tmpfs), a checkpoint is refused with ErrDiskFull
+// before anything is written, the process goes on (no panic, the store stays open and
+// readable), and checkpoints go on once there is room again.
+func TestDiskFullRefusesCheckpointsAndRecovers(t *testing.T) {
+	mnt := t.TempDir()
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=24m"); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v): needs root on a real kernel", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	e, _ := bridge.Load()
+	dir := filepath.Join(mnt, "store")
+	s, err := store.OpenStore(dir, store.StoreOptions{Engine: e, MinFree: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Leave about 6 MiB: the reserve is 4 MiB.
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(mnt, &st); err != nil {
+		t.Fatal(err)
+	}
+	filler := filepath.Join(mnt, "filler")
+	if err := os.WriteFile(filler, make([]byte, int64(st.Bavail)*int64(st.Bsize)-6<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(4, 4))
+	state := stategen.Reference(r, 20)
+	var acked uint64
+	var full error
+	for range 10_000 {
+		step(r, state)
+		cp, err := s.Persist(state)
+		if err != nil {
+			full = err
+			break
+		}
+		acked = cp.Seq
+	}
+	var dfe *store.DiskFullError
+	if !errors.Is(full, store.ErrDiskFull) || !errors.As(full, &dfe) || !strings.Contains(full.Error(), "free some space, then resume") {
+		t.Fatalf("after %d checkpoints: %v, want ErrDiskFull saying what to do", acked, full)
+	}
+	if acked == 0 || dfe.Free >= dfe.Need {
+		t.Fatalf("%d checkpoints before the refusal, free %d, need %d", acked, dfe.Free, dfe.Need)
+	}
+	// The refused checkpoint wrote nothing: the store still has the last acknowledged one.
+	got, err := s.Restore(state.HarnessID)
+	if err != nil || got.CheckpointCount != state.CheckpointCount-1 && got.CheckpointCount != state.CheckpointCount {
+		t.Fatalf("restore after the refusal: %v", err)
+	}
+	idx, err := s.Index(state.HarnessID)
+	if err != nil || idx.HeadSeq != acked {
+		t.Fatalf("head %d after the refusal, want the last acknowledged %d (%v)", idx.HeadSeq, acked, err)
+	}
+	// Room again: the same state checkpoints, and the chain goes on.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := s.Persist(state)
+	if err != nil || cp.Seq != acked+1 {
+		t.Fatalf("after freeing space: checkpoint %d, %v; want %d", cp.Seq, err, acked+1)
+	}
+	if probs, err := s.Verify(""); err != nil || len(probs) != 0 {
+		t.Fatalf("verify: %v %v", probs, err)
+	}
+}
