@@ -258,3 +258,39 @@ func runUntilFile(h *harness.Harness, file string) error {
 	}()
 	return h.Run(ctx)
 }
+
+// A command agent in a task without a plan runs the task's prompt as one step, in the Ralph
+// loop, to its promise; without a prompt either, the harness fails saying what to add.
+func TestCommandAgentWithoutAPlanRunsTheObjective(t *testing.T) {
+	e := newEnv(t)
+	ws := filepath.Join(e.dir, "ws")
+	src := strings.Replace(commandTask(ws, fmt.Sprintf("[sh, %s]", fakeAgent), ""),
+		"plan: [{id: write, description: write the parts, agent: R}]\n", "", 1)
+	h, err := e.m.Create(parseTask(t, src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := h.State()
+	if st.Status != statefmt.StatusCompleted || st.Plan == nil || len(st.Plan.Steps) != 1 ||
+		st.Plan.Steps[0].ID != "objective" || st.Plan.Steps[0].Description != "write three parts" {
+		t.Fatalf("status %s (%s), plan %+v", st.Status, st.StatusReason, st.Plan)
+	}
+	if got := outcomes(e.rec); len(got) == 0 || got[len(got)-1] != "3:completed" {
+		t.Fatalf("iterations %v, want the promise kept on the third", got)
+	}
+
+	noPrompt := strings.Replace(strings.Replace(src, "prompt: write three parts\n", "", 1), "id: ralph", "id: ralph2", 1)
+	h, err = e.m.Create(parseTask(t, noPrompt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.State(); st.Status != statefmt.StatusFailed || !strings.Contains(st.StatusReason, "give the task a prompt") {
+		t.Fatalf("without a prompt: %s (%s)", st.Status, st.StatusReason)
+	}
+}

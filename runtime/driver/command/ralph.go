@@ -60,8 +60,25 @@ func New(name string, cfg *task.Agent) (*Agent, error) {
 	return a, nil
 }
 
-func (a *Agent) Plan(context.Context, *agent.PlanContext) ([]task.PlanStep, error) {
-	return nil, fmt.Errorf("agent %s: a command agent does not produce plans: declare the task's plan (or give the harness a script or openai agent)", a.name)
+// ObjectiveStep is the id of the one step a command agent plans for a task without a plan.
+const ObjectiveStep = "objective"
+
+// Plan is the plan of a task that declares none: one step, the task's prompt (the objective),
+// which the Ralph loop works on until the agent keeps its promise. A CLI agent plans inside its
+// own iterations; the harness needs no finer plan to run it durably.
+func (a *Agent) Plan(_ context.Context, pc *agent.PlanContext) ([]task.PlanStep, error) {
+	objective := ""
+	if pc.Task != nil {
+		objective = strings.TrimSpace(pc.Task.Prompt)
+	}
+	if objective == "" {
+		return nil, fmt.Errorf("agent %s: the task has no plan and no prompt: a command agent runs the task's prompt as its one step, so give the task a prompt (or a plan)", a.name)
+	}
+	description, _, _ := strings.Cut(objective, "\n")
+	if len(description) > 200 {
+		description = description[:200] + "…"
+	}
+	return []task.PlanStep{{ID: ObjectiveStep, Description: description, Agent: a.name}}, nil
 }
 
 // loopState is the command driver's part of the loop snapshot (AgentLoopSnapshot.Data).
