@@ -51,23 +51,6 @@ func (s *Store) addEvents(b *pebble.Batch, id string, h *harness, events [][]byt
 	return first, nil
 }
 
-// encodeEvents encodes events for the log of harness id, refusing before anything is written
-// an event that names another harness or does not encode.
-func encodeEvents(id string, events []event.Event) ([][]byte, error) {
-	raw := make([][]byte, len(events))
-	for i, e := range events {
-		if e.HarnessID != id {
-			return nil, fmt.Errorf("harness %s: event %d (%s) belongs to harness %q", id, i, e.Type, e.HarnessID)
-		}
-		b, err := event.Encode(e)
-		if err != nil {
-			return nil, fmt.Errorf("harness %s: event %d: %w", id, i, err)
-		}
-		raw[i] = b
-	}
-	return raw, nil
-}
-
 // AppendEvents appends events to the harness's log in one synced batch and returns the number
 // of the first. When it returns nil the events are durable.
 func (s *Store) AppendEvents(id string, events []event.Event) (uint64, error) {
@@ -77,7 +60,7 @@ func (s *Store) AppendEvents(id string, events []event.Event) (uint64, error) {
 	if len(events) == 0 {
 		return 0, errors.New("no events to append")
 	}
-	raw, err := encodeEvents(id, events)
+	raw, err := event.EncodeLog(id, events)
 	if err != nil {
 		return 0, err
 	}

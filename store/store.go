@@ -819,7 +819,7 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	if x.Checkpoint != nil {
 		events = append(events, *x.Checkpoint)
 	}
-	raw, err := encodeEvents(id, events)
+	raw, err := event.EncodeLog(id, events)
 	if err != nil {
 		return Checkpoint{}, err
 	}

@@ -101,30 +101,23 @@ func (x *planIndex) refresh(i int) bool {
 	return true
 }
 
-// refreshAll makes every pending step whose dependencies have all completed ready, and returns
-// their ids (on a plan just made or loaded).
-func (x *planIndex) refreshAll() []string {
-	var ready []string
+// refreshAll makes every pending step whose dependencies have all completed ready (on a plan
+// just made or loaded).
+func (x *planIndex) refreshAll() {
 	for i := range x.p.Steps {
-		if x.refresh(i) {
-			ready = append(ready, x.p.Steps[i].ID)
-		}
+		x.refresh(i)
 	}
-	return ready
 }
 
-// complete records a step's output, marks it completed and returns the steps it made ready.
-func (x *planIndex) complete(id, output string) []string {
+// complete records a step's output, marks it completed, and makes ready the dependents it was
+// the last to wait for.
+func (x *planIndex) complete(id, output string) {
 	i := x.step(id)
 	s := &x.p.Steps[i]
 	s.Status, s.Output, s.Error = statefmt.StepCompleted, &output, nil
-	var ready []string
 	for _, j := range x.dependents[i] {
-		if x.refresh(j) {
-			ready = append(ready, x.p.Steps[j].ID)
-		}
+		x.refresh(j)
 	}
-	return ready
 }
 
 // fail records a step's error, marks it failed, and blocks every pending or ready step that

@@ -174,6 +174,23 @@ func Encode(e Event) ([]byte, error) {
 	return b, nil
 }
 
+// EncodeLog encodes the events of harness id's log, refusing (before anything is written) an
+// event that names another harness or does not encode. Every store writes what it returns.
+func EncodeLog(id string, events []Event) ([][]byte, error) {
+	raw := make([][]byte, len(events))
+	for i, e := range events {
+		if e.HarnessID != id {
+			return nil, fmt.Errorf("harness %s: event %d (%s) belongs to harness %q", id, i, e.Type, e.HarnessID)
+		}
+		b, err := Encode(e)
+		if err != nil {
+			return nil, fmt.Errorf("harness %s: event %d: %w", id, i, err)
+		}
+		raw[i] = b
+	}
+	return raw, nil
+}
+
 // Decode reads back event number n of harness id's log.
 func Decode(id string, n uint64, data []byte) (Event, error) {
 	var e Event

@@ -61,7 +61,7 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x store.Extras) (store
 	if x.Checkpoint != nil {
 		events = append(events, *x.Checkpoint)
 	}
-	raw, err := encodeEvents(id, events)
+	raw, err := event.EncodeLog(id, events)
 	if err != nil {
 		return store.Checkpoint{}, err
 	}
@@ -107,23 +107,6 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x store.Extras) (store
 	cp.Events = events
 	cp.Prepare = time.Since(start)
 	return cp, nil
-}
-
-// encodeEvents encodes events for the log of harness id, refusing an event that names another
-// harness or does not encode.
-func encodeEvents(id string, events []event.Event) ([][]byte, error) {
-	raw := make([][]byte, len(events))
-	for i, e := range events {
-		if e.HarnessID != id {
-			return nil, fmt.Errorf("harness %s: event %d (%s) belongs to harness %q", id, i, e.Type, e.HarnessID)
-		}
-		b, err := event.Encode(e)
-		if err != nil {
-			return nil, fmt.Errorf("harness %s: event %d: %w", id, i, err)
-		}
-		raw[i] = b
-	}
-	return raw, nil
 }
 
 // Restore returns a new copy of the harness's newest state, or an error wrapping
@@ -203,7 +186,7 @@ func (s *Store) AppendEvents(id string, events []event.Event) (uint64, error) {
 	if len(events) == 0 {
 		return 0, errors.New("no events to append")
 	}
-	raw, err := encodeEvents(id, events)
+	raw, err := event.EncodeLog(id, events)
 	if err != nil {
 		return 0, err
 	}
