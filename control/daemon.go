@@ -35,6 +35,9 @@ type DaemonConfig struct {
 	Version string
 	// Logger receives the daemon's log (default: none).
 	Logger *slog.Logger
+	// RoomPoll is how often the daemon checks whether a full disk has room again, to resume
+	// the harnesses it paused (default 5 s).
+	RoomPoll time.Duration
 }
 
 // Validate checks what a caller may have got wrong: the HTTP address (CheckBind) and the
@@ -93,7 +96,7 @@ func StartDaemon(ctx context.Context, cfg DaemonConfig) (d *Daemon, err error) {
 	}
 	o := cfg.Options
 	o.Sinks = append(slices.Clone(o.Sinks), event.Slog{L: log})
-	srv := NewServer(db, Config{Owner: OwnerDaemon, Concurrency: cfg.Concurrency, Options: o, Version: cfg.Version, Logger: log})
+	srv := NewServer(db, Config{Owner: OwnerDaemon, Concurrency: cfg.Concurrency, Options: o, Version: cfg.Version, Logger: log, RoomPoll: cfg.RoomPoll})
 	d = &Daemon{srv: srv, log: log, served: make(chan error, 2), stopped: make(chan struct{})}
 	// The listeners serve until ctx ends, or until a failure below stops them. A failure
 	// returns a nil d: the cleanup keeps its own reference.

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -77,7 +78,9 @@ type Health struct {
 	Frozen  bool           `json:"frozen"`
 	Running []string       `json:"running"`
 	Queued  []string       `json:"queued"`
-	Started time.Time      `json:"started"`
+	// WaitingForRoom are the harnesses a full disk paused, to be resumed when it has room.
+	WaitingForRoom []string  `json:"waitingForRoom,omitempty"`
+	Started        time.Time `json:"started"`
 }
 
 // Submission is a task sent to the daemon: the task file's bytes, its name (for errors) and the
@@ -165,6 +168,8 @@ type Config struct {
 	Options harness.Options
 	Version string
 	Logger  *slog.Logger
+	// RoomPoll is how often a daemon checks whether a full disk has room again (default 5 s).
+	RoomPoll time.Duration
 }
 
 // Server owns a store: it runs the operations of API on it and, as a daemon, schedules the
@@ -185,8 +190,11 @@ type Server struct {
 	// scheduled: a pause reaches it even before its Run has started.
 	cancels map[string]context.CancelCauseFunc
 	closing bool
-	wake    chan struct{}
-	runs    sync.WaitGroup
+	// roomWait holds the harnesses a full disk paused: they are queued again when the store
+	// has room (see Schedule).
+	roomWait map[string]bool
+	wake     chan struct{}
+	runs     sync.WaitGroup
 	// beforeRun, when set (by tests), is called as a scheduled run starts, before its Run.
 	beforeRun func(id string)
 }
@@ -195,8 +203,9 @@ type Server struct {
 func NewServer(db *store.Store, cfg Config) *Server {
 	cfg.Owner = cmp.Or(cfg.Owner, OwnerNone)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 2)
+	cfg.RoomPoll = cmp.Or(cfg.RoomPoll, 5*time.Second)
 	s := &Server{store: db, cfg: cfg, notify: newBroker(), log: cfg.Logger, start: time.Now().UTC(),
-		running: map[string]bool{}, cancels: map[string]context.CancelCauseFunc{}, wake: make(chan struct{}, 1)}
+		running: map[string]bool{}, cancels: map[string]context.CancelCauseFunc{}, roomWait: map[string]bool{}, wake: make(chan struct{}, 1)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -232,7 +241,8 @@ func (s *Server) Health(context.Context) (Health, error) {
 	}
 	sort.Strings(running)
 	return Health{OK: true, PID: os.Getpid(), Version: s.cfg.Version, Owner: s.cfg.Owner, Engine: s.store.Engine().Backend(),
-		Frozen: s.frozen, Running: running, Queued: append([]string{}, s.queue...), Started: s.start}, nil
+		Frozen: s.frozen, Running: running, Queued: append([]string{}, s.queue...), Started: s.start,
+		WaitingForRoom: slices.Sorted(maps.Keys(s.roomWait))}, nil
 }
 
 func (s *Server) List(context.Context) ([]store.IndexEntry, error) {
@@ -626,7 +636,7 @@ func (s *Server) Recover() ([]string, error) {
 				s.log.Warn("recover: cannot read", "harness", e.ID, "err", err)
 				continue
 			}
-			if st.StatusReason != harness.ReasonShutdown && st.StatusReason != ReasonFrozen {
+			if st.StatusReason != harness.ReasonShutdown && st.StatusReason != ReasonFrozen && !harness.PausedForDiskFull(st) {
 				continue
 			}
 		default:
@@ -641,10 +651,13 @@ func (s *Server) Recover() ([]string, error) {
 
 // Schedule runs queued harnesses, Concurrency at a time, until ctx ends; then it pauses the
 // running ones (reason harness.ReasonShutdown, so the next daemon resumes them) and waits for
-// them up to grace.
+// them up to grace. Every RoomPoll, it queues again the harnesses a full disk paused once the
+// store has room.
 func (s *Server) Schedule(ctx context.Context, grace time.Duration) {
 	runCtx, cancelRuns := context.WithCancel(context.Background())
 	defer cancelRuns()
+	poll := time.NewTicker(s.cfg.RoomPoll)
+	defer poll.Stop()
 	for {
 		s.mu.Lock()
 		for !s.frozen && !s.closing && len(s.running) < s.cfg.Concurrency && len(s.queue) > 0 {
@@ -658,10 +671,37 @@ func (s *Server) Schedule(ctx context.Context, grace time.Duration) {
 		s.mu.Unlock()
 		select {
 		case <-s.wake:
+		case <-poll.C:
+			s.requeueWithRoom()
 		case <-ctx.Done():
 			s.shutdown(grace)
 			return
 		}
+	}
+}
+
+// requeueWithRoom queues the harnesses a full disk paused, when the store has room again and
+// they are still paused for it (a human may have stopped or resumed one meanwhile).
+func (s *Server) requeueWithRoom() {
+	s.mu.Lock()
+	ids := slices.Sorted(maps.Keys(s.roomWait))
+	s.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	if err := s.store.CheckRoom(); err != nil {
+		return
+	}
+	for _, id := range ids {
+		s.mu.Lock()
+		delete(s.roomWait, id)
+		s.mu.Unlock()
+		h, err := s.m.Get(id)
+		if err != nil || !harness.PausedForDiskFull(h.State()) {
+			continue
+		}
+		s.log.Info("the store has room again: resuming", "harness", id)
+		s.enqueue(id)
 	}
 }
 
@@ -687,6 +727,11 @@ func (s *Server) run(ctx context.Context, id string) {
 	err = h.Run(ctx)
 	st := h.State()
 	switch {
+	case harness.PausedForDiskFull(st):
+		s.log.Warn("harness paused: the store's disk is full; it resumes when there is room", "harness", id, "err", err)
+		s.mu.Lock()
+		s.roomWait[id] = true
+		s.mu.Unlock()
 	case err == nil || errors.Is(err, harness.ErrPaused):
 		s.log.Info("harness ended", "harness", id, "status", st.Status, "reason", st.StatusReason)
 	default:

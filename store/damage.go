@@ -238,9 +238,10 @@ func (s *Store) damageOf(id string) error {
 
 // commit commits b synced. A failed commit may leave the batch applied in memory but not in
 // the log, so the heads file is not rewritten from the index after it (see saveHeads).
-// Pebble's fatal commit errors panic through here, and the flag is set then too.
-func (s *Store) commit(b *pebble.Batch) (err error) {
-	if err := s.checkRoom(int64(b.Len())); err != nil {
+// Pebble's fatal commit errors panic through here, and the flag is set then too. settling
+// says whether the commit may use most of the disk reserve (see checkRoom).
+func (s *Store) commit(b *pebble.Batch, settling bool) (err error) {
+	if err := s.checkRoom(int64(b.Len()), settling); err != nil {
 		return err
 	}
 	done := false

@@ -25,9 +25,19 @@ func (e *DiskFullError) Error() string {
 
 func (e *DiskFullError) Unwrap() error { return ErrDiskFull }
 
+// roomProbe is the size of checkpoint CheckRoom asks room for: a step's usual one, with room
+// to spare.
+const roomProbe = 256 << 10
+
+// CheckRoom says whether a checkpoint of a usual size would be accepted now: nil, or the
+// *DiskFullError it would get. A daemon polls it to resume the harnesses a full disk paused.
+func (s *Store) CheckRoom() error { return s.checkRoom(roomProbe, false) }
+
 // checkRoom refuses a commit of n bytes that would leave less than the store's reserve free.
 // Pebble treats a failed log write as fatal, so the store must not start one it cannot finish.
-func (s *Store) checkRoom(n int64) error {
+// A settling commit (one that pauses, stops or ends a harness: it is what makes a full disk
+// safe to wait out) may use three quarters of the reserve; the last quarter is Pebble's.
+func (s *Store) checkRoom(n int64, settling bool) error {
 	if s.minFree == 0 {
 		return nil
 	}
@@ -35,9 +45,13 @@ func (s *Store) checkRoom(n int64) error {
 	if err := syscall.Statfs(s.dir, &st); err != nil {
 		return nil // the commit itself will say what is wrong
 	}
+	reserve := s.minFree
+	if settling {
+		reserve /= 4
+	}
 	free := int64(st.Bavail) * int64(st.Bsize)
-	if need := s.minFree + 2*n; free < need {
-		return &DiskFullError{Dir: s.dir, Free: free, Need: need, Reserve: s.minFree}
+	if need := reserve + 2*n; free < need {
+		return &DiskFullError{Dir: s.dir, Free: free, Need: need, Reserve: reserve}
 	}
 	return nil
 }

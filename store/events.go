@@ -75,7 +75,7 @@ func (s *Store) AppendEvents(id string, events []event.Event) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := s.commit(b); err != nil {
+	if err := s.commit(b, false); err != nil {
 		h.nextEvent = 0 // unknown: read the log's end again
 		return 0, fmt.Errorf("harness %s: events not committed: %w", id, err)
 	}

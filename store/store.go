@@ -891,7 +891,8 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 		}
 	}
 	cp.Prepare = time.Since(start)
-	if err := s.commit(b); err != nil {
+	settling := state.Status == statefmt.StatusPaused || state.Status == statefmt.StatusFailed || state.Status == statefmt.StatusCompleted
+	if err := s.commit(b, settling); err != nil {
 		// The chain moved on in memory but not on disk: replay from the store next time.
 		s.forgetLocked(id, h)
 		return Checkpoint{}, fmt.Errorf("harness %s: checkpoint %d not committed: %w", id, info.Seq, err)
@@ -981,7 +982,7 @@ func (s *Store) Delete(id string) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	deleteHarness(b, id)
-	if err := s.commit(b); err != nil {
+	if err := s.commit(b, true); err != nil {
 		return err
 	}
 	return s.forgetHeads([]string{id}, nil)

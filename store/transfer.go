@@ -472,7 +472,7 @@ func (s *Store) Import(data []byte, o ImportOptions) (TransferSummary, error) {
 	for _, id := range gone {
 		s.forget(id)
 	}
-	if err := s.commit(b); err != nil {
+	if err := s.commit(b, false); err != nil {
 		return sum, fmt.Errorf("import of %s not committed (nothing was imported): %w", hdr.Root, err)
 	}
 	for _, id := range gone {

@@ -224,17 +224,28 @@ func (h *Harness) Run(ctx context.Context) error {
 	err := h.startLocked(ctx)
 	h.mu.Unlock()
 	if err != nil {
-		return err
+		return h.settleDiskFull(err)
 	}
 	for {
 		delay, done, err := h.step(ctx)
 		if done {
-			return err
+			return h.settleDiskFull(err)
 		}
 		if delay > 0 && h.m.clock.Sleep(ctx, delay) != nil {
 			return h.halt(ctx)
 		}
 	}
+}
+
+// settleDiskFull pauses the harness when err is a checkpoint refused for want of room, and
+// returns err otherwise.
+func (h *Harness) settleDiskFull(err error) error {
+	if !errors.Is(err, store.ErrDiskFull) || errors.Is(err, ErrPaused) {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pauseForDiskFullLocked(err)
 }
 
 // step runs one attempt of the next ready step and records its outcome durably. done says

@@ -134,6 +134,9 @@ func report(out harness.TaskOutput, err error, f runFlags, stdout io.Writer, db 
 	case statefmt.StatusCompleted:
 		return nil
 	case statefmt.StatusPaused:
+		if strings.HasPrefix(out.Reason, harness.ReasonDiskFull) {
+			return exitError{ExitWaiting, fmt.Errorf("harness %s is paused: %s: free some space, then `harness-edge resume %s` (a daemon resumes it by itself)", out.HarnessID, out.Reason, out.HarnessID)}
+		}
 		return exitError{ExitWaiting, fmt.Errorf("harness %s is paused: %s", out.HarnessID, hint())}
 	default:
 		return exitError{ExitError, fmt.Errorf("task %s %s: %s", out.TaskID, out.Status, out.Reason)}

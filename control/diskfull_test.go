@@ -1,0 +1,162 @@
+package control_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/runtime/harness"
+	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+)
+
+// On a store whose disk fills up (a real 48 MiB tmpfs), the daemon pauses the harness with the
+// reason, stays up and answers, goes on when space returns without anyone resuming it, and
+// stops when asked; the harness completes every step once.
+func TestDaemonPausesOnAFullDiskAndResumesWhenThereIsRoom(t *testing.T) {
+	mnt := t.TempDir()
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=48m,mode=0700"); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v): needs root on a real kernel", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	dir := filepath.Join(mnt, "store")
+	log := &logBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := control.StartDaemon(ctx, control.DaemonConfig{Dir: dir, Concurrency: 2, Grace: 20 * time.Second,
+		Version: "test", Logger: slog.New(slog.NewTextHandler(log, nil)), RoomPoll: 50 * time.Millisecond})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); d.Wait() }) }
+	t.Cleanup(stop)
+
+	const steps = 60
+	var plan strings.Builder
+	for i := range steps {
+		fmt.Fprintf(&plan, "  - {id: s%d, description: step %d, agent: A%s}\n", i, i, map[bool]string{true: fmt.Sprintf(", dependsOn: [s%d]", i-1)}[i > 0])
+	}
+	src := fmt.Sprintf(`id: full
+agent: A
+workspace: %s
+agents:
+  A:
+    driver: script
+    tools: [write_file]
+    script:
+      steps:
+        "*":
+          - {sleep: 30ms}
+          - {tool: write_file, args: {path: out.txt, content: "a line"}}
+          - {output: done}
+plan:
+%s`, t.TempDir(), plan.String())
+	c := connect(t, dir)
+	if _, err := c.Submit(context.Background(), control.Submission{Task: []byte(src), Name: "full.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	n := waitStepStarted(t, dir, "full", 0, log)
+	waitStepStarted(t, dir, "full", n, log)
+
+	// Leave 8 MiB: less than the 16 MiB a running harness's checkpoint must leave free, more
+	// than a pause needs.
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(mnt, &fs); err != nil {
+		t.Fatal(err)
+	}
+	filler := filepath.Join(mnt, "filler")
+	if err := os.WriteFile(filler, make([]byte, int64(fs.Bavail)*int64(fs.Bsize)-8<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var st *statefmt.HarnessState
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		h, err := c.Health(context.Background())
+		if err != nil {
+			t.Fatalf("health with a full disk: %v", err)
+		}
+		if slices.Equal(h.WaitingForRoom, []string{"full"}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the harness never waited for room: %+v; log:\n%s", h, log)
+		}
+	}
+	if st, err = c.State(context.Background(), "full"); err != nil {
+		t.Fatal(err)
+	}
+	if !harness.PausedForDiskFull(st) || !strings.Contains(st.StatusReason, "KiB free, a checkpoint needs") {
+		t.Fatalf("with a full disk the harness is %s (%q)", st.Status, st.StatusReason)
+	}
+	done := 0
+	for _, s := range st.Plan.Steps {
+		if s.Status == statefmt.StepCompleted {
+			done++
+		}
+	}
+	if done == steps {
+		t.Fatal("the plan finished before the disk filled: make it longer")
+	}
+	// It stays paused while the disk is full: no step runs, nothing loops.
+	time.Sleep(300 * time.Millisecond)
+	if again, err := c.State(context.Background(), "full"); err != nil || again.CheckpointCount != st.CheckpointCount {
+		t.Fatalf("the harness moved on a full disk: %d checkpoints, then %d (%v)", st.CheckpointCount, again.CheckpointCount, err)
+	}
+	if l, err := c.List(context.Background()); err != nil || len(l) != 1 {
+		t.Fatalf("ls with a full disk: %v %v", l, err)
+	}
+	if probs, err := c.Verify(context.Background(), ""); err != nil || len(probs) != 0 {
+		t.Fatalf("verify with a full disk: %v %v", probs, err)
+	}
+
+	// Room again: it resumes by itself and completes, each step once.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if st, err = c.State(context.Background(), "full"); err != nil {
+			t.Fatal(err)
+		}
+		if st.Status == statefmt.StatusCompleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after freeing space the harness is %s (%q); log:\n%s", st.Status, st.StatusReason, log)
+		}
+	}
+	completed := map[string]int{}
+	warned := 0
+	err = c.Events(context.Background(), "full", 0, false, func(e event.Event) error {
+		switch {
+		case e.Type == event.StepCompleted:
+			completed[e.StepID]++
+		case e.Type == event.Warning && strings.Contains(e.Message, "disk is full"):
+			warned++
+		}
+		return nil
+	})
+	if err != nil || len(completed) != steps || warned != 1 {
+		t.Fatalf("events: %d steps completed, %d disk-full warnings (%v)", len(completed), warned, err)
+	}
+	for id, k := range completed {
+		if k != 1 {
+			t.Fatalf("step %s completed %d times", id, k)
+		}
+	}
+	if probs, err := c.Verify(context.Background(), ""); err != nil || len(probs) != 0 {
+		t.Fatalf("verify: %v %v", probs, err)
+	}
+	if !strings.Contains(log.String(), "the store has room again: resuming") {
+		t.Fatalf("the log does not say the harness resumed:\n%s", log)
+	}
+	stop()
+}
