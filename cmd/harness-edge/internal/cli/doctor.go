@@ -16,6 +16,7 @@ import (
 	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/internal/workload"
+	"github.com/harness-edge/harness-edge/store"
 	"github.com/harness-edge/harness-edge/sysinfo"
 )
 
@@ -32,6 +33,8 @@ type DoctorReport struct {
 	Store       StoreInfo        `json:"store"`
 	Machine     sysinfo.Machine  `json:"machine"`
 	Owner       OwnerInfo        `json:"owner"`
+	// Repair is what --repair did (before the store was verified).
+	Repair *store.RepairReport `json:"repair,omitempty"`
 }
 
 // OwnerInfo says whether a process owns the store (the daemon, or a foreground run).
@@ -76,13 +79,30 @@ type StoreInfo struct {
 }
 
 func newDoctorCmd(g *globals, stdout io.Writer) *cobra.Command {
-	var asJSON bool
+	var asJSON, repair bool
 	c := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check the engine (backend, ABI, a delta self-check), the store (verify, free disk, fsync latency), the machine and the daemon",
-		Args:  cobra.NoArgs,
+		Long: `Check the engine (backend, ABI, a delta self-check), the store (verify, free disk, fsync
+latency), the machine and the daemon.
+
+With --repair, first recover or quarantine every damaged harness: each one's readable data is
+copied to quarantine/ID-TIME.jsonl in the store directory; a harness with a checkpoint that still
+replays is rewritten from the newest such checkpoint, with its readable events and a warning
+event; one without is removed. A damaged heads file is rewritten. The store must not be owned
+(stop the daemon first).`,
+		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
+			var fixed *store.RepairReport
+			if repair {
+				r, err := repairStore(g)
+				if err != nil {
+					return err
+				}
+				fixed = &r
+			}
 			rep := doctor(g)
+			rep.Repair = fixed
 			if asJSON {
 				if err := writeJSON(stdout, rep); err != nil {
 					return err
@@ -104,7 +124,31 @@ func newDoctorCmd(g *globals, stdout io.Writer) *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	c.Flags().BoolVar(&repair, "repair", false, "recover or quarantine damaged harnesses first (the store must not be owned)")
 	return c
+}
+
+// repairStore owns the store and repairs it (see store.Store.Repair).
+func repairStore(g *globals) (store.RepairReport, error) {
+	dir, err := g.storeDir()
+	if err != nil {
+		return store.RepairReport{}, err
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return store.RepairReport{}, fmt.Errorf("doctor --repair: %w", err)
+	}
+	o, err := control.Own(dir, control.Config{})
+	if err != nil {
+		return store.RepairReport{}, fmt.Errorf("doctor --repair needs the store to itself: %w", err)
+	}
+	rep, err := o.Server().Store().Repair()
+	if cerr := o.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return rep, fmt.Errorf("doctor --repair: %w", err)
+	}
+	return rep, nil
 }
 
 func doctor(g *globals) DoctorReport {
@@ -252,6 +296,25 @@ func printDoctor(w io.Writer, rep DoctorReport) {
 		mark(sc.OK), sc.StateBytes, sc.Edits, sc.DeltaBytes, sc.EncodeMicros, sc.ApplyMicros, sc.RebuiltBy, sc.ForgedRefused)
 	if sc.Error != "" {
 		fmt.Fprintf(w, "            %s\n", sc.Error)
+	}
+	if r := rep.Repair; r != nil {
+		if len(r.Harnesses) == 0 && !r.HeadsRewritten {
+			fmt.Fprintf(w, "repair      nothing to repair\n")
+		}
+		for _, h := range r.Harnesses {
+			switch {
+			case h.Action == "recovered" && h.Quarantine == "":
+				fmt.Fprintf(w, "repair      %s: recovered in place at checkpoint %d (acknowledged: %d; the later ones are lost)\n", h.ID, h.Seq, h.Acknowledged)
+			case h.Action == "recovered":
+				fmt.Fprintf(w, "repair      %s: recovered to checkpoint %d with %d events; what could be read is kept in %s\n", h.ID, h.Seq, h.Events, h.Quarantine)
+			default:
+				fmt.Fprintf(w, "repair      %s: quarantined (no checkpoint replays): removed from the store; what could be read is kept in %s\n", h.ID, h.Quarantine)
+			}
+			fmt.Fprintf(w, "            damage: %s\n", h.Damage)
+		}
+		if r.HeadsRewritten {
+			fmt.Fprintf(w, "repair      the heads file was damaged: written again from the index\n")
+		}
 	}
 	st := rep.Store
 	switch {
