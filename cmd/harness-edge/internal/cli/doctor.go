@@ -303,8 +303,10 @@ func printDoctor(w io.Writer, rep DoctorReport) {
 		}
 		for _, h := range r.Harnesses {
 			switch {
+			case h.Action == "recovered" && h.Quarantine == "" && h.Acknowledged > h.Seq:
+				fmt.Fprintf(w, "repair      %s: recovered in place at checkpoint %d (checkpoints %d to %d were acknowledged and are lost)\n", h.ID, h.Seq, h.Seq+1, h.Acknowledged)
 			case h.Action == "recovered" && h.Quarantine == "":
-				fmt.Fprintf(w, "repair      %s: recovered in place at checkpoint %d (acknowledged: %d; the later ones are lost)\n", h.ID, h.Seq, h.Acknowledged)
+				fmt.Fprintf(w, "repair      %s: whole again at checkpoint %d (the damage it met was in data the repair removed)\n", h.ID, h.Seq)
 			case h.Action == "recovered":
 				fmt.Fprintf(w, "repair      %s: recovered to checkpoint %d with %d events; what could be read is kept in %s\n", h.ID, h.Seq, h.Events, h.Quarantine)
 			default:
