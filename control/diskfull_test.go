@@ -2,7 +2,6 @@ package control_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -42,25 +41,7 @@ func TestDaemonPausesOnAFullDiskAndResumesWhenThereIsRoom(t *testing.T) {
 	t.Cleanup(stop)
 
 	const steps = 60
-	var plan strings.Builder
-	for i := range steps {
-		fmt.Fprintf(&plan, "  - {id: s%d, description: step %d, agent: A%s}\n", i, i, map[bool]string{true: fmt.Sprintf(", dependsOn: [s%d]", i-1)}[i > 0])
-	}
-	src := fmt.Sprintf(`id: full
-agent: A
-workspace: %s
-agents:
-  A:
-    driver: script
-    tools: [write_file]
-    script:
-      steps:
-        "*":
-          - {sleep: 30ms}
-          - {tool: write_file, args: {path: out.txt, content: "a line"}}
-          - {output: done}
-plan:
-%s`, t.TempDir(), plan.String())
+	src := scriptTaskSource(t, "full", steps, "30ms")
 	c := connect(t, dir)
 	if _, err := c.Submit(context.Background(), control.Submission{Task: []byte(src), Name: "full.yaml"}); err != nil {
 		t.Fatal(err)

@@ -49,6 +49,16 @@ func assertStoreFree(t *testing.T, dir string) {
 // scriptTask is a task of steps that each sleep, then write a file and answer.
 func scriptTask(t *testing.T, id string, steps int, sleep string) *task.Task {
 	t.Helper()
+	tk, err := task.Parse(id+".yaml", []byte(scriptTaskSource(t, id, steps, sleep)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
+// scriptTaskSource is scriptTask's task file.
+func scriptTaskSource(t *testing.T, id string, steps int, sleep string) string {
+	t.Helper()
 	var plan strings.Builder
 	for i := range steps {
 		dep := ""
@@ -57,7 +67,7 @@ func scriptTask(t *testing.T, id string, steps int, sleep string) *task.Task {
 		}
 		fmt.Fprintf(&plan, "  - {id: s%d, description: step %d, agent: A, dependsOn: [%s]}\n", i, i, dep)
 	}
-	src := fmt.Sprintf(`id: %s
+	return fmt.Sprintf(`id: %s
 agent: A
 workspace: %s
 agents:
@@ -72,9 +82,4 @@ agents:
           - {output: done}
 plan:
 %s`, id, t.TempDir(), sleep, id, plan.String())
-	tk, err := task.Parse(id+".yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tk
 }

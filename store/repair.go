@@ -192,17 +192,6 @@ func (s *Store) repairStored(id string, out RepairOutcome) (RepairOutcome, error
 	return out, s.forgetHeads([]string{id}, map[string]uint64{id: cp.Seq})
 }
 
-// restoreWith restores checkpoint seq of harness id with the index entry idx.
-func (s *Store) restoreWith(id string, idx IndexEntry, seq uint64) (*statefmt.HarnessState, error) {
-	var scratch []byte
-	c, err := s.replay(id, idx, seq, &scratch)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	return decodeHead(c, scratch)
-}
-
 // quarantinedKey is one line of a quarantine file after its header.
 type quarantinedKey struct {
 	Key   []byte `json:"key"`

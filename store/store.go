@@ -960,6 +960,11 @@ func (s *Store) RestoreAt(id string, seq uint64) (*statefmt.HarnessState, error)
 	if err != nil {
 		return nil, err
 	}
+	return s.restoreWith(id, idx, seq)
+}
+
+// restoreWith restores checkpoint seq of harness id with the index entry idx.
+func (s *Store) restoreWith(id string, idx IndexEntry, seq uint64) (*statefmt.HarnessState, error) {
 	var scratch []byte
 	c, err := s.replay(id, idx, seq, &scratch)
 	if err != nil {
