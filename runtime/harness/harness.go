@@ -44,6 +44,8 @@ type Harness struct {
 	cpReason string
 	// pidx indexes st.Plan (see plan).
 	pidx *planIndex
+	// startDue says the running step's start is not checkpointed yet (see beginLocked).
+	startDue bool
 }
 
 // ID is the harness id.
@@ -116,7 +118,7 @@ func (h *Harness) checkpoint() error {
 		h.st.CheckpointCount--
 		return fmt.Errorf("harness %s: checkpoint: %w", h.st.HarnessID, err)
 	}
-	h.taskJSON, h.last = nil, cp
+	h.taskJSON, h.last, h.startDue = nil, cp, false
 	for _, e := range cp.Events {
 		for _, s := range h.m.sinks {
 			s.Emit(e)
@@ -310,6 +312,8 @@ type runningAttempt struct {
 	cur     *attemptState
 	host    *stepAttempt
 	run     func() (string, error)
+	// cancelStart stops the timer that checkpoints the start (nil when there is none).
+	cancelStart func() bool
 }
 
 // perform runs the attempt (with Dream Mode's timer when it is on) and measures its CPU time
@@ -345,8 +349,25 @@ func (h *Harness) beginLocked(ctx context.Context, i int) (*runningAttempt, erro
 	at := &runningAttempt{index: i, attempt: step.Attempts + 1, cur: &attemptState{step: step.ID, occ: map[string]int{}}}
 	at.host = &stepAttempt{h: h, cur: at.cur}
 	h.emit(event.Event{Type: event.StepStarted, StepID: step.ID, Attempt: at.attempt})
-	if err := h.checkpoint(); err != nil {
-		return nil, err
+	// The start needs no checkpoint of its own: after a crash the step runs again whole either
+	// way. It is written with the outcome when the step ends within m.startCP, by the first
+	// checkpoint the attempt makes before that (a journaled call, a save), or after m.startCP,
+	// so that a long step shows as running.
+	if h.m.startCP < 0 {
+		if err := h.checkpoint(); err != nil {
+			return nil, err
+		}
+	} else {
+		h.startDue = true
+		at.cancelStart = h.m.clock.AfterFunc(h.m.startCP, func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.startDue && h.running {
+				if err := h.checkpoint(); err != nil {
+					h.emit(event.Event{Type: event.Warning, StepID: step.ID, Message: "checkpoint of the step's start: " + err.Error()})
+				}
+			}
+		})
 	}
 	if step.AssignedAgent != h.st.AgentName {
 		at.run = func() (string, error) { return h.runChild(ctx, i) }
@@ -370,6 +391,9 @@ func (h *Harness) beginLocked(ctx context.Context, i int) (*runningAttempt, erro
 // suspended at a gate or by the agent (paused), stopped by a budget, or finished (completed,
 // to be retried after delay, or failed). h.mu held.
 func (h *Harness) settleLocked(ctx context.Context, at *runningAttempt, out string, err error, use event.Event) (delay time.Duration, done bool, _ error) {
+	if at.cancelStart != nil {
+		at.cancelStart()
+	}
 	step := &h.st.Plan.Steps[at.index]
 	var susp *suspended
 	var be *agent.BudgetError

@@ -40,7 +40,16 @@ type Options struct {
 	// every GovernorPoll (default 5s).
 	Governor     Governor
 	GovernorPoll time.Duration
+	// StartCheckpoint is how long a step may run before its start (status running, the
+	// step_started event) is checkpointed on its own (default DefaultStartCheckpoint). A step
+	// that ends sooner writes one checkpoint, its start and its outcome together; a
+	// side-effecting tool call, a save or a Dream Mode tick writes the start before it. Negative:
+	// every start is checkpointed at once.
+	StartCheckpoint time.Duration
 }
+
+// DefaultStartCheckpoint is Options.StartCheckpoint's default.
+const DefaultStartCheckpoint = 100 * time.Millisecond
 
 // Store is what the harness core needs of a checkpoint store: the Pebble store (package store)
 // in production, an in-memory one (store/memstore) where harness logic is tested without a
@@ -74,6 +83,7 @@ type Manager struct {
 
 	governor     Governor
 	governorPoll time.Duration
+	startCP      time.Duration
 
 	mu        sync.Mutex
 	harnesses map[string]*Harness
@@ -82,7 +92,8 @@ type Manager struct {
 // NewManager returns a manager over an open store.
 func NewManager(db Store, o Options) *Manager {
 	m := &Manager{store: db, clock: o.Clock, newID: o.NewID, sinks: o.Sinks, hooks: o.Hooks, dream: o.Dream,
-		governor: o.Governor, governorPoll: cmp.Or(o.GovernorPoll, 5*time.Second), harnesses: map[string]*Harness{}}
+		governor: o.Governor, governorPoll: cmp.Or(o.GovernorPoll, 5*time.Second), startCP: cmp.Or(o.StartCheckpoint, DefaultStartCheckpoint),
+		harnesses: map[string]*Harness{}}
 	if m.clock == nil {
 		m.clock = clock.RealClock{}
 	}
