@@ -206,6 +206,16 @@ bench-micro: engine ## Go micro-benchmarks (engine, state formats, store): bench
 	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) CGO_ENABLED=1 $(GO) test -tags eternal_purego -run '^$$' \
 		-bench . -benchmem -benchtime $(BENCHTIME) -count 5 ./bench/ | tee bench/results/micro.txt
 
+# harness-edge beside the systems its users would otherwise use, in one process and one time
+# window. A module of its own (bench/peers/go.mod): its dependencies never reach the binary.
+PEERS_N      ?= 300,1000
+PEERS_ROUNDS ?= 5
+
+.PHONY: bench-peers
+bench-peers: engine ## harness-edge beside bare Pebble and DBOS-Go on SQLite, same real-text steps: bench/results/peers.{md,json}
+	cd bench/peers && CGO_ENABLED=1 $(GO) run -tags pebblegozstd . -n $(PEERS_N) -rounds $(PEERS_ROUNDS) \
+		-dir $(BENCH_DIR)/peers -out $(ROOT)/bench/results/peers -version $(VERSION)
+
 # ---------------------------------------------------------------------------------------------
 # The README's main job
 
