@@ -212,7 +212,11 @@ PEERS_N      ?= 300,1000
 PEERS_ROUNDS ?= 5
 
 .PHONY: bench-peers
-bench-peers: engine ## harness-edge beside bare Pebble and DBOS-Go on SQLite, same real-text steps: bench/results/peers.{md,json}
+bench-peers: engine ## harness-edge beside bare Pebble, DBOS-Go on SQLite and LangGraph.js, same real-text steps: bench/results/peers.{md,json}
+	@# LangGraph.js is optional: its pinned packages are installed when npm is there, else it is left out.
+	@if ! command -v npm >/dev/null; then echo "bench-peers: npm not found: LangGraph.js is left out"; \
+	elif [ ! -d bench/peers/langgraph/node_modules ]; then \
+		(cd bench/peers/langgraph && npm ci --no-audit --no-fund) || echo "bench-peers: npm ci failed: LangGraph.js is left out"; fi
 	cd bench/peers && CGO_ENABLED=1 $(GO) run -tags pebblegozstd . -n $(PEERS_N) -rounds $(PEERS_ROUNDS) \
 		-dir $(BENCH_DIR)/peers -out $(ROOT)/bench/results/peers -version $(VERSION)
 

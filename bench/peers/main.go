@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
 	"slices"
@@ -28,6 +27,7 @@ func main() {
 		out     = flag.String("out", "", "write the report to OUT.md and OUT.json")
 		goroot  = flag.String("goroot", goruntime.GOROOT(), "the Go distribution whose src/ is the text")
 		version = flag.String("version", "", "harness-edge's version, for the report")
+		lg      = flag.String("langgraph", "langgraph", "directory of the LangGraph.js runner and its packages (\"\": skip LangGraph.js)")
 	)
 	flag.Parse()
 	var ns []int
@@ -52,7 +52,7 @@ func main() {
 		fatalf("%v", err)
 	}
 	rep, err := bench(context.Background(), options{steps: ns, rounds: *rounds, seed: *seed, dir: *dir,
-		src: filepath.Join(*goroot, "src"), version: *version})
+		src: filepath.Join(*goroot, "src"), version: *version, langGraph: *lg})
 	if err != nil {
 		fatalf("%v", err)
 	}
@@ -83,6 +83,8 @@ type options struct {
 	dir     string
 	src     string
 	version string
+	// langGraph is the LangGraph.js runner's directory ("": skip it).
+	langGraph string
 }
 
 // Figures is one system at one step count: medians over the timed rounds.
@@ -121,10 +123,19 @@ type Report struct {
 func bench(ctx context.Context, o options) (*Report, error) {
 	rep := &Report{Started: time.Now().UTC(), Version: o.version, GoVersion: goruntime.Version(), CPUs: goruntime.NumCPU(),
 		Steps: o.steps, Rounds: o.rounds, Seed: o.seed, AppendedPerStep: map[int]float64{}}
+	systems := slices.Clone(systems)
+	if o.langGraph == "" {
+		rep.Skipped = append(rep.Skipped, "LangGraph.js + SqliteSaver: not run (-langgraph \"\")")
+	} else if dir, err := filepath.Abs(o.langGraph); err != nil {
+		return nil, err
+	} else if lg, why := langGraph(dir); why != "" {
+		rep.Skipped = append(rep.Skipped, why)
+	} else {
+		systems = append(systems, lg)
+	}
 	for _, s := range systems {
 		rep.Rows = append(rep.Rows, &Row{system: s, At: map[int]*Figures{}})
 	}
-	rep.Skipped = append(rep.Skipped, langGraphSkipped())
 	for _, n := range o.steps {
 		ws := filepath.Join(o.dir, fmt.Sprintf("workspace-%d", n))
 		w, err := newWorkload(o.src, ws, n, o.seed)
@@ -220,11 +231,3 @@ type quiet struct{}
 func (quiet) Infof(string, ...any)      {}
 func (quiet) Errorf(string, ...any)     {}
 func (quiet) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
-
-// langGraphSkipped says why LangGraph.js is not among the systems.
-func langGraphSkipped() string {
-	if _, err := exec.LookPath("node"); err != nil {
-		return "LangGraph.js + SqliteSaver: not run (node is not installed)"
-	}
-	return "LangGraph.js + SqliteSaver: not run (node is installed, but this benchmark does not drive LangGraph.js yet)"
-}
