@@ -15,7 +15,7 @@ import (
 // run.mjs and its pinned packages, installed by `make bench-peers` when npm is there). It is
 // not in-process: node's own clock and CPU usage measure the invoke alone, without node's
 // start-up.
-func langGraph(dir string) (system, string) {
+func langGraph(dir string, rounds int) (system, string) {
 	node, err := exec.LookPath("node")
 	if err != nil {
 		return system{}, "LangGraph.js + SqliteSaver: not run (node is not installed)"
@@ -24,7 +24,7 @@ func langGraph(dir string) (system, string) {
 		return system{}, fmt.Sprintf("LangGraph.js + SqliteSaver: not run (its packages are not installed: `npm ci` in %s)", dir)
 	}
 	script := filepath.Join(dir, "run.mjs")
-	return system{Name: "LangGraph.js + SqliteSaver", Durability: `durability "sync"; SQLite WAL, synchronous=NORMAL (better-sqlite3's default)`,
+	return system{Name: "LangGraph.js + SqliteSaver", Rounds: rounds, Durability: `durability "sync"; SQLite WAL, synchronous=NORMAL (better-sqlite3's default)`,
 		Note: "a one-node graph looping N times, each step appending its chunk to the state's outputs, checkpointed by SqliteSaver; " +
 			"run by node in its own process, timed by node around invoke()",
 		run: func(ctx context.Context, w *workload, d string, _ bool) (run, error) {

@@ -14,7 +14,13 @@ func (r *Report) markdown() string {
 		r.Started.Format("2006-01-02 15:04 UTC"), r.GoVersion, r.CPUs, or(r.Version, "(unversioned)"))
 	fmt.Fprintf(&b, "of the Go standard library's source (seed %d) and makes them durable as the step's output before the\n", r.Seed)
 	fmt.Fprintf(&b, "next step. Every system's outputs were read back from disk and matched the text read, byte for byte.\n")
-	fmt.Fprintf(&b, "Times are in-process, medians of %d rounds; CPU is the whole process's; fsyncs come from one extra\n", r.Rounds)
+	rounds := fmt.Sprint(r.Rounds)
+	for _, row := range r.Rows {
+		if row.Rounds > 0 && row.Rounds < r.Rounds {
+			rounds += fmt.Sprintf(" (%s: %d)", row.Name, row.Rounds)
+		}
+	}
+	fmt.Fprintf(&b, "Times are in-process, medians of %s rounds; CPU is the whole process's; fsyncs come from one extra\n", rounds)
 	fmt.Fprintf(&b, "round that counts them through Pebble's file system (\"-\": not counted); disk is every file the\n")
 	fmt.Fprintf(&b, "system left after it closed. Took %.0f s.\n", r.DurationSec)
 	for _, n := range r.Steps {

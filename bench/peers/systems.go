@@ -37,7 +37,9 @@ type system struct {
 	Durability string `json:"durability"`
 	Note       string `json:"note,omitempty"`
 	CanCount   bool   `json:"-"`
-	run        func(ctx context.Context, w *workload, dir string, counted bool) (run, error)
+	// Rounds caps the system's timed rounds (0: as many as the others).
+	Rounds int `json:"rounds,omitempty"`
+	run    func(ctx context.Context, w *workload, dir string, counted bool) (run, error)
 }
 
 var systems = []system{
