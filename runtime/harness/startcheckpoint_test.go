@@ -3,6 +3,10 @@ package harness_test
 import (
 	"context"
 	"testing"
+	"time"
+
+	"github.com/harness-edge/harness-edge/runtime/clock"
+	"github.com/harness-edge/harness-edge/runtime/harness"
 
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/statefmt/event"
@@ -12,7 +16,11 @@ import (
 // runs past the start delay has its start checkpointed while it runs, so the store (and
 // `show`) says it is running.
 func TestStartIsCheckpointedWithTheOutcomeUnlessTheStepRunsLong(t *testing.T) {
+	// The wall clock: with the fake one, the slow step's sleep would pass at once and race the
+	// timer that writes the start.
 	e := newEnv(t)
+	e.m = harness.NewManager(e.store, harness.Options{Clock: clock.RealClock{}, Sinks: []event.Sink{e.rec},
+		StartCheckpoint: 20 * time.Millisecond})
 	h, err := e.m.Create(parseTask(t, `id: starts
 agent: A
 workspace: .
@@ -22,7 +30,7 @@ agents:
     script:
       steps:
         quick: [{output: done}]
-        slow: [{sleep: 1s}, {output: done}]
+        slow: [{sleep: 2s}, {output: done}]
 plan:
   - {id: quick, description: quick, agent: A}
   - {id: slow, description: slow, agent: A, dependsOn: [quick]}
