@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// fakeClaude is the path of the test agent that prints what `claude -p --output-format json` does.
+func fakeClaude(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs("testdata/fake-claude.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// loopArgs are the arguments of `loop` around the fake agent, with its FAKE_* settings passed
+// through to it.
+func loopArgs(t *testing.T, db, ws, id string, extra ...string) []string {
+	args := []string{"--store", db, "loop", "--id", id, "--promise", "PARTS_DONE", "--max-iterations", "5",
+		"--prompt", "Write the parts, one per session.", "--workspace", ws}
+	for _, v := range []string{"FAKE_FORMAT", "FAKE_PROMISE_AT", "FAKE_PAUSE_AT", "FAKE_PAUSE", "FAKE_EMPTY_AT", "FAKE_COST"} {
+		args = append(args, "--env", v)
+	}
+	args = append(args, extra...)
+	return append(args, "--", "sh", fakeClaude(t))
+}
+
+func mkdir(t *testing.T, dir string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
+
+func TestLoopRunsTheAgentUntilItKeepsThePromise(t *testing.T) {
+	dir := t.TempDir()
+	db, ws := filepath.Join(dir, "store"), mkdir(t, filepath.Join(dir, "ws"))
+	code, out := binary(t, db, loopArgs(t, db, ws, "ralph1")[2:]...)
+	if code != ExitOK {
+		t.Fatalf("loop: exit %d\n%s", code, out)
+	}
+	if runs := readFile(t, filepath.Join(ws, "runs.log")); runs != "started 1\nstarted 2\nstarted 3\n" {
+		t.Fatalf("runs.log %q", runs)
+	}
+	st := storeState(t, db, "ralph1")
+	if st.Status != statefmt.StatusCompleted || st.Iterations != 3 || len(st.Plan.Steps) != 1 ||
+		!strings.Contains(*st.Plan.Steps[0].Output, "<promise>PARTS_DONE</promise>") {
+		t.Fatalf("status %s, iterations %d, steps %+v", st.Status, st.Iterations, st.Plan.Steps)
+	}
+	// Iteration 2's prompt carries the objective and what iteration 1 said (its result text).
+	p2 := readFile(t, filepath.Join(ws, "prompt.2"))
+	for _, want := range []string{"Write the parts, one per session.", "Wrote part 1; more to do.", "<promise>PARTS_DONE</promise>"} {
+		if !strings.Contains(p2, want) {
+			t.Fatalf("iteration 2's prompt lacks %q:\n%s", want, p2)
+		}
+	}
+	// show and events treat it like any harness.
+	if code, out := binary(t, db, "show", "ralph1"); code != ExitOK || !strings.Contains(out, "objective") || !strings.Contains(out, "completed") {
+		t.Fatalf("show: exit %d\n%s", code, out)
+	}
+	if code, out := binary(t, db, "events", "ralph1"); code != ExitOK || !strings.Contains(out, "iteration 3") {
+		t.Fatalf("events: exit %d\n%s", code, out)
+	}
+}
+
+// The task --print-task writes is the one loop runs: `run` accepts it and gets the same loop.
+func TestLoopPrintTaskIsATaskFileRunAccepts(t *testing.T) {
+	dir := t.TempDir()
+	db, ws := filepath.Join(dir, "store"), mkdir(t, filepath.Join(dir, "ws"))
+	code, out, stderr := run(t, loopArgs(t, db, ws, "printed", "--print-task")...)
+	if code != ExitOK {
+		t.Fatalf("--print-task: exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"id: printed", "driver: command", "completionPromise: PARTS_DONE", "maxIterations: 5", "workspace: " + ws, "FAKE_FORMAT"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the printed task lacks %q:\n%s", want, out)
+		}
+	}
+	if fileExists(db) {
+		t.Fatal("--print-task touched the store")
+	}
+	file := writeTask(t, dir, "loop.yaml", out)
+	if code, out := binary(t, db, "run", file); code != ExitOK {
+		t.Fatalf("run of the printed task: exit %d\n%s", code, out)
+	}
+	if st := storeState(t, db, "printed"); st.Status != statefmt.StatusCompleted || st.Iterations != 3 {
+		t.Fatalf("status %s, iterations %d", st.Status, st.Iterations)
+	}
+}
+
+// SIGKILL during iteration 2; resume runs iteration 2 again and goes on, never iteration 1.
+func TestLoopKilledInIteration2ResumesWithoutRerunningIteration1(t *testing.T) {
+	dir := t.TempDir()
+	db, ws := filepath.Join(dir, "store"), mkdir(t, filepath.Join(dir, "ws"))
+	t.Setenv("FAKE_PAUSE_AT", "2")
+	t.Setenv("FAKE_PAUSE", "30")
+	cmd := child(loopArgs(t, db, ws, "killed")...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !fileExists(filepath.Join(ws, "working.2")) {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatal("iteration 2 never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !st.Signaled() {
+		t.Fatalf("the loop ended before the kill: exit %d", cmd.ProcessState.ExitCode())
+	}
+	t.Setenv("FAKE_PAUSE_AT", "")
+	if code, out := binary(t, db, "resume", "killed"); code != ExitOK {
+		t.Fatalf("resume: exit %d\n%s", code, out)
+	}
+	if runs := readFile(t, filepath.Join(ws, "runs.log")); runs != "started 1\nstarted 2\nstarted 2\nstarted 3\n" {
+		t.Fatalf("runs.log %q: only iteration 2 should have run twice", runs)
+	}
+	if st := storeState(t, db, "killed"); st.Status != statefmt.StatusCompleted || st.Iterations != 3 {
+		t.Fatalf("status %s, iterations %d", st.Status, st.Iterations)
+	}
+}
+
+// With a daemon owning the store, loop hands the loop to it, and so does submit --loop.
+func TestLoopGoesThroughTheDaemon(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	ws1, ws2 := mkdir(t, filepath.Join(dir, "ws1")), mkdir(t, filepath.Join(dir, "ws2"))
+	startDaemon(t, db)
+	code, out := binary(t, db, loopArgs(t, db, ws1, "viadaemon")[2:]...)
+	if code != ExitOK || !strings.Contains(out, "queued in the daemon") {
+		t.Fatalf("loop with a daemon: exit %d\n%s", code, out)
+	}
+	args := loopArgs(t, db, ws2, "submitted")
+	args[2] = "--loop"
+	code, out = binary(t, db, append([]string{"submit"}, args[2:]...)...)
+	if code != ExitOK || !strings.Contains(out, "submitted: harness submitted") {
+		t.Fatalf("submit --loop: exit %d\n%s", code, out)
+	}
+	for _, id := range []string{"viadaemon", "submitted"} {
+		if st := waitStatus(t, db, id, statefmt.StatusCompleted); st.Iterations != 3 {
+			t.Fatalf("%s: %d iterations", id, st.Iterations)
+		}
+	}
+}
+
+func TestLoopRefusesBadFlagsAndChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	db, ws := filepath.Join(dir, "store"), mkdir(t, filepath.Join(dir, "ws"))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"loop", "--prompt", "x", "--workspace", ws}, "no agent command"},
+		{[]string{"loop", "--workspace", ws, "--", "sh"}, "no objective: give --prompt TEXT or --prompt-file FILE, or write " + filepath.Join(ws, "PROMPT.md")},
+		{[]string{"loop", "--prompt", "x", "--prompt-file", "p.md", "--workspace", ws, "--", "sh"}, "give one of them"},
+		{[]string{"loop", "--prompt", "x", "--max-iterations", "-1", "--workspace", ws, "--", "sh"}, "--max-iterations -1"},
+		{[]string{"loop", "--prompt", "x", "--autonomy", "9", "--workspace", ws, "--", "sh"}, "--autonomy 9: give 1 to 5"},
+		{[]string{"loop", "--prompt", "x", "--workspace", filepath.Join(dir, "nowhere"), "--", "sh"}, "not a directory"},
+		{[]string{"submit", "task.yaml", "--promise", "X"}, "--promise: only with --loop"},
+	} {
+		code, _, stderr := run(t, append([]string{"--store", db}, tc.args...)...)
+		if code != ExitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, %q; want exit 2 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+	code, _, stderr := run(t, "--store", db, "loop", "--prompt", "x", "--workspace", ws, "--", "no-such-agent-here")
+	if code != ExitError || !strings.Contains(stderr, `"no-such-agent-here" was not found on PATH`) {
+		t.Errorf("a missing agent: exit %d, %q", code, stderr)
+	}
+	if fileExists(db) {
+		t.Fatal("a refused loop touched the store")
+	}
+}
