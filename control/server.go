@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/runtime/harness"
+	"github.com/harness-edge/harness-edge/runtime/itlog"
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
@@ -47,6 +49,8 @@ type API interface {
 	// Events calls f with the harness's logged events numbered above `after`; with follow it
 	// goes on with new ones until the harness completes or fails, ctx ends, or f fails.
 	Events(ctx context.Context, id string, after uint64, follow bool, f func(event.Event) error) error
+	// Logs writes a harness's iteration log to w (itlog.Print).
+	Logs(ctx context.Context, id string, q itlog.Query, w io.Writer) error
 	Freeze(ctx context.Context, mode FreezeMode) error
 	Unfreeze(ctx context.Context) error
 	Report(ctx context.Context, since time.Duration) (*Report, error)
@@ -179,6 +183,7 @@ type Server struct {
 	m      *harness.Manager
 	cfg    Config
 	notify *broker
+	logDir string
 	log    *slog.Logger
 	start  time.Time
 
@@ -211,6 +216,8 @@ func NewServer(db *store.Store, cfg Config) *Server {
 	}
 	o := cfg.Options
 	o.Sinks = append(slices.Clone(o.Sinks), s.notify)
+	o.LogDir = cmp.Or(o.LogDir, itlog.Dir(db.Dir()))
+	s.logDir = o.LogDir
 	s.m = harness.NewManager(db, o)
 	if _, err := os.Stat(filepath.Join(db.Dir(), frozenFile)); err == nil {
 		s.frozen = true

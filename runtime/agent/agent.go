@@ -51,6 +51,9 @@ type StepContext struct {
 	ReportTokens func(n int64)
 	// Resume is the loop snapshot the step's interrupted attempt saved last (nil: start afresh).
 	Resume *statefmt.AgentLoopSnapshot
+	// LogDir is where a driver keeps the live output of its iterations (package itlog);
+	// empty: nowhere.
+	LogDir string
 	// Host is the harness running the attempt; nil on the direct path, where nothing is saved,
 	// no human can be asked and events go nowhere.
 	Host Host

@@ -381,7 +381,7 @@ func (h *Harness) beginLocked(ctx context.Context, i int) (*runningAttempt, erro
 			Inputs: stepInputs(h.plan(), step), Workspace: h.task.Workspace, Clock: h.m.clock, Resume: resume,
 			Tools: &tools.Pipeline{Task: h.task, Clock: h.m.clock, Hooks: h.m.hooks, HarnessID: h.ID(), StepID: step.ID,
 				Agent: step.AssignedAgent, Session: at.host},
-			ReportTokens: at.host.reportTokens, Host: at.host}
+			ReportTokens: at.host.reportTokens, Host: at.host, LogDir: h.m.logDir}
 		at.run = func() (string, error) { return a.RunStep(ctx, sc) }
 	}
 	return at, nil

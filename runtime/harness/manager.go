@@ -46,6 +46,8 @@ type Options struct {
 	// side-effecting tool call, a save or a Dream Mode tick writes the start before it. Negative:
 	// every start is checkpointed at once.
 	StartCheckpoint time.Duration
+	// LogDir is where agents keep their iterations' live output (package itlog); empty: nowhere.
+	LogDir string
 }
 
 // DefaultStartCheckpoint is Options.StartCheckpoint's default.
@@ -80,6 +82,8 @@ type Manager struct {
 	sinks []event.Sink
 	hooks tools.Hooks
 	dream bool
+	// logDir is Options.LogDir.
+	logDir string
 
 	governor     Governor
 	governorPoll time.Duration
@@ -91,7 +95,7 @@ type Manager struct {
 
 // NewManager returns a manager over an open store.
 func NewManager(db Store, o Options) *Manager {
-	m := &Manager{store: db, clock: o.Clock, newID: o.NewID, sinks: o.Sinks, hooks: o.Hooks, dream: o.Dream,
+	m := &Manager{store: db, clock: o.Clock, newID: o.NewID, sinks: o.Sinks, hooks: o.Hooks, dream: o.Dream, logDir: o.LogDir,
 		governor: o.Governor, governorPoll: cmp.Or(o.GovernorPoll, 5*time.Second), startCP: cmp.Or(o.StartCheckpoint, DefaultStartCheckpoint),
 		harnesses: map[string]*Harness{}}
 	if m.clock == nil {

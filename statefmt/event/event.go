@@ -42,6 +42,7 @@ const (
 
 // The outcomes of an iteration event.
 const (
+	IterStarted     = "started"        // an iteration starts (the others say how one ended)
 	IterCompleted   = "completed"      // the promise was kept (or, without one, the command exited 0)
 	IterContinue    = "continue"       // not done yet: another iteration follows
 	IterFailed      = "failed"         // the command failed (non-zero exit): another iteration follows

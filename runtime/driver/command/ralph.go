@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/harness-edge/harness-edge/runtime/agent"
+	"github.com/harness-edge/harness-edge/runtime/itlog"
 	"github.com/harness-edge/harness-edge/runtime/proc"
 
 	"github.com/harness-edge/harness-edge/statefmt/event"
@@ -158,6 +160,7 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 		// The token is durable before the iteration starts: a crash from here on leaves it for
 		// the next run to find the iteration's processes by.
 		st.RunToken = newRunToken()
+		sc.Emit(event.Event{Type: event.Iteration, Iteration: n, Outcome: event.IterStarted})
 		if err := save(); err != nil {
 			return "", err
 		}
@@ -317,8 +320,26 @@ func (a *Agent) run(ctx context.Context, sc *agent.StepContext, prompt string, n
 	stdout, stderr := &proc.CapWriter{Max: a.cfg.MaxOutput}, &proc.CapWriter{Max: a.cfg.MaxOutput}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	start := sc.Clock.Now()
+	var live *itlog.Writer
+	if sc.LogDir != "" {
+		// The live log is a view for people: one that cannot be written leaves the iteration be.
+		var err error
+		live, err = itlog.Open(sc.LogDir, sc.HarnessID, sc.Step.ID, n, fmt.Sprintf("=== iteration %d of step %s started %s ===", n, sc.Step.ID, start.UTC().Format(time.RFC3339)))
+		if err == nil {
+			cmd.Stdout, cmd.Stderr = io.MultiWriter(stdout, live), io.MultiWriter(stderr, live)
+		} else {
+			sc.Emit(event.Event{Type: event.Warning, Message: fmt.Sprintf("iteration %d runs without its live log: %v", n, err)})
+		}
+	}
 	err := proc.Run(ictx, cmd)
 	it := iteration{stdout: stdout.String(), stderr: stderr.String(), took: sc.Clock.Now().Sub(start)}
+	if live != nil {
+		end := fmt.Sprintf("=== iteration %d ended after %v ===", n, it.took.Round(time.Millisecond))
+		if ctx.Err() != nil {
+			end = fmt.Sprintf("=== iteration %d cut short after %v (it runs again) ===", n, it.took.Round(time.Millisecond))
+		}
+		_ = live.Close(end)
+	}
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:

@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -50,9 +51,14 @@ func readFile(t *testing.T, p string) string {
 func TestLoopRunsTheAgentUntilItKeepsThePromise(t *testing.T) {
 	dir := t.TempDir()
 	db, ws := filepath.Join(dir, "store"), mkdir(t, filepath.Join(dir, "ws"))
-	code, out := binary(t, db, loopArgs(t, db, ws, "ralph1")[2:]...)
+	code, out := binary(t, db, loopArgs(t, db, ws, "ralph1", "--progress")[2:]...)
 	if code != ExitOK {
 		t.Fatalf("loop: exit %d\n%s", code, out)
+	}
+	// --progress: a line as each iteration starts, and one with its time as it ends.
+	if !regexp.MustCompile(`iteration 1 \(step objective\) started \d\d:\d\d:\d\d\n\s+iteration 1 \(step objective\): continue, \d+\.\ds`).MatchString(out) ||
+		!strings.Contains(out, "iteration 3 (step objective): completed, ") {
+		t.Fatalf("--progress lines missing:\n%s", out)
 	}
 	if runs := readFile(t, filepath.Join(ws, "runs.log")); runs != "started 1\nstarted 2\nstarted 3\n" {
 		t.Fatalf("runs.log %q", runs)

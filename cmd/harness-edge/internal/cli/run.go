@@ -71,6 +71,10 @@ func progress(w io.Writer) event.Sink {
 				fmt.Fprintf(w, "    side effect %s (step %s): %s %s\n", e.Tool, e.StepID, e.Action, e.Message)
 			}
 		case event.Iteration:
+			if e.Outcome == event.IterStarted {
+				fmt.Fprintf(w, "    iteration %d (step %s) started %s\n", e.Iteration, e.StepID, e.Time.Local().Format("15:04:05"))
+				return
+			}
 			line := fmt.Sprintf("    iteration %d (step %s): %s", e.Iteration, e.StepID, e.Outcome)
 			if e.DurationMs > 0 {
 				line += fmt.Sprintf(", %.1fs", e.DurationMs/1000)
