@@ -99,7 +99,29 @@ type Event struct {
 	CPUMs    float64 `json:"cpuMs,omitempty"`
 	RSSBytes int64   `json:"rssBytes,omitempty"`
 
+	// Usage is what an agent reported of an iteration's model use (iteration events).
+	Usage *Usage `json:"usage,omitempty"`
+
 	Message string `json:"message,omitempty"`
+}
+
+// Usage is the model use a CLI agent reported for one run: tokens by kind, the cost it
+// computed, and its session.
+type Usage struct {
+	// InputTokens are the prompt tokens not read from a cache; CacheReadTokens those read from
+	// one and CacheWriteTokens those written to one (Claude's cache_creation_input_tokens).
+	InputTokens      int64 `json:"inputTokens,omitempty"`
+	OutputTokens     int64 `json:"outputTokens,omitempty"`
+	CacheReadTokens  int64 `json:"cacheReadTokens,omitempty"`
+	CacheWriteTokens int64 `json:"cacheWriteTokens,omitempty"`
+	// CostUSD is the cost the agent reported (0: it reported none).
+	CostUSD   float64 `json:"costUsd,omitempty"`
+	SessionID string  `json:"sessionId,omitempty"`
+}
+
+// Tokens is every token the run's model processed: input, cached input and output.
+func (u Usage) Tokens() int64 {
+	return u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
 }
 
 // Ms is a duration in (fractional) milliseconds, as events report durations.

@@ -6,6 +6,7 @@ package command
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -107,7 +108,9 @@ type iteration struct {
 	stdout, stderr string
 	exit           int // -1: did not exit by itself (timeout)
 	timedOut       bool
-	took           time.Duration
+	// agentError is the error the agent's structured output reported ("" when none).
+	agentError string
+	took       time.Duration
 }
 
 func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, error) {
@@ -170,14 +173,30 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 			return "", err
 		}
 		final := withoutEcho(FinalText(it.stdout), prompt)
-		done := it.exit == 0 && (a.cfg.CompletionPromise == "" || KeptPromise(final, a.cfg.CompletionPromise, prompt))
 		ev := event.Event{Type: event.Iteration, Iteration: n, DurationMs: event.Ms(it.took), ExitCode: &it.exit}
+		if rep, ok := ParseReport(it.stdout); ok {
+			// Claude Code's or Codex's JSON: its final message is the answer, its own error flag
+			// counts as a failure, and the use it reports is charged, rate-limited or not.
+			if rep.HasText {
+				final = strings.TrimSpace(rep.Text)
+			}
+			if rep.IsError {
+				it.agentError = cmp.Or(strings.TrimSpace(rep.ErrorText), "the agent reported an error")
+			}
+			if u := rep.Usage; u != (event.Usage{}) {
+				ev.Usage = &u
+				if sc.ReportTokens != nil {
+					sc.ReportTokens(u.Tokens())
+				}
+			}
+		}
+		done := it.exit == 0 && it.agentError == "" && (a.cfg.CompletionPromise == "" || KeptPromise(final, a.cfg.CompletionPromise, prompt))
 
 		// Rate limits first: a limit message is neither a failure nor progress, and the
 		// iteration does not count. A completed iteration is never read as one.
-		if !done && (it.exit != 0 || len(final) <= 512) {
+		if !done && (it.exit != 0 || it.agentError != "" || len(final) <= 512) {
 			now := sc.Clock.Now()
-			if rl, ok := DetectRateLimit(it.stderr+"\n"+final, a.rateLimit, now); ok {
+			if rl, ok := DetectRateLimit(it.stderr+"\n"+it.agentError+"\n"+final, a.rateLimit, now); ok {
 				st.RateLimited++
 				wait := a.rateLimitWait(rl, st.RateLimited, now)
 				until := now.Add(wait)
@@ -218,7 +237,10 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 			st.countError(fmt.Sprintf("timed out after %v", a.cfg.IterationTimeout.Duration))
 		case it.exit != 0:
 			ev.Outcome = event.IterFailed
-			st.countError(fmt.Sprintf("exit status %d: %s", it.exit, lastLine(it.stderr)))
+			st.countError(fmt.Sprintf("exit status %d: %s", it.exit, lastLine(cmp.Or(strings.TrimSpace(it.stderr), it.agentError))))
+		case it.agentError != "":
+			ev.Outcome = event.IterFailed
+			st.countError("the agent reported an error: " + lastLine(it.agentError))
 		default:
 			ev.Outcome = event.IterContinue
 			st.SameError, st.LastError = 0, ""
@@ -362,6 +384,8 @@ func feedback(it iteration, final, promise string) string {
 		b.WriteString("The previous session ran out of time and was stopped.\n")
 	case it.exit != 0:
 		fmt.Fprintf(&b, "The previous session failed (exit status %d).\n", it.exit)
+	case it.agentError != "":
+		fmt.Fprintf(&b, "The previous session ended in an error: %s\n", agent.Tail(it.agentError, 1500))
 	case promise != "":
 		fmt.Fprintf(&b, "The previous session ended without the completion promise.\n")
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+	"github.com/harness-edge/harness-edge/store"
 )
 
 // fakeClaude is the path of the test agent that prints what `claude -p --output-format json` does.
@@ -74,6 +77,28 @@ func TestLoopRunsTheAgentUntilItKeepsThePromise(t *testing.T) {
 		if !strings.Contains(p2, want) {
 			t.Fatalf("iteration 2's prompt lacks %q:\n%s", want, p2)
 		}
+	}
+	// The cost and tokens Claude's JSON reported are recorded with each iteration, and the
+	// tokens charged to the harness.
+	s, err := store.OpenStore(db, store.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cost float64
+	var tokens int64
+	_ = s.Events("ralph1", 0, func(e event.Event) bool {
+		if e.Type == event.Iteration && e.Usage != nil {
+			cost += e.Usage.CostUSD
+			tokens += e.Usage.Tokens()
+			if e.Usage.SessionID == "" || e.Usage.CacheReadTokens != 2048 {
+				t.Errorf("iteration %d's usage: %+v", e.Iteration, *e.Usage)
+			}
+		}
+		return true
+	})
+	s.Close()
+	if math.Abs(cost-3*0.0125) > 1e-9 || tokens != 3*(512+2048)+1001+1002+1003+201+202+203 || st.Budget.TokensUsed != tokens {
+		t.Fatalf("recorded $%v and %d tokens (%d charged)", cost, tokens, st.Budget.TokensUsed)
 	}
 	// show and events treat it like any harness.
 	if code, out := binary(t, db, "show", "ralph1"); code != ExitOK || !strings.Contains(out, "objective") || !strings.Contains(out, "completed") {
@@ -193,5 +218,46 @@ func TestLoopRefusesBadFlagsAndChangesNothing(t *testing.T) {
 	}
 	if fileExists(db) {
 		t.Fatal("a refused loop touched the store")
+	}
+}
+
+// Codex's JSON lines work the same way: its agent message is the answer, its usage recorded.
+func TestLoopReadsCodexJSONLines(t *testing.T) {
+	dir := t.TempDir()
+	db, ws := filepath.Join(dir, "store"), mkdir(t, filepath.Join(dir, "ws"))
+	t.Setenv("FAKE_FORMAT", "codex")
+	if code, out := binary(t, db, loopArgs(t, db, ws, "codex")[2:]...); code != ExitOK {
+		t.Fatalf("loop: exit %d\n%s", code, out)
+	}
+	st := storeState(t, db, "codex")
+	if st.Iterations != 3 || *st.Plan.Steps[0].Output != "All parts are written. <promise>PARTS_DONE</promise>" {
+		t.Fatalf("iterations %d, output %q", st.Iterations, *st.Plan.Steps[0].Output)
+	}
+	if want := int64(1001 + 1002 + 1003 + 201 + 202 + 203); st.Budget.TokensUsed != want {
+		t.Fatalf("%d tokens charged, want %d", st.Budget.TokensUsed, want)
+	}
+	// The next prompt's feedback is the agent message, not the JSON around it.
+	if p2 := readFile(t, filepath.Join(ws, "prompt.2")); !strings.Contains(p2, "Its final output ended with:\nWrote part 1; more to do.") || strings.Contains(p2, "turn.completed") {
+		t.Fatalf("iteration 2's prompt:\n%s", p2)
+	}
+}
+
+// An agent whose JSON says is_error did not complete, even with the promise in its result and
+// exit status 0.
+func TestLoopTreatsAReportedErrorAsAFailedIteration(t *testing.T) {
+	dir := t.TempDir()
+	db, ws := filepath.Join(dir, "store"), mkdir(t, filepath.Join(dir, "ws"))
+	agent := writeTask(t, dir, "erring.sh", `#!/bin/sh
+cat > /dev/null
+echo "$HARNESS_EDGE_ITERATION" >> runs.log
+printf '{"type":"result","subtype":"error_during_execution","is_error":true,"result":"API Error: overloaded <promise>PARTS_DONE</promise>","session_id":"s","total_cost_usd":0.002,"usage":{"input_tokens":10,"output_tokens":0}}\n'
+`)
+	code, out := binary(t, db, "loop", "--id", "erring", "--promise", "PARTS_DONE", "--max-iterations", "2", "--prompt", "x", "--workspace", ws, "--", "sh", agent)
+	if code != ExitError || !strings.Contains(out, "no completion after 2 iterations") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	st := storeState(t, db, "erring")
+	if st.Status != statefmt.StatusFailed || !strings.Contains(*st.Plan.Steps[0].Error, "ended in an error: API Error: overloaded") {
+		t.Fatalf("status %s, error %v", st.Status, *st.Plan.Steps[0].Error)
 	}
 }

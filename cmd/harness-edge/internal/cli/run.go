@@ -79,6 +79,9 @@ func progress(w io.Writer) event.Sink {
 			if e.DurationMs > 0 {
 				line += fmt.Sprintf(", %.1fs", e.DurationMs/1000)
 			}
+			if u := e.Usage; u != nil {
+				line += ", " + usageText(*u)
+			}
 			if e.Outcome != event.IterContinue && e.Outcome != event.IterCompleted && e.Message != "" {
 				line += ": " + firstLine(e.Message)
 			}
@@ -507,6 +510,9 @@ func describe(e event.Event) string {
 	case e.Tool != "":
 		add("tool %s", e.Tool)
 	}
+	if e.Usage != nil {
+		add("%s", usageText(*e.Usage))
+	}
 	if e.Seq > 0 {
 		add("seq %d %s %d B", e.Seq, e.Kind, e.StoredBytes)
 	}
@@ -544,6 +550,15 @@ func newStopCmd(g *globals, stdout io.Writer) *cobra.Command {
 			})
 		},
 	}
+}
+
+// usageText is an agent's reported use in a few words: "3259 tokens, $0.0125".
+func usageText(u event.Usage) string {
+	s := fmt.Sprintf("%d tokens", u.Tokens())
+	if u.CostUSD > 0 {
+		s += fmt.Sprintf(", $%.4f", u.CostUSD)
+	}
+	return s
 }
 
 // oneLine writes s on one line: line breaks as \n, so that a table keeps one row per item.
