@@ -171,9 +171,10 @@ func (m *Manager) create(t *task.Task, init func(*statefmt.HarnessState)) (*Harn
 	if taskID == "" {
 		taskID = id
 	}
+	cost, _ := statefmt.MicroUSD(t.Budget.CostUSD) // checked with the task
 	st := &statefmt.HarnessState{SchemaVersion: statefmt.SchemaVersion, HarnessID: id, AgentName: t.Agent, TaskID: taskID,
 		Status: statefmt.StatusCreated, CreatedAt: now, UpdatedAt: now, AutonomyLevel: t.Autonomy,
-		Budget: &statefmt.Budget{ToolCalls: t.Budget.ToolCalls, Tokens: t.Budget.Tokens, WallClock: t.Budget.WallClock.Duration}}
+		Budget: &statefmt.Budget{ToolCalls: t.Budget.ToolCalls, Tokens: t.Budget.Tokens, WallClock: t.Budget.WallClock.Duration, CostMicroUSD: cost}}
 	h := m.newHarness(t, st)
 	if len(t.Plan) > 0 {
 		p, err := newPlan(taskID, t.Plan, h.knownAgent, now)

@@ -5,6 +5,7 @@ package task
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -86,11 +87,13 @@ type CheckpointConfig struct {
 	Interval Duration `yaml:"interval" json:"interval,omitzero"`
 }
 
-// BudgetConfig: limits per harness (0 tokens or wall clock: unlimited).
+// BudgetConfig: limits per harness (0 tokens, wall clock or cost: unlimited).
 type BudgetConfig struct {
 	ToolCalls int      `yaml:"toolCalls" json:"toolCalls,omitzero"`
 	Tokens    int64    `yaml:"tokens" json:"tokens,omitzero"`
 	WallClock Duration `yaml:"wallClock" json:"wallClock,omitzero"`
+	// CostUSD limits what the agents report spending, in US dollars (exact to a millionth).
+	CostUSD float64 `yaml:"costUSD" json:"costUSD,omitzero"`
 }
 
 // RetryConfig: how a tool call (and a step) that failed transiently is retried: up to
@@ -500,6 +503,9 @@ func (t *Task) validate() []fieldErr {
 	checkDur(t.Retry.MaxDelay, "retry", "maxDelay")
 	if t.Budget.ToolCalls < 0 || t.Budget.Tokens < 0 {
 		bad("budgets cannot be negative", "budget")
+	}
+	if c := t.Budget.CostUSD; c < 0 || c > 1e9 || math.IsNaN(c) {
+		bad(fmt.Sprintf("%v is not a budget in US dollars (0 to 1e9; 0: unlimited)", c), "budget", "costUSD")
 	}
 	if r := t.Retry.MaxRetries; r != nil && (*r < 0 || *r > 100) {
 		bad(fmt.Sprintf("%d is outside 0..100", *r), "retry", "maxRetries")

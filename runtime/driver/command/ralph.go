@@ -155,6 +155,11 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 			}
 			st.WaitUntil = nil
 		}
+		// Budgets are checked between iterations: one runs whole, and what it spent counts
+		// before the next may start (the harness then asks a human, or fails, by autonomy).
+		if err := sc.CheckBudget(); err != nil {
+			return "", err
+		}
 		if loop.Iteration >= a.cfg.MaxIterations {
 			return "", &agent.StepError{Msg: fmt.Sprintf("agent %s: no completion after %d iterations (maxIterations)", a.name, a.cfg.MaxIterations)}
 		}
@@ -187,6 +192,9 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 				ev.Usage = &u
 				if sc.ReportTokens != nil {
 					sc.ReportTokens(u.Tokens())
+				}
+				if micro, ok := statefmt.MicroUSD(u.CostUSD); ok && sc.ReportCost != nil {
+					sc.ReportCost(micro)
 				}
 			}
 		}

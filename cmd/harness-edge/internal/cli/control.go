@@ -298,7 +298,11 @@ func printReport(w io.Writer, r *control.Report, since time.Duration) {
 	if len(parts) == 0 {
 		parts = []string{"nothing ran"}
 	}
-	fmt.Fprintf(w, "  %d harnesses: %s; %d checkpoints, %s stored\n", len(r.Harnesses), strings.Join(parts, ", "), r.Checkpoints, sysinfo.FormatBytes(uint64(r.StoredBytes)))
+	fmt.Fprintf(w, "  %d harnesses: %s; %d checkpoints, %s stored", len(r.Harnesses), strings.Join(parts, ", "), r.Checkpoints, sysinfo.FormatBytes(uint64(r.StoredBytes)))
+	if r.CostUSD > 0 {
+		fmt.Fprintf(w, "; agents report $%.4f spent", r.CostUSD)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, group := range []statefmt.Status{statefmt.StatusCompleted, statefmt.StatusFailed, statefmt.StatusPaused, statefmt.StatusRunning, statefmt.StatusCreated} {
 		first := true
@@ -314,8 +318,15 @@ func printReport(w io.Writer, r *control.Report, since time.Duration) {
 			if e.Phase != "" {
 				phase = ", phase " + e.Phase
 			}
-			fmt.Fprintf(tw, "  %s\t%s\tsteps %d/%d%s\t%d tool calls\t%d checkpoints\t%s\tupdated %s\n", e.ID, e.Agent, e.StepsDone, e.Steps, phase,
-				e.ToolCalls, e.Checkpoints, sysinfo.FormatBytes(uint64(e.StoredBytes)), e.UpdatedAt.Local().Format("Jan 2 15:04"))
+			cost := ""
+			switch {
+			case e.BudgetUSD > 0:
+				cost = fmt.Sprintf("\t$%.4f of $%.4f", e.CostUSD, e.BudgetUSD)
+			case e.CostUSD > 0:
+				cost = fmt.Sprintf("\t$%.4f", e.CostUSD)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\tsteps %d/%d%s\t%d tool calls\t%d checkpoints\t%s%s\tupdated %s\n", e.ID, e.Agent, e.StepsDone, e.Steps, phase,
+				e.ToolCalls, e.Checkpoints, sysinfo.FormatBytes(uint64(e.StoredBytes)), cost, e.UpdatedAt.Local().Format("Jan 2 15:04"))
 			if e.Reason != "" && group != statefmt.StatusCompleted {
 				fmt.Fprintf(tw, "    %s\n", e.Reason)
 			}

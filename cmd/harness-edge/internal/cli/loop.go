@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,6 +38,7 @@ const defaultPromptFile = "PROMPT.md"
 type loopOptions struct {
 	id, promise, prompt, promptFile, workspace string
 	maxIterations, autonomy                    int
+	budgetUSD                                  float64
 	iterationTimeout                           time.Duration
 	env                                        []string
 }
@@ -48,6 +50,7 @@ func (o *loopOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.prompt, "prompt", "", "the objective, given on every iteration")
 	f.StringVar(&o.promptFile, "prompt-file", "", "read the objective from FILE (- for standard input; default "+defaultPromptFile+" in the workspace)")
 	f.StringVar(&o.workspace, "workspace", "", "the directory the agent works in (default: the current directory)")
+	f.Float64Var(&o.budgetUSD, "budget-usd", 0, "a cost budget in US dollars, counted from what the agent reports (Claude Code's total_cost_usd); at autonomy 1-3 a human decides when it is spent, above the loop fails")
 	f.IntVar(&o.autonomy, "autonomy", 0, fmt.Sprintf("autonomy 1..5: where human gates stop the loop (default %d)", task.DefaultAutonomy))
 	f.DurationVar(&o.iterationTimeout, "iteration-timeout", 0, fmt.Sprintf("stop an iteration that runs longer (default %v)", task.DefaultIterationTimeout))
 	f.StringArrayVar(&o.env, "env", nil, "pass this variable of the environment to the agent (repeatable; e.g. ANTHROPIC_API_KEY)")
@@ -60,7 +63,12 @@ type loopFile struct {
 	Agent     string               `yaml:"agent"`
 	Autonomy  int                  `yaml:"autonomy,omitempty"`
 	Workspace string               `yaml:"workspace"`
+	Budget    *loopBudget          `yaml:"budget,omitempty"`
 	Agents    map[string]loopAgent `yaml:"agents"`
+}
+
+type loopBudget struct {
+	CostUSD float64 `yaml:"costUSD"`
 }
 
 type loopAgent struct {
@@ -101,6 +109,8 @@ func (o *loopOptions) taskFile(agentCmd []string, stdin io.Reader) ([]byte, erro
 		return nil, usageError{fmt.Errorf("--autonomy %d: give 1 to 5", o.autonomy)}
 	case o.iterationTimeout < 0:
 		return nil, usageError{fmt.Errorf("--iteration-timeout %v: give a positive duration", o.iterationTimeout)}
+	case o.budgetUSD < 0 || o.budgetUSD > 1e9 || math.IsNaN(o.budgetUSD):
+		return nil, usageError{fmt.Errorf("--budget-usd %v: give an amount of US dollars (0: unlimited)", o.budgetUSD)}
 	case strings.ContainsAny(o.promise, "\n\r"):
 		return nil, usageError{errors.New("--promise: one line of text")}
 	}
@@ -109,6 +119,9 @@ func (o *loopOptions) taskFile(agentCmd []string, stdin io.Reader) ([]byte, erro
 		a.IterationTimeout = o.iterationTimeout.String()
 	}
 	f := loopFile{ID: o.id, Prompt: prompt, Agent: loopAgentName, Autonomy: o.autonomy, Workspace: ws, Agents: map[string]loopAgent{loopAgentName: a}}
+	if o.budgetUSD > 0 {
+		f.Budget = &loopBudget{CostUSD: o.budgetUSD}
+	}
 	var b bytes.Buffer
 	b.WriteString("# A Ralph loop: the command agent runs the prompt, iteration after iteration, until it\n# keeps its completion promise (`harness-edge loop --print-task`).\n")
 	enc := yaml.NewEncoder(&b)

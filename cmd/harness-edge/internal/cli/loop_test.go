@@ -261,3 +261,65 @@ printf '{"type":"result","subtype":"error_during_execution","is_error":true,"res
 		t.Fatalf("status %s, error %v", st.Status, *st.Plan.Steps[0].Error)
 	}
 }
+
+// A cost budget, counted from the cost the agent reports, opens a gate at autonomy 3 before the
+// iteration that would go past it; approving extends it, and the loop goes on where it was.
+// At autonomy 4 the loop fails instead.
+func TestLoopCostBudgetOpensAGateAtAutonomy3(t *testing.T) {
+	dir := t.TempDir()
+	db, ws := filepath.Join(dir, "store"), mkdir(t, filepath.Join(dir, "ws"))
+	code, out := binary(t, db, loopArgs(t, db, ws, "costly", "--budget-usd", "0.02", "--autonomy", "3")[2:]...)
+	if code != ExitWaiting || !strings.Contains(out, "budget:costUSD") {
+		t.Fatalf("loop over its cost budget: exit %d\n%s", code, out)
+	}
+	if runs := readFile(t, filepath.Join(ws, "runs.log")); runs != "started 1\nstarted 2\n" {
+		t.Fatalf("runs.log %q: the gate must stop the loop before iteration 3", runs)
+	}
+	code, out = binary(t, db, "show", "costly")
+	if code != ExitOK || !strings.Contains(out, "cost $0.0250/$0.0200") || !strings.Contains(out, "the harness has spent $0.0250 of its budget of $0.0200") {
+		t.Fatalf("show: exit %d\n%s", code, out)
+	}
+	if code, out := binary(t, db, "approve", "costly"); code != ExitOK {
+		t.Fatalf("approve: exit %d\n%s", code, out)
+	}
+	if code, out := binary(t, db, "resume", "costly"); code != ExitOK {
+		t.Fatalf("resume: exit %d\n%s", code, out)
+	}
+	if runs := readFile(t, filepath.Join(ws, "runs.log")); runs != "started 1\nstarted 2\nstarted 3\n" {
+		t.Fatalf("runs.log %q", runs)
+	}
+	st := storeState(t, db, "costly")
+	if st.Status != statefmt.StatusCompleted || st.Budget.CostMicroUSDUsed != 37500 || st.Budget.CostMicroUSD != 40000 {
+		t.Fatalf("status %s, budget %+v", st.Status, *st.Budget)
+	}
+	code, out = binary(t, db, "report", "--since", "0")
+	if code != ExitOK || !strings.Contains(out, "$0.0375 of $0.0400") || !strings.Contains(out, "agents report $0.0375 spent") {
+		t.Fatalf("report: exit %d\n%s", code, out)
+	}
+
+	ws4 := mkdir(t, filepath.Join(dir, "ws4"))
+	code, out = binary(t, db, loopArgs(t, db, ws4, "costly4", "--budget-usd", "0.02", "--autonomy", "4")[2:]...)
+	if code != ExitError || !strings.Contains(out, "budget exceeded: the harness has spent $0.0250 of its budget of $0.0200") {
+		t.Fatalf("autonomy 4: exit %d\n%s", code, out)
+	}
+	if st := storeState(t, db, "costly4"); st.Status != statefmt.StatusFailed {
+		t.Fatalf("autonomy 4: %s", st.Status)
+	}
+}
+
+func TestTaskCostBudgetMustBeAnAmount(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	file := writeTask(t, dir, "t.yaml", "agent: A\nbudget: {costUSD: -1}\nagents: {A: {driver: script, script: {plan: [{id: a, description: a}]}}}\n")
+	code, _, stderr := run(t, "--store", db, "run", file)
+	if code != ExitError || !strings.Contains(stderr, "budget.costUSD: -1 is not a budget in US dollars") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	code, _, stderr = run(t, "--store", db, "loop", "--prompt", "x", "--budget-usd", "-2", "--workspace", dir, "--", "sh")
+	if code != ExitUsage || !strings.Contains(stderr, "--budget-usd -2") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if fileExists(db) {
+		t.Fatal("a refused task touched the store")
+	}
+}

@@ -326,8 +326,16 @@ func printState(w io.Writer, st *statefmt.HarnessState) {
 	}
 	fmt.Fprintf(w, "counts   %d tool calls, %d iterations, %d checkpoints (last %s)\n", st.TotalToolCalls, st.Iterations, st.CheckpointCount, last)
 	if b := st.Budget; b != nil {
-		fmt.Fprintf(w, "budget   tool calls %d/%s, tokens %d/%s, wall clock %v/%s\n", st.TotalToolCalls, limit(int64(b.ToolCalls)),
+		fmt.Fprintf(w, "budget   tool calls %d/%s, tokens %d/%s, wall clock %v/%s", st.TotalToolCalls, limit(int64(b.ToolCalls)),
 			b.TokensUsed, limit(b.Tokens), b.WallClockUsed.Round(time.Millisecond), limitDur(b.WallClock))
+		if b.CostMicroUSD > 0 || b.CostMicroUSDUsed > 0 {
+			lim := "unlimited"
+			if b.CostMicroUSD > 0 {
+				lim = fmt.Sprintf("$%.4f", statefmt.USD(b.CostMicroUSD))
+			}
+			fmt.Fprintf(w, ", cost $%.4f/%s", statefmt.USD(b.CostMicroUSDUsed), lim)
+		}
+		fmt.Fprintln(w)
 	}
 	defer printExtras(w, st)
 	if st.Plan == nil {
