@@ -38,6 +38,7 @@ const (
 	DefaultHandoffFile        = "handoff.json"
 	DefaultNoProgress         = 3
 	DefaultSameError          = 5
+	DefaultEmpty              = 3
 	DefaultRateLimits         = 10
 	DefaultRateLimitWait      = 5 * time.Minute
 	DefaultRateLimitMaxWait   = 5 * time.Hour
@@ -147,6 +148,10 @@ type Agent struct {
 	// ContinuationPrompt opens the prompt of every iteration after the first.
 	ContinuationPrompt string          `yaml:"continuationPrompt" json:"continuationPrompt,omitzero"`
 	CircuitBreaker     BreakerConfig   `yaml:"circuitBreaker" json:"circuitBreaker,omitzero"`
+	// CountEmptyIterations counts empty iterations (exit 0, no output, no change in the
+	// workspace) toward MaxIterations; by default they are not counted (the breaker's Empty
+	// bounds them).
+	CountEmptyIterations bool `yaml:"countEmptyIterations" json:"countEmptyIterations,omitzero"`
 	RateLimit          RateLimitConfig `yaml:"rateLimit" json:"rateLimit,omitzero"`
 
 	// The openai driver: chat completions at Endpoint (".../v1"), the key in the environment
@@ -165,11 +170,13 @@ type Agent struct {
 
 // BreakerConfig: the command driver's circuit breaker opens (and pauses the harness) after
 // NoProgress iterations in a row that changed nothing (same output, same workspace), SameError
-// iterations in a row that failed the same way, or RateLimits rate-limited iterations in a row.
+// iterations in a row that failed the same way, RateLimits rate-limited iterations in a row,
+// or Empty empty iterations in a row (no output at all, no change in the workspace).
 type BreakerConfig struct {
 	NoProgress int `yaml:"noProgress" json:"noProgress,omitzero"`
 	SameError  int `yaml:"sameError" json:"sameError,omitzero"`
 	RateLimits int `yaml:"rateLimits" json:"rateLimits,omitzero"`
+	Empty      int `yaml:"empty" json:"empty,omitzero"`
 }
 
 // RateLimitConfig: Patterns (regular expressions, added to the built-in ones) recognise a
@@ -616,7 +623,7 @@ func validateDriverFields(a *Agent, p []string) []fieldErr {
 	command := map[string]bool{"command": len(a.Command) > 0, "promptVia": a.PromptVia != "", "env": len(a.Env) > 0,
 		"iterationTimeout": a.IterationTimeout.raw != "", "maxOutput": a.MaxOutput != 0, "completionPromise": a.CompletionPromise != "",
 		"maxIterations": a.MaxIterations != 0, "handoffFile": a.HandoffFile != "", "continuationPrompt": a.ContinuationPrompt != "",
-		"circuitBreaker": a.CircuitBreaker != BreakerConfig{}, "rateLimit": len(a.RateLimit.Patterns) > 0 || a.RateLimit.Wait.raw != "" || a.RateLimit.MaxWait.raw != ""}
+		"circuitBreaker": a.CircuitBreaker != BreakerConfig{}, "countEmptyIterations": a.CountEmptyIterations, "rateLimit": len(a.RateLimit.Patterns) > 0 || a.RateLimit.Wait.raw != "" || a.RateLimit.MaxWait.raw != ""}
 	openai := map[string]bool{"endpoint": a.Endpoint != "", "model": a.Model != "", "apiKeyEnv": a.APIKeyEnv != "",
 		"contextWindow": a.ContextWindow != 0, "maxTurns": a.MaxTurns != 0, "requestTimeout": a.RequestTimeout.raw != "",
 		"temperature": a.Temperature != nil, "compaction": a.Compaction != CompactionConfig{}, "doomLoop": a.DoomLoop != 0}
@@ -638,7 +645,7 @@ func validateDriverFields(a *Agent, p []string) []fieldErr {
 		v    int
 	}{{"maxIterations", a.MaxIterations}, {"maxOutput", a.MaxOutput}, {"contextWindow", a.ContextWindow}, {"maxTurns", a.MaxTurns},
 		{"doomLoop", a.DoomLoop}, {"circuitBreaker.noProgress", a.CircuitBreaker.NoProgress}, {"circuitBreaker.sameError", a.CircuitBreaker.SameError},
-		{"circuitBreaker.rateLimits", a.CircuitBreaker.RateLimits}, {"compaction.protectTurns", a.Compaction.ProtectTurns}} {
+		{"circuitBreaker.rateLimits", a.CircuitBreaker.RateLimits}, {"circuitBreaker.empty", a.CircuitBreaker.Empty}, {"compaction.protectTurns", a.Compaction.ProtectTurns}} {
 		if n.v < 0 {
 			bad("cannot be negative", strings.Split(n.name, ".")...)
 		}
@@ -948,6 +955,7 @@ func (a *Agent) applyDefaults() {
 		setInt(&a.MaxIterations, DefaultMaxIterations)
 		setInt(&a.MaxOutput, DefaultAgentOutput)
 		setInt(&a.CircuitBreaker.NoProgress, DefaultNoProgress)
+		setInt(&a.CircuitBreaker.Empty, DefaultEmpty)
 		setInt(&a.CircuitBreaker.SameError, DefaultSameError)
 		setInt(&a.CircuitBreaker.RateLimits, DefaultRateLimits)
 		setDur(&a.IterationTimeout, DefaultIterationTimeout)

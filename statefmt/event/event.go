@@ -48,6 +48,7 @@ const (
 	IterFailed      = "failed"         // the command failed (non-zero exit): another iteration follows
 	IterTimeout     = "timeout"        // the iteration ran out of time; its process group was killed
 	IterRateLimited = "rate_limited"   // a rate limit: waits, does not count
+	IterEmpty       = "empty"          // no output, no change in the workspace: does not count
 	IterBreaker     = "breaker_open"   // the circuit breaker opened: the harness pauses
 	IterBreakerDone = "breaker_closed" // resume closed it: the counts start again
 	IterExhausted   = "max_iterations"

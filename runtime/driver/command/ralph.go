@@ -97,6 +97,8 @@ type loopState struct {
 	// RateLimited counts rate-limited iterations in a row; WaitUntil is when the next may start.
 	RateLimited int        `json:"rateLimited,omitempty"`
 	WaitUntil   *time.Time `json:"waitUntil,omitempty"`
+	// Empty counts empty iterations in a row (not counted as iterations).
+	Empty int `json:"empty,omitempty"`
 	// BreakerOpen is set when the breaker paused the harness; resume closes it.
 	BreakerOpen bool `json:"breakerOpen,omitempty"`
 	// RunToken marks the processes of the iteration in flight (saved before it starts).
@@ -221,6 +223,23 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 			}
 		}
 		st.RateLimited = 0
+		// An empty iteration (it exited 0, printed nothing and changed nothing) is a run that
+		// did not happen as far as the work goes: by default it does not count, and a few in
+		// a row open the breaker (an agent that no longer answers).
+		if !done && it.exit == 0 && it.agentError == "" && strings.TrimSpace(it.stdout) == "" && strings.TrimSpace(it.stderr) == "" &&
+			!a.cfg.CountEmptyIterations && workspaceHash(sc.Workspace) == st.WorkspaceHash {
+			st.Empty++
+			ev.Outcome, ev.Message = event.IterEmpty, fmt.Sprintf("no output and no change in the workspace (%d in a row); not counted", st.Empty)
+			if st.Empty >= a.cfg.CircuitBreaker.Empty {
+				return "", a.openBreaker(sc, &st, ev, save, fmt.Sprintf("%d empty iterations in a row (no output, no change in the workspace)", st.Empty))
+			}
+			sc.Emit(ev)
+			if err := save(); err != nil {
+				return "", err
+			}
+			continue
+		}
+		st.Empty = 0
 		loop.Iteration = n
 		sc.CountIteration()
 

@@ -30,7 +30,7 @@ func fakeClaude(t *testing.T) string {
 func loopArgs(t *testing.T, db, ws, id string, extra ...string) []string {
 	args := []string{"--store", db, "loop", "--id", id, "--promise", "PARTS_DONE", "--max-iterations", "5",
 		"--prompt", "Write the parts, one per session.", "--workspace", ws}
-	for _, v := range []string{"FAKE_FORMAT", "FAKE_PROMISE_AT", "FAKE_PAUSE_AT", "FAKE_PAUSE", "FAKE_EMPTY_AT", "FAKE_COST"} {
+	for _, v := range []string{"FAKE_FORMAT", "FAKE_PROMISE_AT", "FAKE_PAUSE_AT", "FAKE_PAUSE", "FAKE_EMPTY_AT", "FAKE_EMPTY_TIMES", "FAKE_STATE", "FAKE_COST"} {
 		args = append(args, "--env", v)
 	}
 	args = append(args, extra...)
@@ -321,5 +321,66 @@ func TestTaskCostBudgetMustBeAnAmount(t *testing.T) {
 	}
 	if fileExists(db) {
 		t.Fatal("a refused task touched the store")
+	}
+}
+
+// Iterations that print nothing and change nothing do not count toward --max-iterations, and
+// three in a row open the circuit breaker; resume goes on.
+func TestLoopEmptyIterationsAreNotCountedAndTripTheBreaker(t *testing.T) {
+	dir := t.TempDir()
+	db, ws := filepath.Join(dir, "store"), mkdir(t, filepath.Join(dir, "ws"))
+	t.Setenv("FAKE_STATE", mkdir(t, filepath.Join(dir, "state")))
+	t.Setenv("FAKE_EMPTY_AT", "2")
+	t.Setenv("FAKE_EMPTY_TIMES", "2")
+	// Two empty runs of iteration 2, then it works: 3 counted iterations fit in a maximum of 3.
+	args := loopArgs(t, db, ws, "empties")
+	args[8] = "3" // --max-iterations
+	if code, out := binary(t, db, args[2:]...); code != ExitOK {
+		t.Fatalf("loop: exit %d\n%s", code, out)
+	}
+	st := storeState(t, db, "empties")
+	if st.Status != statefmt.StatusCompleted || st.Iterations != 3 {
+		t.Fatalf("status %s, %d iterations", st.Status, st.Iterations)
+	}
+	code, events := binary(t, db, "events", "empties")
+	if code != ExitOK || strings.Count(events, "iteration 2  empty") != 2 || !strings.Contains(events, "not counted") {
+		t.Fatalf("events:\n%s", events)
+	}
+
+	// Three empty runs in a row: the breaker pauses the loop.
+	ws2 := mkdir(t, filepath.Join(dir, "ws2"))
+	t.Setenv("FAKE_STATE", mkdir(t, filepath.Join(dir, "state2")))
+	t.Setenv("FAKE_EMPTY_TIMES", "3")
+	code, out := binary(t, db, loopArgs(t, db, ws2, "silent")[2:]...)
+	if code != ExitWaiting || !strings.Contains(out, "circuit breaker open") || !strings.Contains(out, "3 empty iterations in a row") {
+		t.Fatalf("loop: exit %d\n%s", code, out)
+	}
+	if code, out := binary(t, db, "resume", "silent"); code != ExitOK {
+		t.Fatalf("resume: exit %d\n%s", code, out)
+	}
+	if st := storeState(t, db, "silent"); st.Status != statefmt.StatusCompleted || st.Iterations != 3 {
+		t.Fatalf("status %s, %d iterations", st.Status, st.Iterations)
+	}
+
+	// countEmptyIterations: true counts them: the empty run is iteration 2, and the agent's
+	// third run is iteration 3.
+	ws3 := mkdir(t, filepath.Join(dir, "ws3"))
+	t.Setenv("FAKE_STATE", mkdir(t, filepath.Join(dir, "state3")))
+	t.Setenv("FAKE_EMPTY_TIMES", "2")
+	args = loopArgs(t, db, ws3, "counted", "--print-task")
+	args[8] = "3"
+	code, src, stderr := run(t, args...)
+	if code != ExitOK {
+		t.Fatalf("--print-task: %s", stderr)
+	}
+	src = strings.Replace(src, "    driver: command\n", "    driver: command\n    countEmptyIterations: true\n", 1)
+	if code, out = binary(t, db, "run", writeTask(t, dir, "counted.yaml", src)); code != ExitOK {
+		t.Fatalf("countEmptyIterations: exit %d\n%s", code, out)
+	}
+	if runs := readFile(t, filepath.Join(ws3, "runs.log")); runs != "started 1\nstarted 3\n" {
+		t.Fatalf("runs.log %q: the empty run should have been iteration 2", runs)
+	}
+	if _, events := binary(t, db, "events", "counted"); strings.Contains(events, "empty") {
+		t.Fatalf("a counted empty iteration is reported as empty:\n%s", events)
 	}
 }

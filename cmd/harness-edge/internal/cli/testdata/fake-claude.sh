@@ -7,15 +7,21 @@
 #   FAKE_PROMISE_AT=N              keep the completion promise ($HARNESS_EDGE_PROMISE) in iteration N (default 3)
 #   FAKE_PAUSE_AT=N, FAKE_PAUSE=S  in iteration N, write working.N and wait S seconds halfway,
 #                                  printing a line on stdout every 0.2 s
-#   FAKE_EMPTY_AT="N M"            in these iterations, print nothing and change nothing
+#   FAKE_EMPTY_AT=N, FAKE_EMPTY_TIMES=K, FAKE_STATE=DIR
+#                                  the first K runs of iteration N print nothing and change
+#                                  nothing in the workspace (the count is kept in DIR)
 #   FAKE_COST=USD                  the cost each iteration reports (default 0.0125)
 set -eu
 prompt=$(cat)
 n=${HARNESS_EDGE_ITERATION:?run me from harness-edge}
 promise=${HARNESS_EDGE_PROMISE:-DONE}
-for e in ${FAKE_EMPTY_AT:-}; do
-	[ "$e" = "$n" ] && exit 0
-done
+if [ "${FAKE_EMPTY_AT:-}" = "$n" ]; then
+	count=$(cat "$FAKE_STATE/empty" 2>/dev/null || echo 0)
+	if [ "$count" -lt "${FAKE_EMPTY_TIMES:-1}" ]; then
+		echo $((count + 1)) > "$FAKE_STATE/empty"
+		exit 0
+	fi
+fi
 printf '%s' "$prompt" > "prompt.$n"
 echo "started $n" >> runs.log
 echo "iteration $n: reading the workspace" >&2
