@@ -61,6 +61,7 @@ func Handler(api API, token string) http.Handler {
 	mux.HandleFunc("POST /v1/harnesses/{id}/{action}", h.action)
 	mux.HandleFunc("GET /v1/harnesses/{id}/events", h.events)
 	mux.HandleFunc("GET /v1/harnesses/{id}/logs", h.logs)
+	mux.HandleFunc("POST /v1/harnesses/{id}/tell", h.tell)
 	mux.HandleFunc("POST /v1/freeze", h.freeze)
 	mux.HandleFunc("POST /v1/unfreeze", h.unfreeze)
 	mux.HandleFunc("GET /v1/report", h.report)

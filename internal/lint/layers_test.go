@@ -19,6 +19,7 @@ var layers = map[string]int{
 	"sysinfo":                       0,
 	"runtime/task":                  1,
 	"runtime/itlog":                 1,
+	"runtime/inbox":                 1,
 	"statefmt/event":                1,
 	"store/trust":                   1,
 	"bridge":                        1,

@@ -57,6 +57,8 @@ type StepContext struct {
 	// LogDir is where a driver keeps the live output of its iterations (package itlog);
 	// empty: nowhere.
 	LogDir string
+	// InboxDir holds the messages humans sent the harness (package inbox); empty: none.
+	InboxDir string
 	// Host is the harness running the attempt; nil on the direct path, where nothing is saved,
 	// no human can be asked and events go nowhere.
 	Host Host

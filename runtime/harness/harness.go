@@ -382,7 +382,7 @@ func (h *Harness) beginLocked(ctx context.Context, i int) (*runningAttempt, erro
 			Inputs: stepInputs(h.plan(), step), Workspace: h.task.Workspace, Clock: h.m.clock, Resume: resume,
 			Tools: &tools.Pipeline{Task: h.task, Clock: h.m.clock, Hooks: h.m.hooks, HarnessID: h.ID(), StepID: step.ID,
 				Agent: step.AssignedAgent, Session: at.host},
-			ReportTokens: at.host.reportTokens, ReportCost: at.host.reportCost, Host: at.host, LogDir: h.m.logDir}
+			ReportTokens: at.host.reportTokens, ReportCost: at.host.reportCost, Host: at.host, LogDir: h.m.logDir, InboxDir: h.m.inboxDir}
 		at.run = func() (string, error) { return a.RunStep(ctx, sc) }
 	}
 	return at, nil

@@ -48,6 +48,8 @@ type Options struct {
 	StartCheckpoint time.Duration
 	// LogDir is where agents keep their iterations' live output (package itlog); empty: nowhere.
 	LogDir string
+	// InboxDir is where messages to the harnesses wait for their agents (package inbox).
+	InboxDir string
 }
 
 // DefaultStartCheckpoint is Options.StartCheckpoint's default.
@@ -82,8 +84,8 @@ type Manager struct {
 	sinks []event.Sink
 	hooks tools.Hooks
 	dream bool
-	// logDir is Options.LogDir.
-	logDir string
+	// logDir and inboxDir are Options'.
+	logDir, inboxDir string
 
 	governor     Governor
 	governorPoll time.Duration
@@ -95,7 +97,7 @@ type Manager struct {
 
 // NewManager returns a manager over an open store.
 func NewManager(db Store, o Options) *Manager {
-	m := &Manager{store: db, clock: o.Clock, newID: o.NewID, sinks: o.Sinks, hooks: o.Hooks, dream: o.Dream, logDir: o.LogDir,
+	m := &Manager{store: db, clock: o.Clock, newID: o.NewID, sinks: o.Sinks, hooks: o.Hooks, dream: o.Dream, logDir: o.LogDir, inboxDir: o.InboxDir,
 		governor: o.Governor, governorPoll: cmp.Or(o.GovernorPoll, 5*time.Second), startCP: cmp.Or(o.StartCheckpoint, DefaultStartCheckpoint),
 		harnesses: map[string]*Harness{}}
 	if m.clock == nil {

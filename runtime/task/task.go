@@ -146,13 +146,16 @@ type Agent struct {
 	// handoff.json); its content goes into the next iteration's prompt.
 	HandoffFile string `yaml:"handoffFile" json:"handoffFile,omitzero"`
 	// ContinuationPrompt opens the prompt of every iteration after the first.
-	ContinuationPrompt string          `yaml:"continuationPrompt" json:"continuationPrompt,omitzero"`
-	CircuitBreaker     BreakerConfig   `yaml:"circuitBreaker" json:"circuitBreaker,omitzero"`
+	ContinuationPrompt string        `yaml:"continuationPrompt" json:"continuationPrompt,omitzero"`
+	CircuitBreaker     BreakerConfig `yaml:"circuitBreaker" json:"circuitBreaker,omitzero"`
 	// CountEmptyIterations counts empty iterations (exit 0, no output, no change in the
 	// workspace) toward MaxIterations; by default they are not counted (the breaker's Empty
 	// bounds them).
 	CountEmptyIterations bool `yaml:"countEmptyIterations" json:"countEmptyIterations,omitzero"`
-	RateLimit          RateLimitConfig `yaml:"rateLimit" json:"rateLimit,omitzero"`
+	// Inbox names a file in the workspace that a human may write to: before each iteration its
+	// text is taken into the prompt, as a message from the human, and the file emptied.
+	Inbox     string          `yaml:"inbox" json:"inbox,omitzero"`
+	RateLimit RateLimitConfig `yaml:"rateLimit" json:"rateLimit,omitzero"`
 
 	// The openai driver: chat completions at Endpoint (".../v1"), the key in the environment
 	// variable APIKeyEnv (never stored).
@@ -623,7 +626,7 @@ func validateDriverFields(a *Agent, p []string) []fieldErr {
 	command := map[string]bool{"command": len(a.Command) > 0, "promptVia": a.PromptVia != "", "env": len(a.Env) > 0,
 		"iterationTimeout": a.IterationTimeout.raw != "", "maxOutput": a.MaxOutput != 0, "completionPromise": a.CompletionPromise != "",
 		"maxIterations": a.MaxIterations != 0, "handoffFile": a.HandoffFile != "", "continuationPrompt": a.ContinuationPrompt != "",
-		"circuitBreaker": a.CircuitBreaker != BreakerConfig{}, "countEmptyIterations": a.CountEmptyIterations, "rateLimit": len(a.RateLimit.Patterns) > 0 || a.RateLimit.Wait.raw != "" || a.RateLimit.MaxWait.raw != ""}
+		"circuitBreaker": a.CircuitBreaker != BreakerConfig{}, "countEmptyIterations": a.CountEmptyIterations, "inbox": a.Inbox != "", "rateLimit": len(a.RateLimit.Patterns) > 0 || a.RateLimit.Wait.raw != "" || a.RateLimit.MaxWait.raw != ""}
 	openai := map[string]bool{"endpoint": a.Endpoint != "", "model": a.Model != "", "apiKeyEnv": a.APIKeyEnv != "",
 		"contextWindow": a.ContextWindow != 0, "maxTurns": a.MaxTurns != 0, "requestTimeout": a.RequestTimeout.raw != "",
 		"temperature": a.Temperature != nil, "compaction": a.Compaction != CompactionConfig{}, "doomLoop": a.DoomLoop != 0}
@@ -655,6 +658,9 @@ func validateDriverFields(a *Agent, p []string) []fieldErr {
 	}
 	if a.PromptVia != "" && a.PromptVia != "stdin" && a.PromptVia != "arg" {
 		bad(fmt.Sprintf("%q is not stdin or arg", a.PromptVia), "promptVia")
+	}
+	if a.Inbox != "" && (filepath.IsAbs(a.Inbox) || !filepath.IsLocal(a.Inbox)) {
+		bad(fmt.Sprintf("%q is not a path inside the workspace", a.Inbox), "inbox")
 	}
 	if a.HandoffFile != "" && (filepath.IsAbs(a.HandoffFile) || !filepath.IsLocal(a.HandoffFile)) {
 		bad(fmt.Sprintf("%q is not a path inside the workspace", a.HandoffFile), "handoffFile")

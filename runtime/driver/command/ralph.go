@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/harness-edge/harness-edge/runtime/agent"
+	"github.com/harness-edge/harness-edge/runtime/inbox"
 	"github.com/harness-edge/harness-edge/runtime/itlog"
 	"github.com/harness-edge/harness-edge/runtime/proc"
 
@@ -103,6 +104,13 @@ type loopState struct {
 	BreakerOpen bool `json:"breakerOpen,omitempty"`
 	// RunToken marks the processes of the iteration in flight (saved before it starts).
 	RunToken string `json:"runToken,omitempty"`
+	// Messages are the messages from a human that the iteration in flight carries in its
+	// prompt (taken before it started; an iteration that runs again carries them again).
+	Messages []inbox.Message `json:"messages,omitempty"`
+	// Taken names the inbox messages taken whose removal may not have happened; InboxFileHash
+	// is the hash of the inbox file's text taken before it was emptied (inbox.go).
+	Taken         []string `json:"taken,omitempty"`
+	InboxFileHash string   `json:"inboxFileHash,omitempty"`
 }
 
 // iteration is what one run of the agent's command gave.
@@ -128,7 +136,8 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 		if st.BreakerOpen {
 			sc.Emit(event.Event{Type: event.Iteration, Iteration: loop.Iteration, Outcome: event.IterBreakerDone,
 				Message: "resumed by a human: the circuit breaker's counts start again"})
-			st = loopState{OutputHash: st.OutputHash, WorkspaceHash: st.WorkspaceHash}
+			st = loopState{OutputHash: st.OutputHash, WorkspaceHash: st.WorkspaceHash, RunToken: st.RunToken,
+				Messages: st.Messages, Taken: st.Taken, InboxFileHash: st.InboxFileHash}
 		}
 	}
 	if st.RunToken != "" {
@@ -166,13 +175,23 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 			return "", &agent.StepError{Msg: fmt.Sprintf("agent %s: no completion after %d iterations (maxIterations)", a.name, a.cfg.MaxIterations)}
 		}
 		n := loop.Iteration + 1
-		prompt := a.prompt(sc, loop, n)
-		// The token is durable before the iteration starts: a crash from here on leaves it for
-		// the next run to find the iteration's processes by.
+		removeTaken := a.takeMessages(sc, &st)
+		prompt := a.prompt(sc, loop, n, st.Messages)
+		// The token (and the messages taken) are durable before the iteration starts: a crash
+		// from here on leaves them for the next run to find the iteration's processes by, and
+		// to give the iteration that runs again the same messages.
 		st.RunToken = newRunToken()
-		sc.Emit(event.Event{Type: event.Iteration, Iteration: n, Outcome: event.IterStarted})
+		started := event.Event{Type: event.Iteration, Iteration: n, Outcome: event.IterStarted}
+		if len(st.Messages) > 0 {
+			started.Message = fmt.Sprintf("with %d message(s) from the human", len(st.Messages))
+		}
+		sc.Emit(started)
 		if err := save(); err != nil {
 			return "", err
+		}
+		if removeTaken() {
+			// A human's edit, not the agent's work: the breaker compares the workspace from here.
+			st.WorkspaceHash = workspaceHash(sc.Workspace)
 		}
 		it, err := a.run(ctx, sc, prompt, n, st.RunToken)
 		st.RunToken = ""
@@ -242,6 +261,7 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 		st.Empty = 0
 		loop.Iteration = n
 		sc.CountIteration()
+		st.Messages = nil // their iteration counted: they were delivered
 
 		if done {
 			ev.Outcome = event.IterCompleted
@@ -319,8 +339,8 @@ func (a *Agent) rateLimitWait(rl RateLimit, inRow int, now time.Time) time.Durat
 	return min(max(wait, time.Second), a.cfg.RateLimit.MaxWait.Duration)
 }
 
-// prompt builds iteration n's prompt.
-func (a *Agent) prompt(sc *agent.StepContext, loop *statefmt.AgentLoopSnapshot, n int) string {
+// prompt builds iteration n's prompt, with the messages from a human it carries.
+func (a *Agent) prompt(sc *agent.StepContext, loop *statefmt.AgentLoopSnapshot, n int, msgs []inbox.Message) string {
 	var b strings.Builder
 	if a.cfg.Instructions != "" {
 		b.WriteString(strings.TrimSpace(a.cfg.Instructions) + "\n\n")
@@ -329,6 +349,7 @@ func (a *Agent) prompt(sc *agent.StepContext, loop *statefmt.AgentLoopSnapshot, 
 		fmt.Fprintf(&b, "%s\n(This is iteration %d of at most %d.)\n\n", strings.TrimSpace(a.cfg.ContinuationPrompt), n, a.cfg.MaxIterations)
 	}
 	b.WriteString(agent.StepPrompt(sc))
+	b.WriteString(messagesPrompt(msgs))
 	if n > 1 && len(loop.Handoff) > 0 {
 		fmt.Fprintf(&b, "\n[Handoff state: %s, as the previous iteration left it]\n%s\n", a.cfg.HandoffFile, loop.Handoff)
 	}

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/statefmt"
@@ -25,9 +24,7 @@ func TestLogsFollowShowsARunningIterationAsItPrints(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = loop.Process.Kill(); _ = loop.Wait() }()
-	for !fileExists(filepath.Join(ws, "working.2")) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitForFile(t, filepath.Join(ws, "working.2"))
 	logs := child("--store", db, "logs", "followed", "--follow")
 	out, err := logs.StdoutPipe()
 	if err != nil {

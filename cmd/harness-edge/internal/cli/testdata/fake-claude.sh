@@ -1,12 +1,15 @@
 #!/bin/sh
 # fake-claude.sh: a stand-in for `claude -p --output-format json` (or `codex exec --json`, or a
 # plain-text agent) in the loop tests. It reads its prompt on stdin, keeps a copy of it in
-# prompt.N, appends "started N" to runs.log, writes partN.txt, prints a line of progress on
-# stderr, and ends with its final message in the format asked for. Environment:
+# prompt.N (and appends it to prompts.log), appends "started N" to runs.log, writes partN.txt,
+# prints a line of progress on stderr, and ends with its final message in the format asked for.
+# Environment:
 #   FAKE_FORMAT=claude|codex|text  the output format (default claude)
-#   FAKE_PROMISE_AT=N              keep the completion promise ($HARNESS_EDGE_PROMISE) in iteration N (default 3)
-#   FAKE_PAUSE_AT=N, FAKE_PAUSE=S  in iteration N, write working.N and wait S seconds halfway,
-#                                  printing a line on stdout every 0.2 s
+#   FAKE_PROMISE_AT=N              keep the completion promise ($HARNESS_EDGE_PROMISE) in
+#                                  iteration N (default 3)
+#   FAKE_PAUSE_AT="N M", FAKE_PAUSE=S
+#                                  in iterations N and M, write working.N and wait S seconds
+#                                  halfway, printing a line on stdout every 0.2 s
 #   FAKE_EMPTY_AT=N, FAKE_EMPTY_TIMES=K, FAKE_STATE=DIR
 #                                  the first K runs of iteration N print nothing and change
 #                                  nothing in the workspace (the count is kept in DIR)
@@ -23,9 +26,10 @@ if [ "${FAKE_EMPTY_AT:-}" = "$n" ]; then
 	fi
 fi
 printf '%s' "$prompt" > "prompt.$n"
+printf '%s\n=====\n' "$prompt" >> prompts.log
 echo "started $n" >> runs.log
 echo "iteration $n: reading the workspace" >&2
-if [ "${FAKE_PAUSE_AT:-}" = "$n" ]; then
+case " ${FAKE_PAUSE_AT:-} " in *" $n "*)
 	echo $$ > "working.$n"
 	end=$(( $(date +%s) + ${FAKE_PAUSE:-1} ))
 	i=0
@@ -34,7 +38,8 @@ if [ "${FAKE_PAUSE_AT:-}" = "$n" ]; then
 		echo "tick $i"
 		sleep 0.2
 	done
-fi
+	;;
+esac
 echo "part $n" > "part$n.txt"
 if [ "$n" -ge "${FAKE_PROMISE_AT:-3}" ]; then
 	msg="All parts are written. <promise>$promise</promise>"
