@@ -28,6 +28,7 @@ import (
 	"github.com/harness-edge/harness-edge/store"
 
 	"github.com/harness-edge/harness-edge/runtime/harness"
+	"github.com/harness-edge/harness-edge/runtime/itlog"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
@@ -59,6 +60,8 @@ func Handler(api API, token string) http.Handler {
 	mux.HandleFunc("GET /v1/harnesses/{id}", h.show)
 	mux.HandleFunc("POST /v1/harnesses/{id}/{action}", h.action)
 	mux.HandleFunc("GET /v1/harnesses/{id}/events", h.events)
+	mux.HandleFunc("GET /v1/harnesses/{id}/logs", h.logs)
+	mux.HandleFunc("POST /v1/harnesses/{id}/tell", h.tell)
 	mux.HandleFunc("POST /v1/freeze", h.freeze)
 	mux.HandleFunc("POST /v1/unfreeze", h.unfreeze)
 	mux.HandleFunc("GET /v1/report", h.report)
@@ -137,7 +140,7 @@ func fail(w http.ResponseWriter, err error) {
 		code = http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrBadInput), errors.Is(err, store.ErrInvalidID):
 		code = http.StatusBadRequest
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, itlog.ErrNoLogs):
 		code = http.StatusNotFound
 	case errors.Is(err, ErrNotDaemon):
 		code = http.StatusNotImplemented

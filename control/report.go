@@ -23,6 +23,8 @@ type Report struct {
 	Waiting     []WaitingGate `json:"waiting"`
 	Checkpoints int           `json:"checkpoints"`
 	StoredBytes int           `json:"storedBytes"`
+	// CostUSD is what the harnesses' agents reported spending, sub-agents included.
+	CostUSD float64 `json:"costUsd,omitempty"`
 	// Damaged lists the harnesses whose stored data is damaged, with what is damaged.
 	Damaged []DamagedHarness `json:"damaged,omitempty"`
 }
@@ -48,8 +50,13 @@ type ReportEntry struct {
 	SubAgents   int             `json:"subAgents"`
 	Checkpoints int             `json:"checkpoints"`
 	StoredBytes int             `json:"storedBytes"`
-	CreatedAt   time.Time       `json:"createdAt"`
-	UpdatedAt   time.Time       `json:"updatedAt"`
+	// Tokens and CostUSD are what its agents reported using (sub-agents' included); BudgetUSD
+	// its cost limit (0: none).
+	Tokens    int64     `json:"tokens,omitempty"`
+	CostUSD   float64   `json:"costUsd,omitempty"`
+	BudgetUSD float64   `json:"budgetUsd,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
 	// Failures are the failed steps with their errors.
 	Failures []string `json:"failures,omitempty"`
 }
@@ -123,14 +130,30 @@ func (s *Server) Report(_ context.Context, since time.Duration) (*Report, error)
 				}
 			}
 		}
+		if b := st.Budget; b != nil {
+			re.BudgetUSD = statefmt.USD(b.CostMicroUSD)
+		}
+		var spent int64
 		ids := append([]string{e.ID}, st.SubAgentIDs...)
-		for _, id := range ids {
+		for i, id := range ids {
 			if recs, err := s.store.Inspect(id); err == nil {
 				for _, rec := range recs {
 					re.StoredBytes += rec.StoredBytes
 				}
 			}
+			sub := st
+			if i > 0 {
+				if sub, err = s.State(context.Background(), id); err != nil {
+					continue
+				}
+			}
+			if b := sub.Budget; b != nil {
+				re.Tokens += b.TokensUsed
+				spent += b.CostMicroUSDUsed
+			}
 		}
+		re.CostUSD = statefmt.USD(spent)
+		r.CostUSD += re.CostUSD
 		r.Counts[st.Status]++
 		r.Checkpoints += re.Checkpoints
 		r.StoredBytes += re.StoredBytes

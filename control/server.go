@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -28,6 +29,8 @@ import (
 
 	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/runtime/harness"
+	"github.com/harness-edge/harness-edge/runtime/inbox"
+	"github.com/harness-edge/harness-edge/runtime/itlog"
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
@@ -47,6 +50,10 @@ type API interface {
 	// Events calls f with the harness's logged events numbered above `after`; with follow it
 	// goes on with new ones until the harness completes or fails, ctx ends, or f fails.
 	Events(ctx context.Context, id string, after uint64, follow bool, f func(event.Event) error) error
+	// Tell stores a message from a human for the harness's next iteration (inbox.Tell).
+	Tell(ctx context.Context, id, text string) (Told, error)
+	// Logs writes a harness's iteration log to w (itlog.Print).
+	Logs(ctx context.Context, id string, q itlog.Query, w io.Writer) error
 	Freeze(ctx context.Context, mode FreezeMode) error
 	Unfreeze(ctx context.Context) error
 	Report(ctx context.Context, since time.Duration) (*Report, error)
@@ -175,12 +182,14 @@ type Config struct {
 // Server owns a store: it runs the operations of API on it and, as a daemon, schedules the
 // harnesses it holds.
 type Server struct {
-	store  *store.Store
-	m      *harness.Manager
-	cfg    Config
-	notify *broker
-	log    *slog.Logger
-	start  time.Time
+	store    *store.Store
+	m        *harness.Manager
+	cfg      Config
+	notify   *broker
+	logDir   string
+	inboxDir string
+	log      *slog.Logger
+	start    time.Time
 
 	mu      sync.Mutex
 	frozen  bool
@@ -211,6 +220,9 @@ func NewServer(db *store.Store, cfg Config) *Server {
 	}
 	o := cfg.Options
 	o.Sinks = append(slices.Clone(o.Sinks), s.notify)
+	o.LogDir = cmp.Or(o.LogDir, itlog.Dir(db.Dir()))
+	o.InboxDir = cmp.Or(o.InboxDir, inbox.Dir(db.Dir()))
+	s.logDir, s.inboxDir = o.LogDir, o.InboxDir
 	s.m = harness.NewManager(db, o)
 	if _, err := os.Stat(filepath.Join(db.Dir(), frozenFile)); err == nil {
 		s.frozen = true

@@ -14,8 +14,11 @@ import (
 )
 
 // BinaryFormatVersion is the canonical binary layout this build writes (schema version 1).
-// Versions only ever grow; a retired one stays reserved here.
-const BinaryFormatVersion = 1
+// Versions only ever grow; a retired one stays reserved here. Every version is still read:
+//
+//	1: the first layout
+//	2: the budget ends with the cost limit and the cost used (millionths of a dollar)
+const BinaryFormatVersion = 2
 
 const (
 	binaryMagic   = "HES"
@@ -24,7 +27,7 @@ const (
 	maxBinaryInts = math.MaxInt64
 )
 
-// The canonical binary layout, version 1:
+// The canonical binary layout, version 2 (version 1 lacks the budget's two cost fields):
 //
 //	"HES" version:u8
 //	history: record*              each: uvarint(len) record-bytes   (ToolCallHistory, in order)
@@ -245,6 +248,8 @@ func (w *writer) rest(s *HarnessState) {
 		w.n("budget.wallClock", int64(b.WallClock))
 		w.n("budget.tokensUsed", b.TokensUsed)
 		w.n("budget.wallClockUsed", int64(b.WallClockUsed))
+		w.n("budget.costMicroUsd", b.CostMicroUSD)
+		w.n("budget.costMicroUsdUsed", b.CostMicroUSDUsed)
 	}
 	w.uv(uint64(len(s.Gates)))
 	for i := range s.Gates {
@@ -385,10 +390,12 @@ func EncodeBinary(s *HarnessState) ([]byte, error) {
 
 // reader decodes with bounds checks everywhere; the first error sticks and says where.
 type reader struct {
-	b   []byte
-	s   string // b's bytes as one string: decoded strings are slices of it, one allocation in all
-	pos int
-	err error
+	// version is the layout's (BinaryFormatVersion or an older one).
+	version byte
+	b       []byte
+	s       string // b's bytes as one string: decoded strings are slices of it, one allocation in all
+	pos     int
+	err     error
 }
 
 // DecodeError is a binary decoding failure: the offset and what was wrong.
@@ -684,6 +691,9 @@ func (r *reader) rest(s *HarnessState) {
 			WallClock: time.Duration(r.n("budget.wallClock")), TokensUsed: int64(r.n("budget.tokensUsed")),
 			WallClockUsed: time.Duration(r.n("budget.wallClockUsed")),
 		}
+		if r.version >= 2 {
+			s.Budget.CostMicroUSD, s.Budget.CostMicroUSDUsed = int64(r.n("budget.costMicroUsd")), int64(r.n("budget.costMicroUsdUsed"))
+		}
 	}
 	if n := r.count("gates", 7); n > 0 {
 		s.Gates = make([]Gate, n)
@@ -740,8 +750,8 @@ func decodeBinary(b []byte, whole string) (*HarnessState, error) {
 	if string(b[:3]) != binaryMagic {
 		return nil, &DecodeError{0, "bad magic (not a harness-edge binary state)"}
 	}
-	if b[3] != BinaryFormatVersion {
-		return nil, &DecodeError{3, fmt.Sprintf("binary format version %d is not supported (supported: %d)", b[3], BinaryFormatVersion)}
+	if b[3] < 1 || b[3] > BinaryFormatVersion {
+		return nil, &DecodeError{3, fmt.Sprintf("binary format version %d is not supported (supported: 1 to %d)", b[3], BinaryFormatVersion)}
 	}
 	end := len(b) - trailerLen
 	histEnd := binary.LittleEndian.Uint64(b[end:])
@@ -755,7 +765,7 @@ func decodeBinary(b []byte, whole string) (*HarnessState, error) {
 		return nil, &DecodeError{end + 8, fmt.Sprintf("%d history records cannot fit in %d bytes", histCount, histEnd-headerLen)}
 	}
 	s := &HarnessState{}
-	r := &reader{b: b[:histEnd], s: whole[:histEnd], pos: headerLen}
+	r := &reader{version: b[3], b: b[:histEnd], s: whole[:histEnd], pos: headerLen}
 	if histCount > 0 {
 		s.ToolCallHistory = make([]ToolCallRecord, histCount)
 	}
@@ -764,7 +774,7 @@ func decodeBinary(b []byte, whole string) (*HarnessState, error) {
 		if r.err != nil {
 			return nil, r.err
 		}
-		rr := &reader{b: rb, s: r.s[r.pos-len(rb) : r.pos]}
+		rr := &reader{version: r.version, b: rb, s: r.s[r.pos-len(rb) : r.pos]}
 		s.ToolCallHistory[i] = rr.record()
 		if rr.err == nil && rr.pos != len(rb) {
 			rr.fail("%d unread bytes at the end of the record", len(rb)-rr.pos)

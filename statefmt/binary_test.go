@@ -3,8 +3,11 @@ package statefmt_test
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -59,7 +62,7 @@ func TestDecodeBinaryRefusesDamage(t *testing.T) {
 		want string
 	}{
 		{"bad magic", forge(func(b []byte) []byte { b[0] = 'X'; return b }), "bad magic"},
-		{"bad version", forge(func(b []byte) []byte { b[3] = 7; return b }), "binary format version 7 is not supported (supported: 1)"},
+		{"bad version", forge(func(b []byte) []byte { b[3] = 7; return b }), "binary format version 7 is not supported (supported: 1 to 2)"},
 		{"history end past the state", forge(func(b []byte) []byte {
 			binary.LittleEndian.PutUint64(b[end:], uint64(len(b)))
 			return b
@@ -101,5 +104,67 @@ func TestIncrementalEncodingKeepsTheHistory(t *testing.T) {
 	}
 	if inc.Prefix < before-len(inc.PrevTail) || len(inc.PrevTail) > 4096 || inc.Prefix < before*9/10 {
 		t.Fatalf("prefix %d of %d bytes, previous tail %d bytes: the history was not kept in place", inc.Prefix, before, len(inc.PrevTail))
+	}
+}
+
+// A state written in binary layout version 1 (before the budget's cost fields) still decodes,
+// to the state its JSON says; re-encoded, it is written in the current layout.
+func TestBinaryVersion1StillDecodes(t *testing.T) {
+	v1, err := os.ReadFile("testdata/state-v1.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := os.ReadFile("testdata/state-v1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v1[3] != 1 {
+		t.Fatalf("the fixture is layout %d, want 1", v1[3])
+	}
+	got, err := statefmt.DecodeBinary(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := statefmt.DecodeJSON(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("layout 1 decodes to\n%+v\nwant\n%+v", got, want)
+	}
+	again, err := statefmt.EncodeBinary(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again[3] != statefmt.BinaryFormatVersion {
+		t.Fatalf("re-encoded in layout %d", again[3])
+	}
+	if back, err := statefmt.DecodeBinary(again); err != nil || !reflect.DeepEqual(back, want) {
+		t.Fatalf("the re-encoded state does not read back: %v", err)
+	}
+}
+
+// The cost budget is exact in millionths of a dollar through JSON and binary.
+func TestBudgetCostRoundTrips(t *testing.T) {
+	for _, usd := range []float64{0, 0.000001, 0.0125, 1.5, 3.14159, 12345.678901} {
+		micro, ok := statefmt.MicroUSD(usd)
+		if !ok {
+			t.Fatalf("%v refused", usd)
+		}
+		b := statefmt.Budget{CostMicroUSD: micro, CostMicroUSDUsed: micro / 3}
+		raw, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back statefmt.Budget
+		if err := json.Unmarshal(raw, &back); err != nil || back != b {
+			t.Fatalf("%s reads back as %+v (%v), want %+v", raw, back, err, b)
+		}
+	}
+	for _, bad := range []string{`{"costUsd": -1}`, `{"costUsdUsed": 1e15}`} {
+		var b statefmt.Budget
+		if err := json.Unmarshal([]byte(bad), &b); err == nil || !strings.Contains(err.Error(), "is not an amount of US dollars") {
+			t.Errorf("%s: %v", bad, err)
+		}
 	}
 }

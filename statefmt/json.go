@@ -196,10 +196,12 @@ type budgetJSON struct {
 	WallClockMs     float64 `json:"wallClockMs,omitempty"`
 	TokensUsed      int64   `json:"tokensUsed,omitempty"`
 	WallClockUsedMs float64 `json:"wallClockUsedMs,omitempty"`
+	CostUSD         float64 `json:"costUsd,omitempty"`
+	CostUSDUsed     float64 `json:"costUsdUsed,omitempty"`
 }
 
 func (b Budget) MarshalJSON() ([]byte, error) {
-	return marshal(budgetJSON{b.ToolCalls, b.Tokens, msOf(b.WallClock), b.TokensUsed, msOf(b.WallClockUsed)})
+	return marshal(budgetJSON{b.ToolCalls, b.Tokens, msOf(b.WallClock), b.TokensUsed, msOf(b.WallClockUsed), USD(b.CostMicroUSD), USD(b.CostMicroUSDUsed)})
 }
 
 func (b *Budget) UnmarshalJSON(raw []byte) error {
@@ -215,7 +217,15 @@ func (b *Budget) UnmarshalJSON(raw []byte) error {
 	if err != nil {
 		return err
 	}
-	*b = Budget{j.ToolCalls, j.Tokens, wc, j.TokensUsed, used}
+	cost, ok := MicroUSD(j.CostUSD)
+	if !ok {
+		return fmt.Errorf("budget.costUsd: %v is not an amount of US dollars", j.CostUSD)
+	}
+	spent, ok := MicroUSD(j.CostUSDUsed)
+	if !ok {
+		return fmt.Errorf("budget.costUsdUsed: %v is not an amount of US dollars", j.CostUSDUsed)
+	}
+	*b = Budget{j.ToolCalls, j.Tokens, wc, j.TokensUsed, used, cost, spent}
 	return nil
 }
 

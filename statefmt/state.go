@@ -2,6 +2,7 @@ package statefmt
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -215,7 +216,23 @@ type Budget struct {
 	WallClock     time.Duration `json:"-"` // JSON: "wallClockMs"
 	TokensUsed    int64         `json:"tokensUsed,omitempty"`
 	WallClockUsed time.Duration `json:"-"` // JSON: "wallClockUsedMs"
+	// CostMicroUSD is the cost limit and CostMicroUSDUsed what the agents reported spending, in
+	// millionths of a US dollar (exact in every format). JSON: "costUsd", "costUsdUsed".
+	CostMicroUSD     int64 `json:"-"`
+	CostMicroUSDUsed int64 `json:"-"`
 }
+
+// MicroUSD converts US dollars to millionths of one, rounded; negative, NaN and huge amounts
+// give ok false.
+func MicroUSD(usd float64) (int64, bool) {
+	if math.IsNaN(usd) || usd < 0 || usd > 1e12 {
+		return 0, false
+	}
+	return int64(math.Round(usd * 1e6)), true
+}
+
+// USD converts millionths of a US dollar to dollars.
+func USD(micro int64) float64 { return float64(micro) / 1e6 }
 
 // SideEffect is one journaled side-effecting tool call: an intent while Result is nil (the call
 // may or may not have run), a receipt once Result is set.

@@ -18,6 +18,8 @@ var layers = map[string]int{
 	"runtime/proc":                  0,
 	"sysinfo":                       0,
 	"runtime/task":                  1,
+	"runtime/itlog":                 1,
+	"runtime/inbox":                 1,
 	"statefmt/event":                1,
 	"store/trust":                   1,
 	"bridge":                        1,

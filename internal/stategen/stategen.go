@@ -251,7 +251,8 @@ func State(r *rand.Rand, sz Size) *statefmt.HarnessState {
 	s.Iterations = r.IntN(100)
 	if r.IntN(2) == 0 {
 		s.Budget = &statefmt.Budget{ToolCalls: r.IntN(200), Tokens: r.Int64N(1e7), WallClock: time.Duration(r.Int64N(int64(12 * time.Hour))),
-			TokensUsed: r.Int64N(1e6), WallClockUsed: time.Duration(r.Int64N(int64(time.Hour)))}
+			TokensUsed: r.Int64N(1e6), WallClockUsed: time.Duration(r.Int64N(int64(time.Hour))),
+			CostMicroUSD: r.Int64N(1e8), CostMicroUSDUsed: r.Int64N(1e7)}
 	}
 	for range r.IntN(4) {
 		s.Gates = append(s.Gates, statefmt.Gate{ID: ident(r, "gate"), StepID: ident(r, "step"),

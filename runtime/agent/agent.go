@@ -49,8 +49,16 @@ type StepContext struct {
 	Clock     clock.Clock
 	// ReportTokens charges model tokens the agent used to the harness's token budget.
 	ReportTokens func(n int64)
+	// ReportCost charges what the agent reported spending, in millionths of a US dollar, to
+	// the harness's cost budget (nil on the direct path).
+	ReportCost func(microUSD int64)
 	// Resume is the loop snapshot the step's interrupted attempt saved last (nil: start afresh).
 	Resume *statefmt.AgentLoopSnapshot
+	// LogDir is where a driver keeps the live output of its iterations (package itlog);
+	// empty: nowhere.
+	LogDir string
+	// InboxDir holds the messages humans sent the harness (package inbox); empty: none.
+	InboxDir string
 	// Host is the harness running the attempt; nil on the direct path, where nothing is saved,
 	// no human can be asked and events go nowhere.
 	Host Host
@@ -69,11 +77,11 @@ type Host interface {
 	CountIteration()
 	// Emit queues an event for the attempt (StepContext.Emit).
 	Emit(e event.Event)
-	// OverBudget reports a used-up token or wall-clock budget, or nil.
+	// OverBudget reports a used-up token, cost or wall-clock budget, or nil.
 	OverBudget() *BudgetError
 }
 
-// CheckBudget returns a *BudgetError when the harness's token or wall-clock budget is used up
+// CheckBudget returns a *BudgetError when the harness's token, cost or wall-clock budget is used up
 // (counting what the attempt reported so far): an agent checks it before an expensive request
 // and returns the error as it is (the harness then asks a human or fails, by autonomy).
 func (sc *StepContext) CheckBudget() error {
@@ -201,9 +209,10 @@ const (
 	BudgetToolCalls Budget = iota + 1
 	BudgetTokens
 	BudgetWallClock
+	BudgetCost
 )
 
-var budgetNames = [...]string{BudgetToolCalls: "toolCalls", BudgetTokens: "tokens", BudgetWallClock: "wallClock"}
+var budgetNames = [...]string{BudgetToolCalls: "toolCalls", BudgetTokens: "tokens", BudgetWallClock: "wallClock", BudgetCost: "costUSD"}
 
 func (b Budget) String() string {
 	if int(b) < len(budgetNames) && budgetNames[b] != "" {

@@ -53,7 +53,7 @@ func (a *stepAttempt) Emit(e event.Event) {
 	a.cur.events = append(a.cur.events, e)
 }
 
-// OverBudget is the agent's question before an expensive request: tokens and wall clock (the
+// OverBudget is the agent's question before an expensive request: tokens, cost and wall clock (the
 // tool-call budget is the pipeline's to enforce, call by call).
 func (a *stepAttempt) OverBudget() *agent.BudgetError {
 	a.h.mu.Lock()
@@ -76,6 +76,12 @@ func (a *stepAttempt) reportTokens(n int64) {
 	a.h.mu.Lock()
 	defer a.h.mu.Unlock()
 	a.cur.tokens += max(n, 0)
+}
+
+func (a *stepAttempt) reportCost(micro int64) {
+	a.h.mu.Lock()
+	defer a.h.mu.Unlock()
+	a.cur.cost += max(micro, 0)
 }
 
 func (a *stepAttempt) Record(r statefmt.ToolCallRecord, executed bool) {

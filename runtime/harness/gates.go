@@ -77,10 +77,10 @@ func (h *Harness) overBudgetLocked(cur *attemptState) *agent.BudgetError {
 	if b == nil {
 		return nil
 	}
-	used, tokens, wall := h.st.TotalToolCalls, b.TokensUsed, b.WallClockUsed
+	used, tokens, cost, wall := h.st.TotalToolCalls, b.TokensUsed, b.CostMicroUSDUsed, b.WallClockUsed
 	calls := cur != nil
 	if calls {
-		used, tokens = used+cur.executed, tokens+cur.tokens
+		used, tokens, cost = used+cur.executed, tokens+cur.tokens, cost+cur.cost
 	}
 	if !h.runMark.IsZero() {
 		wall += h.now().Sub(h.runMark)
@@ -90,6 +90,8 @@ func (h *Harness) overBudgetLocked(cur *attemptState) *agent.BudgetError {
 		return &agent.BudgetError{Budget: agent.BudgetToolCalls, Msg: fmt.Sprintf("the harness has used its budget of %d tool calls", b.ToolCalls)}
 	case b.Tokens > 0 && tokens >= b.Tokens:
 		return &agent.BudgetError{Budget: agent.BudgetTokens, Msg: fmt.Sprintf("the harness has used %d of its budget of %d tokens", tokens, b.Tokens)}
+	case b.CostMicroUSD > 0 && cost >= b.CostMicroUSD:
+		return &agent.BudgetError{Budget: agent.BudgetCost, Msg: fmt.Sprintf("the harness has spent $%.4f of its budget of $%.4f (as its agents reported)", statefmt.USD(cost), statefmt.USD(b.CostMicroUSD))}
 	case b.WallClock > 0 && wall >= b.WallClock:
 		return &agent.BudgetError{Budget: agent.BudgetWallClock, Msg: fmt.Sprintf("the harness has run %v of its wall-clock budget of %v", wall.Round(time.Millisecond), b.WallClock)}
 	}
@@ -136,6 +138,9 @@ func (h *Harness) extendBudgetLocked(kind string) {
 		b.Tokens += or(h.task.Budget.Tokens, b.Tokens)
 	case "wallClock":
 		b.WallClock += time.Duration(or(int64(h.task.Budget.WallClock.Duration), int64(b.WallClock)))
+	case "costUSD":
+		task, _ := statefmt.MicroUSD(h.task.Budget.CostUSD)
+		b.CostMicroUSD += or(task, b.CostMicroUSD)
 	}
 }
 

@@ -194,6 +194,7 @@ type attemptState struct {
 	events   []event.Event
 	executed int   // tool calls that ran (refusals are recorded but not counted)
 	tokens   int64 // model tokens the agent reported
+	cost     int64 // what the agent reported spending, in millionths of a dollar
 	occ      map[string]int
 	// iterations the agent counted (StepContext.CountIteration) since the last Save; counted
 	// says whether it ever did.
@@ -381,7 +382,7 @@ func (h *Harness) beginLocked(ctx context.Context, i int) (*runningAttempt, erro
 			Inputs: stepInputs(h.plan(), step), Workspace: h.task.Workspace, Clock: h.m.clock, Resume: resume,
 			Tools: &tools.Pipeline{Task: h.task, Clock: h.m.clock, Hooks: h.m.hooks, HarnessID: h.ID(), StepID: step.ID,
 				Agent: step.AssignedAgent, Session: at.host},
-			ReportTokens: at.host.reportTokens, Host: at.host}
+			ReportTokens: at.host.reportTokens, ReportCost: at.host.reportCost, Host: at.host, LogDir: h.m.logDir, InboxDir: h.m.inboxDir}
 		at.run = func() (string, error) { return a.RunStep(ctx, sc) }
 	}
 	return at, nil
@@ -462,6 +463,7 @@ func (h *Harness) commitLocked(cur *attemptState) {
 	h.pending = append(h.pending, cur.events...)
 	if h.st.Budget != nil {
 		h.st.Budget.TokensUsed += cur.tokens
+		h.st.Budget.CostMicroUSDUsed += cur.cost
 	}
 	for _, e := range h.st.SideEffects {
 		if e.StepID == cur.step && e.Result == nil {
@@ -494,7 +496,7 @@ func (h *Harness) saveLoop(cur *attemptState, loop *statefmt.AgentLoopSnapshot) 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.commitLocked(cur)
-	cur.records, cur.events, cur.executed, cur.tokens, cur.iterations, cur.occ = nil, nil, 0, 0, 0, map[string]int{}
+	cur.records, cur.events, cur.executed, cur.tokens, cur.cost, cur.iterations, cur.occ = nil, nil, 0, 0, 0, 0, map[string]int{}
 	h.st.AgentLoopSnapshot = cloneLoop(loop)
 	return h.checkpoint()
 }

@@ -46,6 +46,10 @@ type Options struct {
 	// side-effecting tool call, a save or a Dream Mode tick writes the start before it. Negative:
 	// every start is checkpointed at once.
 	StartCheckpoint time.Duration
+	// LogDir is where agents keep their iterations' live output (package itlog); empty: nowhere.
+	LogDir string
+	// InboxDir is where messages to the harnesses wait for their agents (package inbox).
+	InboxDir string
 }
 
 // DefaultStartCheckpoint is Options.StartCheckpoint's default.
@@ -80,6 +84,8 @@ type Manager struct {
 	sinks []event.Sink
 	hooks tools.Hooks
 	dream bool
+	// logDir and inboxDir are Options'.
+	logDir, inboxDir string
 
 	governor     Governor
 	governorPoll time.Duration
@@ -91,7 +97,7 @@ type Manager struct {
 
 // NewManager returns a manager over an open store.
 func NewManager(db Store, o Options) *Manager {
-	m := &Manager{store: db, clock: o.Clock, newID: o.NewID, sinks: o.Sinks, hooks: o.Hooks, dream: o.Dream,
+	m := &Manager{store: db, clock: o.Clock, newID: o.NewID, sinks: o.Sinks, hooks: o.Hooks, dream: o.Dream, logDir: o.LogDir, inboxDir: o.InboxDir,
 		governor: o.Governor, governorPoll: cmp.Or(o.GovernorPoll, 5*time.Second), startCP: cmp.Or(o.StartCheckpoint, DefaultStartCheckpoint),
 		harnesses: map[string]*Harness{}}
 	if m.clock == nil {
@@ -167,9 +173,10 @@ func (m *Manager) create(t *task.Task, init func(*statefmt.HarnessState)) (*Harn
 	if taskID == "" {
 		taskID = id
 	}
+	cost, _ := statefmt.MicroUSD(t.Budget.CostUSD) // checked with the task
 	st := &statefmt.HarnessState{SchemaVersion: statefmt.SchemaVersion, HarnessID: id, AgentName: t.Agent, TaskID: taskID,
 		Status: statefmt.StatusCreated, CreatedAt: now, UpdatedAt: now, AutonomyLevel: t.Autonomy,
-		Budget: &statefmt.Budget{ToolCalls: t.Budget.ToolCalls, Tokens: t.Budget.Tokens, WallClock: t.Budget.WallClock.Duration}}
+		Budget: &statefmt.Budget{ToolCalls: t.Budget.ToolCalls, Tokens: t.Budget.Tokens, WallClock: t.Budget.WallClock.Duration, CostMicroUSD: cost}}
 	h := m.newHarness(t, st)
 	if len(t.Plan) > 0 {
 		p, err := newPlan(taskID, t.Plan, h.knownAgent, now)

@@ -37,9 +37,20 @@ plan: [{id: write, description: write the parts, agent: R}]
 `, ws, command, extra)
 }
 
+// outcomes lists how the iterations ended (and the breaker's closing), each checked to have
+// been announced by a started event.
 func outcomes(rec *recorder) []string {
 	var out []string
+	started := 0
 	for _, e := range rec.of(event.Iteration) {
+		switch {
+		case e.Outcome == event.IterStarted:
+			started = e.Iteration
+			continue
+		case e.Outcome != event.IterBreakerDone && e.Iteration != started:
+			out = append(out, fmt.Sprintf("%d:%s(not started)", e.Iteration, e.Outcome))
+			continue
+		}
 		out = append(out, fmt.Sprintf("%d:%s", e.Iteration, e.Outcome))
 	}
 	return out

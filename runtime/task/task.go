@@ -5,6 +5,7 @@ package task
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -37,6 +38,7 @@ const (
 	DefaultHandoffFile        = "handoff.json"
 	DefaultNoProgress         = 3
 	DefaultSameError          = 5
+	DefaultEmpty              = 3
 	DefaultRateLimits         = 10
 	DefaultRateLimitWait      = 5 * time.Minute
 	DefaultRateLimitMaxWait   = 5 * time.Hour
@@ -86,11 +88,13 @@ type CheckpointConfig struct {
 	Interval Duration `yaml:"interval" json:"interval,omitzero"`
 }
 
-// BudgetConfig: limits per harness (0 tokens or wall clock: unlimited).
+// BudgetConfig: limits per harness (0 tokens, wall clock or cost: unlimited).
 type BudgetConfig struct {
 	ToolCalls int      `yaml:"toolCalls" json:"toolCalls,omitzero"`
 	Tokens    int64    `yaml:"tokens" json:"tokens,omitzero"`
 	WallClock Duration `yaml:"wallClock" json:"wallClock,omitzero"`
+	// CostUSD limits what the agents report spending, in US dollars (exact to a millionth).
+	CostUSD float64 `yaml:"costUSD" json:"costUSD,omitzero"`
 }
 
 // RetryConfig: how a tool call (and a step) that failed transiently is retried: up to
@@ -142,9 +146,16 @@ type Agent struct {
 	// handoff.json); its content goes into the next iteration's prompt.
 	HandoffFile string `yaml:"handoffFile" json:"handoffFile,omitzero"`
 	// ContinuationPrompt opens the prompt of every iteration after the first.
-	ContinuationPrompt string          `yaml:"continuationPrompt" json:"continuationPrompt,omitzero"`
-	CircuitBreaker     BreakerConfig   `yaml:"circuitBreaker" json:"circuitBreaker,omitzero"`
-	RateLimit          RateLimitConfig `yaml:"rateLimit" json:"rateLimit,omitzero"`
+	ContinuationPrompt string        `yaml:"continuationPrompt" json:"continuationPrompt,omitzero"`
+	CircuitBreaker     BreakerConfig `yaml:"circuitBreaker" json:"circuitBreaker,omitzero"`
+	// CountEmptyIterations counts empty iterations (exit 0, no output, no change in the
+	// workspace) toward MaxIterations; by default they are not counted (the breaker's Empty
+	// bounds them).
+	CountEmptyIterations bool `yaml:"countEmptyIterations" json:"countEmptyIterations,omitzero"`
+	// Inbox names a file in the workspace that a human may write to: before each iteration its
+	// text is taken into the prompt, as a message from the human, and the file emptied.
+	Inbox     string          `yaml:"inbox" json:"inbox,omitzero"`
+	RateLimit RateLimitConfig `yaml:"rateLimit" json:"rateLimit,omitzero"`
 
 	// The openai driver: chat completions at Endpoint (".../v1"), the key in the environment
 	// variable APIKeyEnv (never stored).
@@ -162,11 +173,13 @@ type Agent struct {
 
 // BreakerConfig: the command driver's circuit breaker opens (and pauses the harness) after
 // NoProgress iterations in a row that changed nothing (same output, same workspace), SameError
-// iterations in a row that failed the same way, or RateLimits rate-limited iterations in a row.
+// iterations in a row that failed the same way, RateLimits rate-limited iterations in a row,
+// or Empty empty iterations in a row (no output at all, no change in the workspace).
 type BreakerConfig struct {
 	NoProgress int `yaml:"noProgress" json:"noProgress,omitzero"`
 	SameError  int `yaml:"sameError" json:"sameError,omitzero"`
 	RateLimits int `yaml:"rateLimits" json:"rateLimits,omitzero"`
+	Empty      int `yaml:"empty" json:"empty,omitzero"`
 }
 
 // RateLimitConfig: Patterns (regular expressions, added to the built-in ones) recognise a
@@ -501,6 +514,9 @@ func (t *Task) validate() []fieldErr {
 	if t.Budget.ToolCalls < 0 || t.Budget.Tokens < 0 {
 		bad("budgets cannot be negative", "budget")
 	}
+	if c := t.Budget.CostUSD; c < 0 || c > 1e9 || math.IsNaN(c) {
+		bad(fmt.Sprintf("%v is not a budget in US dollars (0 to 1e9; 0: unlimited)", c), "budget", "costUSD")
+	}
 	if r := t.Retry.MaxRetries; r != nil && (*r < 0 || *r > 100) {
 		bad(fmt.Sprintf("%d is outside 0..100", *r), "retry", "maxRetries")
 	}
@@ -610,7 +626,7 @@ func validateDriverFields(a *Agent, p []string) []fieldErr {
 	command := map[string]bool{"command": len(a.Command) > 0, "promptVia": a.PromptVia != "", "env": len(a.Env) > 0,
 		"iterationTimeout": a.IterationTimeout.raw != "", "maxOutput": a.MaxOutput != 0, "completionPromise": a.CompletionPromise != "",
 		"maxIterations": a.MaxIterations != 0, "handoffFile": a.HandoffFile != "", "continuationPrompt": a.ContinuationPrompt != "",
-		"circuitBreaker": a.CircuitBreaker != BreakerConfig{}, "rateLimit": len(a.RateLimit.Patterns) > 0 || a.RateLimit.Wait.raw != "" || a.RateLimit.MaxWait.raw != ""}
+		"circuitBreaker": a.CircuitBreaker != BreakerConfig{}, "countEmptyIterations": a.CountEmptyIterations, "inbox": a.Inbox != "", "rateLimit": len(a.RateLimit.Patterns) > 0 || a.RateLimit.Wait.raw != "" || a.RateLimit.MaxWait.raw != ""}
 	openai := map[string]bool{"endpoint": a.Endpoint != "", "model": a.Model != "", "apiKeyEnv": a.APIKeyEnv != "",
 		"contextWindow": a.ContextWindow != 0, "maxTurns": a.MaxTurns != 0, "requestTimeout": a.RequestTimeout.raw != "",
 		"temperature": a.Temperature != nil, "compaction": a.Compaction != CompactionConfig{}, "doomLoop": a.DoomLoop != 0}
@@ -632,7 +648,7 @@ func validateDriverFields(a *Agent, p []string) []fieldErr {
 		v    int
 	}{{"maxIterations", a.MaxIterations}, {"maxOutput", a.MaxOutput}, {"contextWindow", a.ContextWindow}, {"maxTurns", a.MaxTurns},
 		{"doomLoop", a.DoomLoop}, {"circuitBreaker.noProgress", a.CircuitBreaker.NoProgress}, {"circuitBreaker.sameError", a.CircuitBreaker.SameError},
-		{"circuitBreaker.rateLimits", a.CircuitBreaker.RateLimits}, {"compaction.protectTurns", a.Compaction.ProtectTurns}} {
+		{"circuitBreaker.rateLimits", a.CircuitBreaker.RateLimits}, {"circuitBreaker.empty", a.CircuitBreaker.Empty}, {"compaction.protectTurns", a.Compaction.ProtectTurns}} {
 		if n.v < 0 {
 			bad("cannot be negative", strings.Split(n.name, ".")...)
 		}
@@ -642,6 +658,9 @@ func validateDriverFields(a *Agent, p []string) []fieldErr {
 	}
 	if a.PromptVia != "" && a.PromptVia != "stdin" && a.PromptVia != "arg" {
 		bad(fmt.Sprintf("%q is not stdin or arg", a.PromptVia), "promptVia")
+	}
+	if a.Inbox != "" && (filepath.IsAbs(a.Inbox) || !filepath.IsLocal(a.Inbox)) {
+		bad(fmt.Sprintf("%q is not a path inside the workspace", a.Inbox), "inbox")
 	}
 	if a.HandoffFile != "" && (filepath.IsAbs(a.HandoffFile) || !filepath.IsLocal(a.HandoffFile)) {
 		bad(fmt.Sprintf("%q is not a path inside the workspace", a.HandoffFile), "handoffFile")
@@ -942,6 +961,7 @@ func (a *Agent) applyDefaults() {
 		setInt(&a.MaxIterations, DefaultMaxIterations)
 		setInt(&a.MaxOutput, DefaultAgentOutput)
 		setInt(&a.CircuitBreaker.NoProgress, DefaultNoProgress)
+		setInt(&a.CircuitBreaker.Empty, DefaultEmpty)
 		setInt(&a.CircuitBreaker.SameError, DefaultSameError)
 		setInt(&a.CircuitBreaker.RateLimits, DefaultRateLimits)
 		setDur(&a.IterationTimeout, DefaultIterationTimeout)

@@ -42,11 +42,13 @@ const (
 
 // The outcomes of an iteration event.
 const (
+	IterStarted     = "started"        // an iteration starts (the others say how one ended)
 	IterCompleted   = "completed"      // the promise was kept (or, without one, the command exited 0)
 	IterContinue    = "continue"       // not done yet: another iteration follows
 	IterFailed      = "failed"         // the command failed (non-zero exit): another iteration follows
 	IterTimeout     = "timeout"        // the iteration ran out of time; its process group was killed
 	IterRateLimited = "rate_limited"   // a rate limit: waits, does not count
+	IterEmpty       = "empty"          // no output, no change in the workspace: does not count
 	IterBreaker     = "breaker_open"   // the circuit breaker opened: the harness pauses
 	IterBreakerDone = "breaker_closed" // resume closed it: the counts start again
 	IterExhausted   = "max_iterations"
@@ -98,7 +100,29 @@ type Event struct {
 	CPUMs    float64 `json:"cpuMs,omitempty"`
 	RSSBytes int64   `json:"rssBytes,omitempty"`
 
+	// Usage is what an agent reported of an iteration's model use (iteration events).
+	Usage *Usage `json:"usage,omitempty"`
+
 	Message string `json:"message,omitempty"`
+}
+
+// Usage is the model use a CLI agent reported for one run: tokens by kind, the cost it
+// computed, and its session.
+type Usage struct {
+	// InputTokens are the prompt tokens not read from a cache; CacheReadTokens those read from
+	// one and CacheWriteTokens those written to one (Claude's cache_creation_input_tokens).
+	InputTokens      int64 `json:"inputTokens,omitempty"`
+	OutputTokens     int64 `json:"outputTokens,omitempty"`
+	CacheReadTokens  int64 `json:"cacheReadTokens,omitempty"`
+	CacheWriteTokens int64 `json:"cacheWriteTokens,omitempty"`
+	// CostUSD is the cost the agent reported (0: it reported none).
+	CostUSD   float64 `json:"costUsd,omitempty"`
+	SessionID string  `json:"sessionId,omitempty"`
+}
+
+// Tokens is every token the run's model processed: input, cached input and output.
+func (u Usage) Tokens() int64 {
+	return u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
 }
 
 // Ms is a duration in (fractional) milliseconds, as events report durations.

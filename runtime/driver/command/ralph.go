@@ -6,11 +6,13 @@ package command
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -22,6 +24,8 @@ import (
 	"time"
 
 	"github.com/harness-edge/harness-edge/runtime/agent"
+	"github.com/harness-edge/harness-edge/runtime/inbox"
+	"github.com/harness-edge/harness-edge/runtime/itlog"
 	"github.com/harness-edge/harness-edge/runtime/proc"
 
 	"github.com/harness-edge/harness-edge/statefmt/event"
@@ -94,10 +98,19 @@ type loopState struct {
 	// RateLimited counts rate-limited iterations in a row; WaitUntil is when the next may start.
 	RateLimited int        `json:"rateLimited,omitempty"`
 	WaitUntil   *time.Time `json:"waitUntil,omitempty"`
+	// Empty counts empty iterations in a row (not counted as iterations).
+	Empty int `json:"empty,omitempty"`
 	// BreakerOpen is set when the breaker paused the harness; resume closes it.
 	BreakerOpen bool `json:"breakerOpen,omitempty"`
 	// RunToken marks the processes of the iteration in flight (saved before it starts).
 	RunToken string `json:"runToken,omitempty"`
+	// Messages are the messages from a human that the iteration in flight carries in its
+	// prompt (taken before it started; an iteration that runs again carries them again).
+	Messages []inbox.Message `json:"messages,omitempty"`
+	// Taken names the inbox messages taken whose removal may not have happened; InboxFileHash
+	// is the hash of the inbox file's text taken before it was emptied (inbox.go).
+	Taken         []string `json:"taken,omitempty"`
+	InboxFileHash string   `json:"inboxFileHash,omitempty"`
 }
 
 // iteration is what one run of the agent's command gave.
@@ -105,7 +118,9 @@ type iteration struct {
 	stdout, stderr string
 	exit           int // -1: did not exit by itself (timeout)
 	timedOut       bool
-	took           time.Duration
+	// agentError is the error the agent's structured output reported ("" when none).
+	agentError string
+	took       time.Duration
 }
 
 func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, error) {
@@ -121,7 +136,8 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 		if st.BreakerOpen {
 			sc.Emit(event.Event{Type: event.Iteration, Iteration: loop.Iteration, Outcome: event.IterBreakerDone,
 				Message: "resumed by a human: the circuit breaker's counts start again"})
-			st = loopState{OutputHash: st.OutputHash, WorkspaceHash: st.WorkspaceHash}
+			st = loopState{OutputHash: st.OutputHash, WorkspaceHash: st.WorkspaceHash, RunToken: st.RunToken,
+				Messages: st.Messages, Taken: st.Taken, InboxFileHash: st.InboxFileHash}
 		}
 	}
 	if st.RunToken != "" {
@@ -150,16 +166,32 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 			}
 			st.WaitUntil = nil
 		}
+		// Budgets are checked between iterations: one runs whole, and what it spent counts
+		// before the next may start (the harness then asks a human, or fails, by autonomy).
+		if err := sc.CheckBudget(); err != nil {
+			return "", err
+		}
 		if loop.Iteration >= a.cfg.MaxIterations {
 			return "", &agent.StepError{Msg: fmt.Sprintf("agent %s: no completion after %d iterations (maxIterations)", a.name, a.cfg.MaxIterations)}
 		}
 		n := loop.Iteration + 1
-		prompt := a.prompt(sc, loop, n)
-		// The token is durable before the iteration starts: a crash from here on leaves it for
-		// the next run to find the iteration's processes by.
+		removeTaken := a.takeMessages(sc, &st)
+		prompt := a.prompt(sc, loop, n, st.Messages)
+		// The token (and the messages taken) are durable before the iteration starts: a crash
+		// from here on leaves them for the next run to find the iteration's processes by, and
+		// to give the iteration that runs again the same messages.
 		st.RunToken = newRunToken()
+		started := event.Event{Type: event.Iteration, Iteration: n, Outcome: event.IterStarted}
+		if len(st.Messages) > 0 {
+			started.Message = fmt.Sprintf("with %d message(s) from the human", len(st.Messages))
+		}
+		sc.Emit(started)
 		if err := save(); err != nil {
 			return "", err
+		}
+		if removeTaken() {
+			// A human's edit, not the agent's work: the breaker compares the workspace from here.
+			st.WorkspaceHash = workspaceHash(sc.Workspace)
 		}
 		it, err := a.run(ctx, sc, prompt, n, st.RunToken)
 		st.RunToken = ""
@@ -167,14 +199,33 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 			return "", err
 		}
 		final := withoutEcho(FinalText(it.stdout), prompt)
-		done := it.exit == 0 && (a.cfg.CompletionPromise == "" || KeptPromise(final, a.cfg.CompletionPromise, prompt))
 		ev := event.Event{Type: event.Iteration, Iteration: n, DurationMs: event.Ms(it.took), ExitCode: &it.exit}
+		if rep, ok := ParseReport(it.stdout); ok {
+			// Claude Code's or Codex's JSON: its final message is the answer, its own error flag
+			// counts as a failure, and the use it reports is charged, rate-limited or not.
+			if rep.HasText {
+				final = strings.TrimSpace(rep.Text)
+			}
+			if rep.IsError {
+				it.agentError = cmp.Or(strings.TrimSpace(rep.ErrorText), "the agent reported an error")
+			}
+			if u := rep.Usage; u != (event.Usage{}) {
+				ev.Usage = &u
+				if sc.ReportTokens != nil {
+					sc.ReportTokens(u.Tokens())
+				}
+				if micro, ok := statefmt.MicroUSD(u.CostUSD); ok && sc.ReportCost != nil {
+					sc.ReportCost(micro)
+				}
+			}
+		}
+		done := it.exit == 0 && it.agentError == "" && (a.cfg.CompletionPromise == "" || KeptPromise(final, a.cfg.CompletionPromise, prompt))
 
 		// Rate limits first: a limit message is neither a failure nor progress, and the
 		// iteration does not count. A completed iteration is never read as one.
-		if !done && (it.exit != 0 || len(final) <= 512) {
+		if !done && (it.exit != 0 || it.agentError != "" || len(final) <= 512) {
 			now := sc.Clock.Now()
-			if rl, ok := DetectRateLimit(it.stderr+"\n"+final, a.rateLimit, now); ok {
+			if rl, ok := DetectRateLimit(it.stderr+"\n"+it.agentError+"\n"+final, a.rateLimit, now); ok {
 				st.RateLimited++
 				wait := a.rateLimitWait(rl, st.RateLimited, now)
 				until := now.Add(wait)
@@ -191,8 +242,26 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 			}
 		}
 		st.RateLimited = 0
+		// An empty iteration (it exited 0, printed nothing and changed nothing) is a run that
+		// did not happen as far as the work goes: by default it does not count, and a few in
+		// a row open the breaker (an agent that no longer answers).
+		if !done && it.exit == 0 && it.agentError == "" && strings.TrimSpace(it.stdout) == "" && strings.TrimSpace(it.stderr) == "" &&
+			!a.cfg.CountEmptyIterations && workspaceHash(sc.Workspace) == st.WorkspaceHash {
+			st.Empty++
+			ev.Outcome, ev.Message = event.IterEmpty, fmt.Sprintf("no output and no change in the workspace (%d in a row); not counted", st.Empty)
+			if st.Empty >= a.cfg.CircuitBreaker.Empty {
+				return "", a.openBreaker(sc, &st, ev, save, fmt.Sprintf("%d empty iterations in a row (no output, no change in the workspace)", st.Empty))
+			}
+			sc.Emit(ev)
+			if err := save(); err != nil {
+				return "", err
+			}
+			continue
+		}
+		st.Empty = 0
 		loop.Iteration = n
 		sc.CountIteration()
+		st.Messages = nil // their iteration counted: they were delivered
 
 		if done {
 			ev.Outcome = event.IterCompleted
@@ -215,7 +284,10 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 			st.countError(fmt.Sprintf("timed out after %v", a.cfg.IterationTimeout.Duration))
 		case it.exit != 0:
 			ev.Outcome = event.IterFailed
-			st.countError(fmt.Sprintf("exit status %d: %s", it.exit, lastLine(it.stderr)))
+			st.countError(fmt.Sprintf("exit status %d: %s", it.exit, lastLine(cmp.Or(strings.TrimSpace(it.stderr), it.agentError))))
+		case it.agentError != "":
+			ev.Outcome = event.IterFailed
+			st.countError("the agent reported an error: " + lastLine(it.agentError))
 		default:
 			ev.Outcome = event.IterContinue
 			st.SameError, st.LastError = 0, ""
@@ -267,8 +339,8 @@ func (a *Agent) rateLimitWait(rl RateLimit, inRow int, now time.Time) time.Durat
 	return min(max(wait, time.Second), a.cfg.RateLimit.MaxWait.Duration)
 }
 
-// prompt builds iteration n's prompt.
-func (a *Agent) prompt(sc *agent.StepContext, loop *statefmt.AgentLoopSnapshot, n int) string {
+// prompt builds iteration n's prompt, with the messages from a human it carries.
+func (a *Agent) prompt(sc *agent.StepContext, loop *statefmt.AgentLoopSnapshot, n int, msgs []inbox.Message) string {
 	var b strings.Builder
 	if a.cfg.Instructions != "" {
 		b.WriteString(strings.TrimSpace(a.cfg.Instructions) + "\n\n")
@@ -277,6 +349,7 @@ func (a *Agent) prompt(sc *agent.StepContext, loop *statefmt.AgentLoopSnapshot, 
 		fmt.Fprintf(&b, "%s\n(This is iteration %d of at most %d.)\n\n", strings.TrimSpace(a.cfg.ContinuationPrompt), n, a.cfg.MaxIterations)
 	}
 	b.WriteString(agent.StepPrompt(sc))
+	b.WriteString(messagesPrompt(msgs))
 	if n > 1 && len(loop.Handoff) > 0 {
 		fmt.Fprintf(&b, "\n[Handoff state: %s, as the previous iteration left it]\n%s\n", a.cfg.HandoffFile, loop.Handoff)
 	}
@@ -317,8 +390,26 @@ func (a *Agent) run(ctx context.Context, sc *agent.StepContext, prompt string, n
 	stdout, stderr := &proc.CapWriter{Max: a.cfg.MaxOutput}, &proc.CapWriter{Max: a.cfg.MaxOutput}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	start := sc.Clock.Now()
+	var live *itlog.Writer
+	if sc.LogDir != "" {
+		// The live log is a view for people: one that cannot be written leaves the iteration be.
+		var err error
+		live, err = itlog.Open(sc.LogDir, sc.HarnessID, sc.Step.ID, n, fmt.Sprintf("=== iteration %d of step %s started %s ===", n, sc.Step.ID, start.UTC().Format(time.RFC3339)))
+		if err == nil {
+			cmd.Stdout, cmd.Stderr = io.MultiWriter(stdout, live), io.MultiWriter(stderr, live)
+		} else {
+			sc.Emit(event.Event{Type: event.Warning, Message: fmt.Sprintf("iteration %d runs without its live log: %v", n, err)})
+		}
+	}
 	err := proc.Run(ictx, cmd)
 	it := iteration{stdout: stdout.String(), stderr: stderr.String(), took: sc.Clock.Now().Sub(start)}
+	if live != nil {
+		end := fmt.Sprintf("=== iteration %d ended after %v ===", n, it.took.Round(time.Millisecond))
+		if ctx.Err() != nil {
+			end = fmt.Sprintf("=== iteration %d cut short after %v (it runs again) ===", n, it.took.Round(time.Millisecond))
+		}
+		_ = live.Close(end)
+	}
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
@@ -341,6 +432,8 @@ func feedback(it iteration, final, promise string) string {
 		b.WriteString("The previous session ran out of time and was stopped.\n")
 	case it.exit != 0:
 		fmt.Fprintf(&b, "The previous session failed (exit status %d).\n", it.exit)
+	case it.agentError != "":
+		fmt.Fprintf(&b, "The previous session ended in an error: %s\n", agent.Tail(it.agentError, 1500))
 	case promise != "":
 		fmt.Fprintf(&b, "The previous session ended without the completion promise.\n")
 	}

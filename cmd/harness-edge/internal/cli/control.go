@@ -17,8 +17,10 @@ import (
 	"github.com/harness-edge/harness-edge/runtime/harness"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/sysinfo"
 )
@@ -104,23 +106,59 @@ memory, load per CPU or temperature is over its limit.`,
 	return c
 }
 
-func newSubmitCmd(g *globals, stdout io.Writer) *cobra.Command {
-	var asJSON bool
+func newSubmitCmd(g *globals, stdin io.Reader, stdout io.Writer) *cobra.Command {
+	var (
+		asJSON, loop bool
+		lo           loopOptions
+	)
 	c := &cobra.Command{
-		Use:   "submit TASK",
-		Short: "Hand a task file to the daemon that owns the store; it runs it as a durable harness",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			data, err := os.ReadFile(args[0])
-			if err != nil {
-				return fmt.Errorf("task file: %w", err)
+		Use:   "submit TASK | submit --loop [loop flags] -- AGENT ARGS...",
+		Short: "Hand a task file (or a Ralph loop, with --loop) to the daemon that owns the store; it runs it as a durable harness",
+		Args: func(c *cobra.Command, args []string) error {
+			if loop {
+				return nil
 			}
-			dir, err := filepath.Abs(filepath.Dir(args[0]))
-			if err != nil {
+			if err := cobra.ExactArgs(1)(c, args); err != nil {
 				return err
 			}
+			var loopOnly []string
+			c.Flags().Visit(func(f *pflag.Flag) {
+				if lf := c.Flags().Lookup(f.Name); lf != nil && lf.Annotations["loop"] != nil {
+					loopOnly = append(loopOnly, "--"+f.Name)
+				}
+			})
+			if len(loopOnly) > 0 {
+				return usageError{fmt.Errorf("%s: only with --loop", strings.Join(loopOnly, ", "))}
+			}
+			return nil
+		},
+		RunE: func(_ *cobra.Command, args []string) error {
+			var (
+				data      []byte
+				name, dir string
+				err       error
+			)
+			if loop {
+				if data, err = lo.taskFile(args, stdin); err != nil {
+					return err
+				}
+				name = loopTaskName
+				t, err := task.ParseAt(name, data, ".")
+				if err != nil {
+					return err
+				}
+				dir = t.Workspace
+			} else {
+				if data, err = os.ReadFile(args[0]); err != nil {
+					return fmt.Errorf("task file: %w", err)
+				}
+				if dir, err = filepath.Abs(filepath.Dir(args[0])); err != nil {
+					return err
+				}
+				name = args[0]
+			}
 			return g.do(func(api *control.Conn) error {
-				id, err := api.Submit(context.Background(), control.Submission{Task: data, Name: args[0], Dir: dir})
+				id, err := api.Submit(context.Background(), control.Submission{Task: data, Name: name, Dir: dir})
 				if err != nil {
 					return err
 				}
@@ -133,6 +171,13 @@ func newSubmitCmd(g *globals, stdout io.Writer) *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the harness id as JSON")
+	c.Flags().BoolVar(&loop, "loop", false, "submit a Ralph loop around the agent command after -- (the flags of `harness-edge loop`)")
+	lo.addFlags(c.Flags())
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Name != "json" && f.Name != "loop" {
+			_ = c.Flags().SetAnnotation(f.Name, "loop", []string{"true"})
+		}
+	})
 	return c
 }
 
@@ -253,7 +298,11 @@ func printReport(w io.Writer, r *control.Report, since time.Duration) {
 	if len(parts) == 0 {
 		parts = []string{"nothing ran"}
 	}
-	fmt.Fprintf(w, "  %d harnesses: %s; %d checkpoints, %s stored\n", len(r.Harnesses), strings.Join(parts, ", "), r.Checkpoints, sysinfo.FormatBytes(uint64(r.StoredBytes)))
+	fmt.Fprintf(w, "  %d harnesses: %s; %d checkpoints, %s stored", len(r.Harnesses), strings.Join(parts, ", "), r.Checkpoints, sysinfo.FormatBytes(uint64(r.StoredBytes)))
+	if r.CostUSD > 0 {
+		fmt.Fprintf(w, "; agents report $%.4f spent", r.CostUSD)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, group := range []statefmt.Status{statefmt.StatusCompleted, statefmt.StatusFailed, statefmt.StatusPaused, statefmt.StatusRunning, statefmt.StatusCreated} {
 		first := true
@@ -269,8 +318,15 @@ func printReport(w io.Writer, r *control.Report, since time.Duration) {
 			if e.Phase != "" {
 				phase = ", phase " + e.Phase
 			}
-			fmt.Fprintf(tw, "  %s\t%s\tsteps %d/%d%s\t%d tool calls\t%d checkpoints\t%s\tupdated %s\n", e.ID, e.Agent, e.StepsDone, e.Steps, phase,
-				e.ToolCalls, e.Checkpoints, sysinfo.FormatBytes(uint64(e.StoredBytes)), e.UpdatedAt.Local().Format("Jan 2 15:04"))
+			cost := ""
+			switch {
+			case e.BudgetUSD > 0:
+				cost = fmt.Sprintf("\t$%.4f of $%.4f", e.CostUSD, e.BudgetUSD)
+			case e.CostUSD > 0:
+				cost = fmt.Sprintf("\t$%.4f", e.CostUSD)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\tsteps %d/%d%s\t%d tool calls\t%d checkpoints\t%s%s\tupdated %s\n", e.ID, e.Agent, e.StepsDone, e.Steps, phase,
+				e.ToolCalls, e.Checkpoints, sysinfo.FormatBytes(uint64(e.StoredBytes)), cost, e.UpdatedAt.Local().Format("Jan 2 15:04"))
 			if e.Reason != "" && group != statefmt.StatusCompleted {
 				fmt.Fprintf(tw, "    %s\n", e.Reason)
 			}

@@ -71,9 +71,16 @@ func progress(w io.Writer) event.Sink {
 				fmt.Fprintf(w, "    side effect %s (step %s): %s %s\n", e.Tool, e.StepID, e.Action, e.Message)
 			}
 		case event.Iteration:
+			if e.Outcome == event.IterStarted {
+				fmt.Fprintf(w, "    iteration %d (step %s) started %s\n", e.Iteration, e.StepID, e.Time.Local().Format("15:04:05"))
+				return
+			}
 			line := fmt.Sprintf("    iteration %d (step %s): %s", e.Iteration, e.StepID, e.Outcome)
 			if e.DurationMs > 0 {
 				line += fmt.Sprintf(", %.1fs", e.DurationMs/1000)
+			}
+			if u := e.Usage; u != nil {
+				line += ", " + usageText(*u)
 			}
 			if e.Outcome != event.IterContinue && e.Outcome != event.IterCompleted && e.Message != "" {
 				line += ": " + firstLine(e.Message)
@@ -319,8 +326,16 @@ func printState(w io.Writer, st *statefmt.HarnessState) {
 	}
 	fmt.Fprintf(w, "counts   %d tool calls, %d iterations, %d checkpoints (last %s)\n", st.TotalToolCalls, st.Iterations, st.CheckpointCount, last)
 	if b := st.Budget; b != nil {
-		fmt.Fprintf(w, "budget   tool calls %d/%s, tokens %d/%s, wall clock %v/%s\n", st.TotalToolCalls, limit(int64(b.ToolCalls)),
+		fmt.Fprintf(w, "budget   tool calls %d/%s, tokens %d/%s, wall clock %v/%s", st.TotalToolCalls, limit(int64(b.ToolCalls)),
 			b.TokensUsed, limit(b.Tokens), b.WallClockUsed.Round(time.Millisecond), limitDur(b.WallClock))
+		if b.CostMicroUSD > 0 || b.CostMicroUSDUsed > 0 {
+			lim := "unlimited"
+			if b.CostMicroUSD > 0 {
+				lim = fmt.Sprintf("$%.4f", statefmt.USD(b.CostMicroUSD))
+			}
+			fmt.Fprintf(w, ", cost $%.4f/%s", statefmt.USD(b.CostMicroUSDUsed), lim)
+		}
+		fmt.Fprintln(w)
 	}
 	defer printExtras(w, st)
 	if st.Plan == nil {
@@ -503,6 +518,9 @@ func describe(e event.Event) string {
 	case e.Tool != "":
 		add("tool %s", e.Tool)
 	}
+	if e.Usage != nil {
+		add("%s", usageText(*e.Usage))
+	}
 	if e.Seq > 0 {
 		add("seq %d %s %d B", e.Seq, e.Kind, e.StoredBytes)
 	}
@@ -540,6 +558,15 @@ func newStopCmd(g *globals, stdout io.Writer) *cobra.Command {
 			})
 		},
 	}
+}
+
+// usageText is an agent's reported use in a few words: "3259 tokens, $0.0125".
+func usageText(u event.Usage) string {
+	s := fmt.Sprintf("%d tokens", u.Tokens())
+	if u.CostUSD > 0 {
+		s += fmt.Sprintf(", $%.4f", u.CostUSD)
+	}
+	return s
 }
 
 // oneLine writes s on one line: line breaks as \n, so that a table keeps one row per item.
