@@ -51,6 +51,8 @@ type API interface {
 	Unfreeze(ctx context.Context) error
 	Report(ctx context.Context, since time.Duration) (*Report, error)
 	Verify(ctx context.Context, id string) ([]store.Problem, error)
+	// Retry takes a failed harness (or one failed step) back to runnable, to be resumed.
+	Retry(ctx context.Context, id string, req RetryRequest) (harness.RetryResult, error)
 }
 
 // Owner is the kind of process that owns a store. The strings are stable: health answers and
