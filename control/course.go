@@ -1,13 +1,19 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/harness-edge/harness-edge/runtime/harness"
+	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/store"
 )
 
@@ -46,13 +52,15 @@ func (c *Client) Retry(ctx context.Context, id string, req RetryRequest) (harnes
 // courseRoutes adds the course and removal endpoints to the API's mux.
 func courseRoutes(mux *http.ServeMux, h *handler) {
 	mux.HandleFunc("POST /v1/harnesses/{id}/retry", h.retry)
+	mux.HandleFunc("DELETE /v1/harnesses/{id}", h.delete)
+	mux.HandleFunc("POST /v1/prune", h.prune)
 }
 
 // failCourse maps a course operation's error to its status code: a request the harness's
 // state refuses is a conflict.
 func failCourse(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, harness.ErrRunning), errors.Is(err, harness.ErrNothingToRetry), errors.Is(err, harness.ErrSubAgent):
+	case errors.Is(err, harness.ErrRunning), errors.Is(err, harness.ErrNothingToRetry), errors.Is(err, harness.ErrSubAgent), errors.Is(err, ErrNeedsForce):
 		writeError(w, http.StatusConflict, err)
 		return
 	case errors.Is(err, harness.ErrUnknownStep):
@@ -74,6 +82,275 @@ func (h *handler) retry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := h.api.Retry(r.Context(), id, req)
+	if err != nil {
+		failCourse(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// ErrNeedsForce refuses to delete a harness that waits for a human or was interrupted, unless
+// the request says --force.
+var ErrNeedsForce = errors.New("needs --force")
+
+// DeleteResult is what delete and prune removed (or, with a dry run, would remove).
+type DeleteResult struct {
+	// Harnesses are the top-level harnesses removed, each with its sub-agents.
+	Harnesses []Removed `json:"harnesses"`
+	// Skipped are harnesses prune left alone, and why.
+	Skipped []Skipped `json:"skipped,omitempty"`
+	DryRun  bool      `json:"dryRun,omitempty"`
+	// BytesBefore and BytesAfter are what the store's files took on disk before and after.
+	BytesBefore uint64 `json:"bytesBefore"`
+	BytesAfter  uint64 `json:"bytesAfter"`
+	Freed       uint64 `json:"freedBytes"`
+}
+
+// Removed is one top-level harness that delete or prune removed (or would).
+type Removed struct {
+	ID        string          `json:"id"`
+	Status    statefmt.Status `json:"status"`
+	UpdatedAt time.Time       `json:"updatedAt"`
+	// SubAgents are its sub-agents (and theirs), removed with it.
+	SubAgents []string `json:"subAgents,omitempty"`
+	// StoredBytes is what its records took (with its sub-agents'), before compression of the
+	// store's tables.
+	StoredBytes int `json:"storedBytes"`
+}
+
+// Skipped is a harness prune matched but did not remove.
+type Skipped struct {
+	ID  string `json:"id"`
+	Why string `json:"why"`
+}
+
+// PruneRequest is the body of POST /v1/prune.
+type PruneRequest struct {
+	// OlderThan is how long ago a harness last changed, at least ("30d", "12h").
+	OlderThan string `json:"olderThan"`
+	// Statuses are the statuses pruned (default completed and failed).
+	Statuses []statefmt.Status `json:"statuses,omitempty"`
+	DryRun   bool              `json:"dryRun,omitempty"`
+}
+
+// ParseAge reads an age: a Go duration ("36h", "90m") or a whole number of days or weeks
+// ("30d", "2w").
+func ParseAge(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	for unit, d := range map[string]time.Duration{"d": 24 * time.Hour, "w": 7 * 24 * time.Hour} {
+		if n, ok := strings.CutSuffix(s, unit); ok {
+			v, err := strconv.Atoi(n)
+			if err != nil || v < 0 || v > 100*365 {
+				return 0, fmt.Errorf("%w: age %q: want a whole number of days or weeks (30d, 2w) or a duration (12h)", ErrBadInput, s)
+			}
+			return time.Duration(v) * d, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%w: age %q: want a whole number of days or weeks (30d, 2w) or a duration (12h)", ErrBadInput, s)
+	}
+	return d, nil
+}
+
+// family is a harness and every sub-agent under it, from the index.
+func family(list []store.IndexEntry, root string) []string {
+	children := map[string][]string{}
+	for _, e := range list {
+		if e.ParentHarnessID != "" {
+			children[e.ParentHarnessID] = append(children[e.ParentHarnessID], e.ID)
+		}
+	}
+	out := []string{root}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
+}
+
+// removable says why a top-level harness may not be removed now ("" when it may): it runs or
+// waits in this process's queue; without force, it waits for a human or was interrupted. s.mu
+// held.
+func (s *Server) removableLocked(e store.IndexEntry, force bool) (string, error) {
+	id := e.ID
+	if s.running[id] || slices.Contains(s.queue, id) || slices.Contains(s.m.Running(), id) {
+		return fmt.Sprintf("harness %s %v here: pause it first (`harness-edge pause %s`)", id, harness.ErrRunning, id), harness.ErrRunning
+	}
+	if force {
+		return "", nil
+	}
+	switch e.Status {
+	case statefmt.StatusRunning:
+		return fmt.Sprintf("harness %s was running when its process stopped: resume it, or delete it with --force", id), ErrNeedsForce
+	case statefmt.StatusPaused:
+		loaded := s.m.Loaded(id)
+		gates, _ := s.m.PendingGates(id)
+		if !loaded {
+			s.m.Release(id)
+		}
+		if len(gates) > 0 {
+			return fmt.Sprintf("harness %s waits for a human (%s): answer it, or delete it with --force", id, GateHint(id, gates)), ErrNeedsForce
+		}
+	}
+	return "", nil
+}
+
+// remove deletes the families of the given top-level harnesses in one batch and compacts
+// their keys. s.mu held.
+func (s *Server) removeLocked(ctx context.Context, out *DeleteResult, list []store.IndexEntry) error {
+	var ids []string
+	for _, r := range out.Harnesses {
+		ids = append(ids, r.ID)
+		ids = append(ids, r.SubAgents...)
+	}
+	if out.DryRun {
+		out.BytesBefore = s.store.DiskUsage()
+		out.BytesAfter = out.BytesBefore
+		return nil
+	}
+	sum, err := s.store.DeleteHarnesses(ctx, ids)
+	for _, id := range sum.Deleted {
+		s.m.Release(id)
+	}
+	out.BytesBefore, out.BytesAfter, out.Freed = sum.BytesBefore, sum.BytesAfter, sum.Freed()
+	return err
+}
+
+// removed describes a top-level harness and its sub-agents for a DeleteResult.
+func (s *Server) removed(list []store.IndexEntry, e store.IndexEntry) Removed {
+	fam := family(list, e.ID)
+	r := Removed{ID: e.ID, Status: e.Status, UpdatedAt: e.UpdatedAt, SubAgents: fam[1:]}
+	for _, id := range fam {
+		if recs, err := s.store.Inspect(id); err == nil {
+			for _, rec := range recs {
+				r.StoredBytes += rec.StoredBytes
+			}
+		}
+	}
+	return r
+}
+
+// Delete removes a harness with its sub-agents, chain, events, index entry and task, then
+// compacts their keys so that the disk is given back. It is refused, changing nothing, for a
+// sub-agent (delete its parent), a harness that runs or is queued here, and, without force, one
+// that waits for a human or was interrupted.
+func (s *Server) Delete(ctx context.Context, id string, force bool) (DeleteResult, error) {
+	if err := store.ValidID(id); err != nil {
+		return DeleteResult{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	list, err := s.store.List()
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	i := slices.IndexFunc(list, func(e store.IndexEntry) bool { return e.ID == id })
+	if i < 0 {
+		_, err := s.store.Index(id)
+		return DeleteResult{}, cmp.Or(err, fmt.Errorf("harness %s: %w", id, store.ErrNotFound))
+	}
+	e := list[i]
+	if e.ParentHarnessID != "" {
+		return DeleteResult{}, fmt.Errorf("harness %s %w of %s: delete %s (its sub-agents go with it)", id, harness.ErrSubAgent, e.ParentHarnessID, e.ParentHarnessID)
+	}
+	if why, err := s.removableLocked(e, force); why != "" {
+		return DeleteResult{}, fmt.Errorf("%w: %s", err, why)
+	}
+	out := DeleteResult{Harnesses: []Removed{s.removed(list, e)}}
+	err = s.removeLocked(ctx, &out, list)
+	return out, err
+}
+
+// Prune deletes the top-level harnesses (with their sub-agents) in the statuses asked for
+// (default completed and failed) that last changed longer ago than req.OlderThan, in one batch,
+// then compacts. Harnesses that run, are queued, wait for a human or were interrupted are
+// skipped and listed. A dry run says what it would delete and deletes nothing.
+func (s *Server) Prune(ctx context.Context, req PruneRequest) (DeleteResult, error) {
+	age, err := ParseAge(req.OlderThan)
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	statuses := req.Statuses
+	if len(statuses) == 0 {
+		statuses = []statefmt.Status{statefmt.StatusCompleted, statefmt.StatusFailed}
+	}
+	for _, st := range statuses {
+		if !slices.Contains(statefmt.Statuses, st) || st == statefmt.StatusRunning {
+			return DeleteResult{}, fmt.Errorf("%w: status %q cannot be pruned (completed, failed, paused, created)", ErrBadInput, st)
+		}
+	}
+	cutoff := time.Now().Add(-age)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	list, err := s.store.List()
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	out := DeleteResult{Harnesses: []Removed{}, DryRun: req.DryRun}
+	for _, e := range list {
+		if e.ParentHarnessID != "" || e.Damaged != "" || !slices.Contains(statuses, e.Status) || !e.UpdatedAt.Before(cutoff) {
+			continue
+		}
+		if why, _ := s.removableLocked(e, false); why != "" {
+			out.Skipped = append(out.Skipped, Skipped{ID: e.ID, Why: why})
+			continue
+		}
+		out.Harnesses = append(out.Harnesses, s.removed(list, e))
+	}
+	err = s.removeLocked(ctx, &out, list)
+	return out, err
+}
+
+func (c *Client) Delete(ctx context.Context, id string, force bool) (DeleteResult, error) {
+	var r DeleteResult
+	path := "/v1/harnesses/" + url.PathEscape(id)
+	if force {
+		path += "?force=1"
+	}
+	err := c.do(ctx, http.MethodDelete, path, nil, &r)
+	return r, err
+}
+
+func (c *Client) Prune(ctx context.Context, req PruneRequest) (DeleteResult, error) {
+	var r DeleteResult
+	err := c.do(ctx, http.MethodPost, "/v1/prune", req, &r)
+	return r, err
+}
+
+func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := store.ValidID(id); err != nil {
+		fail(w, err)
+		return
+	}
+	force := false
+	switch v := r.URL.Query().Get("force"); v {
+	case "", "0", "false":
+	case "1", "true":
+		force = true
+	default:
+		fail(w, fmt.Errorf("%w: force=%q: want 1 or 0", ErrBadInput, v))
+		return
+	}
+	res, err := h.api.Delete(r.Context(), id, force)
+	if err != nil {
+		failCourse(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (h *handler) prune(w http.ResponseWriter, r *http.Request) {
+	var req PruneRequest
+	if err := decode(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	if strings.TrimSpace(req.OlderThan) == "" {
+		fail(w, fmt.Errorf("%w: \"olderThan\" (e.g. \"30d\") is required", ErrBadInput))
+		return
+	}
+	res, err := h.api.Prune(r.Context(), req)
 	if err != nil {
 		failCourse(w, err)
 		return

@@ -53,6 +53,10 @@ type API interface {
 	Verify(ctx context.Context, id string) ([]store.Problem, error)
 	// Retry takes a failed harness (or one failed step) back to runnable, to be resumed.
 	Retry(ctx context.Context, id string, req RetryRequest) (harness.RetryResult, error)
+	// Delete removes a harness with its sub-agents and gives their disk space back.
+	Delete(ctx context.Context, id string, force bool) (DeleteResult, error)
+	// Prune deletes the old harnesses in some statuses.
+	Prune(ctx context.Context, req PruneRequest) (DeleteResult, error)
 }
 
 // Owner is the kind of process that owns a store. The strings are stable: health answers and

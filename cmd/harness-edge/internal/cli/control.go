@@ -254,6 +254,7 @@ func printReport(w io.Writer, r *control.Report, since time.Duration) {
 		parts = []string{"nothing ran"}
 	}
 	fmt.Fprintf(w, "  %d harnesses: %s; %d checkpoints, %s stored\n", len(r.Harnesses), strings.Join(parts, ", "), r.Checkpoints, sysinfo.FormatBytes(uint64(r.StoredBytes)))
+	fmt.Fprintf(w, "  the store takes %s on disk (`harness-edge prune --older-than 30d` gives old harnesses' space back)\n", sysinfo.FormatBytes(r.StoreBytes))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, group := range []statefmt.Status{statefmt.StatusCompleted, statefmt.StatusFailed, statefmt.StatusPaused, statefmt.StatusRunning, statefmt.StatusCreated} {
 		first := true

@@ -6,10 +6,13 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/sysinfo"
 )
 
 // The commands that change a harness's course: retry, ...
@@ -63,6 +66,110 @@ has not failed is refused, and nothing changes.`,
 	f.StringVar(&req.Step, "step", "", "retry only this failed step")
 	f.StringVar(&req.Reason, "reason", "", "why (recorded with the retry)")
 	f.StringVar(&req.By, "by", whoAmI(), "who retries (recorded with the retry)")
+	f.BoolVar(&asJSON, "json", false, "print the outcome as JSON")
+	return c
+}
+
+// printRemoved prints what delete or prune removed (or would remove).
+func printRemoved(w io.Writer, r control.DeleteResult) {
+	verb := "deleted"
+	if r.DryRun {
+		verb = "would delete"
+	}
+	for _, h := range r.Harnesses {
+		subs := ""
+		if len(h.SubAgents) > 0 {
+			subs = fmt.Sprintf(" with %d sub-agent(s) (%s)", len(h.SubAgents), strings.Join(h.SubAgents, ", "))
+		}
+		fmt.Fprintf(w, "%s %s (%s, last changed %s)%s: %s of records\n", verb, h.ID, h.Status, h.UpdatedAt.Local().Format(time.RFC3339), subs, sysinfo.FormatBytes(uint64(h.StoredBytes)))
+	}
+	for _, s := range r.Skipped {
+		fmt.Fprintf(w, "skipped %s: %s\n", s.ID, s.Why)
+	}
+	switch {
+	case r.DryRun:
+		fmt.Fprintf(w, "%d harness(es) would be deleted; the store takes %s on disk (dry run: nothing changed)\n", len(r.Harnesses), sysinfo.FormatBytes(r.BytesBefore))
+	default:
+		fmt.Fprintf(w, "%d harness(es) deleted; the store took %s on disk, now %s (%s given back)\n", len(r.Harnesses),
+			sysinfo.FormatBytes(r.BytesBefore), sysinfo.FormatBytes(r.BytesAfter), sysinfo.FormatBytes(r.Freed))
+	}
+}
+
+func newDeleteCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var force, asJSON bool
+	c := &cobra.Command{
+		Use:   "delete ID [--force]",
+		Short: "Remove a harness with its sub-agents, events, index and task from the store, and give the disk back",
+		Long: `Remove a harness from the store: its checkpoint chain, event log, index entry and task, and
+those of its sub-agents, in one synced batch (after a crash, all of it is gone or none), then
+compact their keys so that the disk is given back at once. Refused, changing nothing: a
+sub-agent (delete its parent), a harness that runs (pause it first) or is queued in the daemon,
+and, without --force, one that waits for a human or was interrupted while running.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return g.do(func(api *control.Conn) error {
+				res, err := api.Delete(context.Background(), args[0], force)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(stdout, res)
+				}
+				printRemoved(stdout, res)
+				return nil
+			})
+		},
+	}
+	c.Flags().BoolVar(&force, "force", false, "delete a harness that waits for a human or was interrupted")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the outcome as JSON")
+	return c
+}
+
+func newPruneCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var (
+		req      control.PruneRequest
+		statuses []string
+		asJSON   bool
+	)
+	c := &cobra.Command{
+		Use:   "prune --older-than 30d [--status completed,failed] [--dry-run]",
+		Short: "Delete the harnesses that ended long ago (with their sub-agents), and give the disk back",
+		Long: `Delete every top-level harness in the given statuses (default completed and failed) that last
+changed longer ago than --older-than (30d, 2w, 36h), with its sub-agents, in one synced batch,
+then compact so the disk is given back. Harnesses that run, are queued, wait for a human or
+were interrupted are skipped and listed. --dry-run lists what would go and changes nothing.`,
+		Args: cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			if strings.TrimSpace(req.OlderThan) == "" {
+				return usageError{fmt.Errorf("prune needs --older-than AGE (e.g. 30d): how long ago a harness last changed")}
+			}
+			if _, err := control.ParseAge(req.OlderThan); err != nil {
+				return usageError{fmt.Errorf("--older-than: %w", err)}
+			}
+			for _, s := range statuses {
+				for _, one := range strings.Split(s, ",") {
+					if one = strings.TrimSpace(one); one != "" {
+						req.Statuses = append(req.Statuses, statefmt.Status(one))
+					}
+				}
+			}
+			return g.do(func(api *control.Conn) error {
+				res, err := api.Prune(context.Background(), req)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(stdout, res)
+				}
+				printRemoved(stdout, res)
+				return nil
+			})
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&req.OlderThan, "older-than", "", "delete harnesses that last changed longer ago than this (30d, 2w, 36h)")
+	f.StringSliceVar(&statuses, "status", nil, "the statuses to prune, comma-separated (default completed,failed; also paused, created)")
+	f.BoolVar(&req.DryRun, "dry-run", false, "list what would be deleted; change nothing")
 	f.BoolVar(&asJSON, "json", false, "print the outcome as JSON")
 	return c
 }

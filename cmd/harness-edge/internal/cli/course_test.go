@@ -2,6 +2,8 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/statefmt/event"
+	"github.com/harness-edge/harness-edge/store"
 )
 
 // flakyTask: prep, then build, which fails for good on its first attempt (after a tool call),
@@ -160,4 +163,161 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// bulkyTask: a completed harness of `steps` steps whose outputs are a few KB of varied text
+// each; with delegate, its last step runs in a sub-agent; with gate, the last step waits for a
+// human; with fail, the last step fails.
+func bulkyTask(id string, steps int, kind string) string {
+	r := rand.New(rand.NewPCG(uint64(len(id)), uint64(steps)))
+	words := []string{"heron", "dawn", "river", "stone", "ledger", "quartz", "ember", "willow", "signal", "harbor", "copper", "meadow"}
+	var plan, script strings.Builder
+	for i := range steps {
+		var text strings.Builder
+		for range 400 {
+			text.WriteString(words[r.IntN(len(words))])
+			fmt.Fprintf(&text, "%d ", r.IntN(1000))
+		}
+		agent, extra := "A", ""
+		if i == steps-1 {
+			switch kind {
+			case "delegate":
+				agent = "B"
+			case "gate":
+				extra = ", critical: true"
+			}
+		}
+		dep := ""
+		if i > 0 {
+			dep = fmt.Sprintf("s%d", i-1)
+		}
+		fmt.Fprintf(&plan, "  - {id: s%d, description: step %d, agent: %s, dependsOn: [%s]%s}\n", i, i, agent, dep, extra)
+		if i == steps-1 && kind == "fail" {
+			fmt.Fprintf(&script, "        s%d: [{fail: permanent, message: broken}]\n", i)
+			continue
+		}
+		fmt.Fprintf(&script, "        s%d: [{output: %q}]\n", i, text.String())
+	}
+	return fmt.Sprintf(`id: %s
+agent: A
+autonomy: 3
+agents:
+  A:
+    driver: script
+    script:
+      steps:
+%s  B: {driver: script, script: {steps: {"*": [{output: delegated}]}}}
+plan:
+%s`, id, script.String(), plan.String())
+}
+
+// Delete and prune from the command line and through a daemon's HTTP API (real processes, a
+// store on disk): the refusals change nothing, a dry run deletes nothing, and what is deleted
+// gives its disk back (measured on the store's files), with its sub-agents and events; verify
+// passes on what remains, and the freed id can run again.
+func TestDeleteAndPruneGiveTheDiskBack(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	for _, c := range []struct {
+		id, kind string
+		code     int
+	}{{"done1", "", ExitOK}, {"done2", "", ExitOK}, {"fam", "delegate", ExitOK}, {"broke", "fail", ExitError},
+		{"waits", "gate", ExitWaiting}, {"http1", "", ExitOK}} {
+		code, out := binary(t, db, "run", writeTask(t, dir, c.id+".yaml", bulkyTask(c.id, 30, c.kind)))
+		if code != c.code {
+			t.Fatalf("run %s: exit %d:\n%s", c.id, code, out)
+		}
+	}
+	ids := func() string {
+		t.Helper()
+		code, out := binary(t, db, "ls", "--json")
+		var l []struct{ ID string }
+		if code != ExitOK || json.Unmarshal([]byte(out), &l) != nil {
+			t.Fatalf("ls: %d %s", code, out)
+		}
+		var s []string
+		for _, e := range l {
+			s = append(s, e.ID)
+		}
+		return strings.Join(s, ",")
+	}
+	all := ids()
+	if all != "broke,done1,done2,fam,fam.s29,http1,waits" {
+		t.Fatalf("harnesses: %s", all)
+	}
+
+	// Refusals and a dry run change nothing.
+	expectIn(t, db, ExitError, "waits for a human", "delete", "waits")
+	expectIn(t, db, ExitError, "is a sub-agent of fam: delete fam", "delete", "fam.s29")
+	expectIn(t, db, ExitError, "not found", "delete", "nobody")
+	expectIn(t, db, ExitUsage, "prune needs --older-than", "prune")
+	expectIn(t, db, ExitUsage, `age "soon"`, "prune", "--older-than", "soon")
+	expectIn(t, db, ExitError, `status "running" cannot be pruned`, "prune", "--older-than", "0s", "--status", "running")
+	expectIn(t, db, ExitOK, "0 harness(es) deleted", "prune", "--older-than", "30d")
+	out := expectIn(t, db, ExitOK, "would delete fam (completed", "prune", "--older-than", "0s", "--dry-run")
+	if !strings.Contains(out, "with 1 sub-agent(s) (fam.s29)") || strings.Contains(out, "waits") || !strings.Contains(out, "5 harness(es) would be deleted") {
+		t.Fatalf("dry run:\n%s", out)
+	}
+	if got := ids(); got != all {
+		t.Fatalf("a refusal or dry run changed the store: %s", got)
+	}
+
+	// delete, with --force for the one that waits.
+	before := store.DirUsage(db)
+	expectIn(t, db, ExitOK, "deleted waits (paused", "delete", "waits", "--force")
+	out = expectIn(t, db, ExitOK, "1 harness(es) deleted", "prune", "--older-than", "0s", "--status", "failed")
+	if !strings.Contains(out, "deleted broke (failed") {
+		t.Fatalf("prune --status failed:\n%s", out)
+	}
+	var res control.DeleteResult
+	out = expectIn(t, db, ExitOK, `"freedBytes"`, "delete", "fam", "--json")
+	if json.Unmarshal([]byte(out), &res) != nil || len(res.Harnesses) != 1 || strings.Join(res.Harnesses[0].SubAgents, ",") != "fam.s29" {
+		t.Fatalf("delete --json:\n%s", out)
+	}
+	expectIn(t, db, ExitOK, "deleted done1", "delete", "done1")
+	after := store.DirUsage(db)
+	t.Logf("store on disk: %d bytes before deleting 4 of 6 harnesses (and a sub-agent), %d after", before, after)
+	if after >= before || ids() != "done2,http1" {
+		t.Fatalf("store %d -> %d bytes, harnesses %s", before, after, ids())
+	}
+	expectIn(t, db, ExitOK, "", "verify")
+	if evs := eventsOf(t, db, "done2"); len(evs) == 0 {
+		t.Fatal("the kept harness lost its events")
+	}
+	code, _ := binary(t, db, "events", "fam")
+	if code == ExitOK {
+		t.Fatal("the deleted harness still has events")
+	}
+	expectIn(t, db, ExitOK, "the store takes", "report")
+	expectIn(t, db, ExitOK, "on disk", "doctor")
+	// The id is free again.
+	expectIn(t, db, ExitOK, "harness done1: completed", "run", filepath.Join(dir, "done1.yaml"))
+
+	// Through the daemon: DELETE and POST /v1/prune, the same refusals.
+	d := startDaemon(t, db)
+	tok, err := os.ReadFile(filepath.Join(db, control.TokenName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(tok))
+	if code, body := d.http("DELETE", "/v1/harnesses/fam.s29", token, nil); code != 404 {
+		t.Fatalf("HTTP delete of a deleted sub-agent: %d %s", code, body)
+	}
+	if code, body := d.http("DELETE", "/v1/harnesses/http1?force=maybe", token, nil); code != 400 {
+		t.Fatalf("HTTP delete with a bad force: %d %s", code, body)
+	}
+	if code, body := d.http("POST", "/v1/prune", token, []byte(`{}`)); code != 400 || !strings.Contains(body, "olderThan") {
+		t.Fatalf("HTTP prune without an age: %d %s", code, body)
+	}
+	if code, body := d.http("DELETE", "/v1/harnesses/http1", token, nil); code != 200 || !strings.Contains(body, `"id":"http1"`) {
+		t.Fatalf("HTTP delete: %d %s", code, body)
+	}
+	if code, body := d.http("POST", "/v1/prune", token, []byte(`{"olderThan": "0s", "dryRun": true}`)); code != 200 || !strings.Contains(body, `"id":"done1"`) {
+		t.Fatalf("HTTP prune dry run: %d %s", code, body)
+	}
+	expectIn(t, db, ExitOK, "2 harness(es) deleted", "prune", "--older-than", "0s")
+	if got := ids(); got != "" {
+		t.Fatalf("left after prune: %s", got)
+	}
+	expectIn(t, db, ExitOK, "", "verify")
 }
