@@ -52,6 +52,7 @@ func (c *Client) Retry(ctx context.Context, id string, req RetryRequest) (harnes
 // courseRoutes adds the course and removal endpoints to the API's mux.
 func courseRoutes(mux *http.ServeMux, h *handler) {
 	mux.HandleFunc("POST /v1/harnesses/{id}/retry", h.retry)
+	mux.HandleFunc("POST /v1/harnesses/{id}/replan", h.replan)
 	mux.HandleFunc("DELETE /v1/harnesses/{id}", h.delete)
 	mux.HandleFunc("POST /v1/prune", h.prune)
 }
@@ -63,7 +64,7 @@ func failCourse(w http.ResponseWriter, err error) {
 	case errors.Is(err, harness.ErrRunning), errors.Is(err, harness.ErrNothingToRetry), errors.Is(err, harness.ErrSubAgent), errors.Is(err, ErrNeedsForce):
 		writeError(w, http.StatusConflict, err)
 		return
-	case errors.Is(err, harness.ErrUnknownStep):
+	case errors.Is(err, harness.ErrUnknownStep), errors.Is(err, ErrBadInput):
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
@@ -351,6 +352,63 @@ func (h *handler) prune(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := h.api.Prune(r.Context(), req)
+	if err != nil {
+		failCourse(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// ReplanRequest is the body of POST /v1/harnesses/{id}/replan: the plan change's text (YAML or
+// JSON), its file name for errors, who and why.
+type ReplanRequest struct {
+	Change string `json:"change"`
+	Name   string `json:"name,omitempty"`
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Replan applies a plan change to a harness that does not run (harness.Manager.Replan).
+func (s *Server) Replan(_ context.Context, id string, req ReplanRequest) (harness.ReplanResult, error) {
+	if err := store.ValidID(id); err != nil {
+		return harness.ReplanResult{}, err
+	}
+	defer s.forget(id)()
+	s.mu.Lock()
+	scheduled := s.running[id] || slices.Contains(s.queue, id)
+	s.mu.Unlock()
+	if scheduled {
+		return harness.ReplanResult{}, fmt.Errorf("harness %s %w in the daemon: pause it first (`harness-edge pause %s`), then replan", id, harness.ErrRunning, id)
+	}
+	r, err := s.m.Replan(id, cmp.Or(req.Name, "the plan change"), []byte(req.Change), req.By, req.Reason)
+	if errors.Is(err, harness.ErrBadChange) {
+		err = fmt.Errorf("%w: %w", ErrBadInput, err)
+	}
+	return r, err
+}
+
+func (c *Client) Replan(ctx context.Context, id string, req ReplanRequest) (harness.ReplanResult, error) {
+	var r harness.ReplanResult
+	err := c.do(ctx, http.MethodPost, "/v1/harnesses/"+url.PathEscape(id)+"/replan", req, &r)
+	return r, err
+}
+
+func (h *handler) replan(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := store.ValidID(id); err != nil {
+		fail(w, err)
+		return
+	}
+	var req ReplanRequest
+	if err := decode(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	if strings.TrimSpace(req.Change) == "" {
+		fail(w, fmt.Errorf("%w: \"change\" (the plan change's text) is required", ErrBadInput))
+		return
+	}
+	res, err := h.api.Replan(r.Context(), id, req)
 	if err != nil {
 		failCourse(w, err)
 		return

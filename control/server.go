@@ -53,6 +53,8 @@ type API interface {
 	Verify(ctx context.Context, id string) ([]store.Problem, error)
 	// Retry takes a failed harness (or one failed step) back to runnable, to be resumed.
 	Retry(ctx context.Context, id string, req RetryRequest) (harness.RetryResult, error)
+	// Replan applies a plan change to a harness that does not run.
+	Replan(ctx context.Context, id string, req ReplanRequest) (harness.ReplanResult, error)
 	// Delete removes a harness with its sub-agents and gives their disk space back.
 	Delete(ctx context.Context, id string, force bool) (DeleteResult, error)
 	// Prune deletes the old harnesses in some statuses.

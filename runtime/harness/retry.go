@@ -85,7 +85,7 @@ func (m *Manager) Retry(id, stepID, by, reason string) (RetryResult, error) {
 	pending0 := len(h.pending)
 	undo := func() { h.st, h.pending = saved, h.pending[:pending0]; h.pidx = nil }
 
-	res := RetryResult{HarnessID: id}
+	res := RetryResult{HarnessID: id, Steps: []string{}}
 	for _, i := range failed {
 		s := &st.Plan.Steps[i]
 		s.Status, s.Error = statefmt.StepPending, nil

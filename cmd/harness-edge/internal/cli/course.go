@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -170,6 +171,110 @@ were interrupted are skipped and listed. --dry-run lists what would go and chang
 	f.StringVar(&req.OlderThan, "older-than", "", "delete harnesses that last changed longer ago than this (30d, 2w, 36h)")
 	f.StringSliceVar(&statuses, "status", nil, "the statuses to prune, comma-separated (default completed,failed; also paused, created)")
 	f.BoolVar(&req.DryRun, "dry-run", false, "list what would be deleted; change nothing")
+	f.BoolVar(&asJSON, "json", false, "print the outcome as JSON")
+	return c
+}
+
+// printPlan prints a plan: its steps with their status, agent, attempts and dependencies.
+func printPlan(w io.Writer, id string, p *statefmt.ExecutionPlan) {
+	if p == nil {
+		fmt.Fprintf(w, "harness %s has no plan yet (its agent plans when it starts)\n", id)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STEP\tAGENT\tSTATUS\tATTEMPTS\tDEPENDS ON\tDESCRIPTION")
+	for _, s := range p.Steps {
+		crit := ""
+		if s.Critical {
+			crit = " (critical)"
+		}
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, crit, s.AssignedAgent, s.Status, s.Attempts, strings.Join(s.Dependencies, ","), oneLine(s.Description))
+	}
+	tw.Flush()
+}
+
+func newPlanCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "plan ID [--json]",
+		Short: "Print a harness's plan: steps, status, agent, attempts, dependencies",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return g.do(func(api *control.Conn) error {
+				st, err := api.State(context.Background(), args[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(stdout, st.Plan)
+				}
+				printPlan(stdout, st.HarnessID, st.Plan)
+				return nil
+			})
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
+	return c
+}
+
+func newReplanCmd(g *globals, stdin io.Reader, stdout io.Writer) *cobra.Command {
+	var (
+		req    control.ReplanRequest
+		asJSON bool
+	)
+	c := &cobra.Command{
+		Use:   "replan ID FILE [--reason TEXT] [--by WHO]",
+		Short: "Change a harness's plan (skip, replace, insert steps, change dependencies) from a YAML or JSON file",
+		Long: `Change the plan of a harness that does not run (paused, created or failed) with a plan change
+written in YAML or JSON (FILE, or - for standard input):
+
+  skip: [ship]                       # completed without running (its output says so)
+  replace:
+    build: {description: "...", agent: B, critical: false, actions: [{output: built}]}
+  insert:
+    - {id: check, description: "...", agent: A, dependsOn: [build], actions: [...]}
+  dependsOn:
+    ship: [check]
+
+The change is checked whole first, like a task file: every problem with its line (unknown steps
+or agents, completed steps, new ids that exist, dependency cycles), and one problem refuses all
+of it. Applied, it is recorded durably with who (--by, default $USER) and why (--reason), shown
+by 'show' and 'events'. A failed harness stays failed: 'retry' then makes it runnable.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(_ *cobra.Command, args []string) error {
+			var data []byte
+			var err error
+			if args[1] == "-" {
+				data, err = io.ReadAll(io.LimitReader(stdin, 1<<20))
+			} else {
+				data, err = os.ReadFile(args[1])
+			}
+			if err != nil {
+				return fmt.Errorf("plan change: %w", err)
+			}
+			req.Change, req.Name = string(data), args[1]
+			return g.do(func(api *control.Conn) error {
+				res, err := api.Replan(context.Background(), args[0], req)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(stdout, res)
+				}
+				fmt.Fprintf(stdout, "harness %s: replanned: %s\n", res.HarnessID, res.Summary)
+				printPlan(stdout, res.HarnessID, res.Plan)
+				next := "continue with `harness-edge resume " + res.HarnessID + "`"
+				if res.Status == statefmt.StatusFailed {
+					next = "run it again with `harness-edge retry " + res.HarnessID + "`, then resume"
+				}
+				fmt.Fprintf(stdout, "it is %s: %s\n", res.Status, next)
+				return nil
+			})
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&req.Reason, "reason", "", "why (recorded with the change)")
+	f.StringVar(&req.By, "by", whoAmI(), "who changes the plan (recorded with the change)")
 	f.BoolVar(&asJSON, "json", false, "print the outcome as JSON")
 	return c
 }

@@ -140,10 +140,20 @@ func TestRetryThroughTheDaemonAndItsHTTPAPI(t *testing.T) {
 	if code != 200 || json.Unmarshal([]byte(body), &res) != nil || res.Status != statefmt.StatusPaused || strings.Join(res.Steps, ",") != "build" {
 		t.Fatalf("HTTP retry: %d %s", code, body)
 	}
+	// A replan over HTTP: refused whole with the problem's line, then applied.
+	code, body = d.http("POST", "/v1/harnesses/b/replan", token, []byte(`{"change": "skip: [prep]\n", "name": "fix.yaml"}`))
+	if code != 400 || !strings.Contains(body, "fix.yaml:1: skip[0]: step prep has completed") {
+		t.Fatalf("HTTP replan of a completed step: %d %s", code, body)
+	}
+	code, body = d.http("POST", "/v1/harnesses/b/replan", token, []byte(`{"change": "replace:\n  build: {description: build with clang}\n", "by": "bob"}`))
+	if code != 200 || !strings.Contains(body, `"summary":"replace build (description)"`) {
+		t.Fatalf("HTTP replan: %d %s", code, body)
+	}
 	// The same through the socket, with the same refusal for the one just retried.
 	expectIn(t, db, ExitError, "step build is ready, not failed", "retry", "a", "--step", "build")
+	// b's failed step was replaced (it is ready again): the retry only takes the harness back.
 	out := expectIn(t, db, ExitOK, `"status": "paused"`, "retry", "b", "--json")
-	if !strings.Contains(out, `"build"`) {
+	if !strings.Contains(out, `"steps": []`) {
 		t.Fatalf("retry --json:\n%s", out)
 	}
 	for _, id := range []string{"a", "b"} {
@@ -320,4 +330,138 @@ func TestDeleteAndPruneGiveTheDiskBack(t *testing.T) {
 		t.Fatalf("left after prune: %s", got)
 	}
 	expectIn(t, db, ExitOK, "", "verify")
+}
+
+// gatedTask: prep, then ship (critical: a human approves it at autonomy 3), then report.
+const gatedTask = `id: %s
+agent: A
+autonomy: 3
+workspace: ./ws
+agents:
+  A:
+    driver: script
+    tools: [write_file]
+    script:
+      plan:
+        - {id: prep, description: prepare, agent: A}
+        - {id: ship, description: ship it, agent: A, dependsOn: [prep], critical: true}
+        - {id: report, description: report, agent: A, dependsOn: [ship]}
+      steps:
+        prep: [{output: ready}]
+        ship: [{tool: write_file, args: {path: shipped.txt, content: "yes"}}, {output: shipped}]
+        report: [{output: reported}]
+`
+
+// A rejected gate is a dead end no more: its step is skipped with a replan and the harness
+// resumes to completion without running it (real processes, a store on disk).
+func TestRejectReplanSkipResumeCompletes(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	expectIn(t, db, ExitWaiting, "harness-edge approve k g1", "run", writeTask(t, dir, "k.yaml", strings.ReplaceAll(gatedTask, "%s", "k")))
+	expectIn(t, db, ExitOK, "rejected: not today", "reject", "k", "--reason", "not today")
+	expectIn(t, db, ExitOK, "ship (critical)  A      ready", "plan", "k")
+	change := writeTask(t, dir, "skip.yaml", "skip: [ship]\n")
+	out := expectIn(t, db, ExitOK, "replanned: skip ship", "replan", "k", change, "--by", "ada", "--reason", "shipped by hand")
+	if !strings.Contains(out, "ship (critical)  A      completed") || !strings.Contains(out, "report           A      ready") {
+		t.Fatalf("replan's plan:\n%s", out)
+	}
+	expectIn(t, db, ExitOK, "replanned (skip ship) by ada: shipped by hand", "show", "k")
+	expectIn(t, db, ExitOK, "harness k: completed", "resume", "k")
+	if fileExists(filepath.Join(dir, "ws", "shipped.txt")) {
+		t.Fatal("the skipped step ran")
+	}
+	st := storeState(t, db, "k")
+	if deref(st.Plan.Steps[1].Output) != "(skipped by ada: shipped by hand)" || st.Plan.Steps[1].Attempts != 0 {
+		t.Fatalf("skipped step: %+v", st.Plan.Steps[1])
+	}
+	expectIn(t, db, ExitOK, "replan  3 steps  by ada  (shipped by hand)  skip ship", "events", "k")
+	expectIn(t, db, ExitError, "has completed", "replan", "k", change)
+}
+
+// A rejected step is replaced (new actions, no longer critical) and resume runs the new step;
+// a replan with problems names every one with its line, and changes nothing.
+func TestRejectReplanReplaceRunsTheNewStep(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	expectIn(t, db, ExitWaiting, "harness-edge approve p g1", "run", writeTask(t, dir, "p.yaml", strings.ReplaceAll(gatedTask, "%s", "p")))
+	expectIn(t, db, ExitOK, "rejected", "reject", "p", "--reason", "ship to staging instead")
+	before := storeState(t, db, "p")
+	bad := writeTask(t, dir, "bad.yaml", `skip: [prep, nope]
+replace:
+  ship: {agent: Z}
+insert:
+  - {id: report, description: again, agent: A}
+  - {id: loop, description: a cycle, agent: A, dependsOn: [loop2]}
+  - {id: loop2, description: a cycle, agent: A, dependsOn: [loop]}
+dependsOn:
+  report: [ghost]
+`)
+	out := expectIn(t, db, ExitError, "the plan change is not valid", "replan", "p", bad)
+	for _, want := range []string{
+		"bad.yaml:1: skip[0]: step prep has completed: it cannot be changed",
+		`bad.yaml:1: skip[1]: "nope" is not a step of the plan`,
+		`bad.yaml:3: replace.ship.agent: "Z" is not an agent of the task`,
+		`bad.yaml:5: insert[0].id: "report" is already a step of the plan`,
+		`bad.yaml:9: dependsOn.report: "ghost" is not a step of the plan`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the refusal lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "\n") != 6 {
+		t.Errorf("want the 5 problems, each once:\n%s", out)
+	}
+	cycle := writeTask(t, dir, "cycle.yaml", `insert:
+  - {id: loop, description: a cycle, agent: A, dependsOn: [loop2]}
+  - {id: loop2, description: a cycle, agent: A, dependsOn: [loop]}
+`)
+	expectIn(t, db, ExitError, "cycle.yaml:2: insert[0].dependsOn: dependency cycle: loop -> loop2 -> loop", "replan", "p", cycle)
+	if after := storeState(t, db, "p"); !sameState(before, after) {
+		t.Fatal("a refused replan changed the harness")
+	}
+
+	good := writeTask(t, dir, "good.yaml", `replace:
+  ship:
+    description: ship to staging
+    critical: false
+    actions:
+      - {tool: write_file, args: {path: staging.txt, content: "staged"}}
+      - {output: staged}
+insert:
+  - {id: check, description: check staging, agent: A, dependsOn: [ship], actions: [{output: checked}]}
+dependsOn:
+  report: [check]
+`)
+	expectIn(t, db, ExitOK, "insert check after [ship]; report depends on [check]", "replan", "p", good, "--reason", "staging first")
+	expectIn(t, db, ExitOK, "harness p: completed", "resume", "p")
+	st := storeState(t, db, "p")
+	var outs []string
+	for _, s := range st.Plan.Steps {
+		outs = append(outs, s.ID+"="+strings.ReplaceAll(deref(s.Output), "\n", "|"))
+	}
+	if got := strings.Join(outs, " "); !strings.Contains(got, "ship=") || !strings.HasSuffix(deref(st.Plan.Steps[1].Output), "staged") ||
+		!strings.Contains(got, "check=checked") || !strings.Contains(got, "report=reported") {
+		t.Fatalf("outputs: %s", got)
+	}
+	if !fileExists(filepath.Join(dir, "ws", "staging.txt")) || fileExists(filepath.Join(dir, "ws", "shipped.txt")) {
+		t.Fatal("the replaced step did not run as replaced")
+	}
+	// The stored task has the new actions: a fresh process reads it back.
+	expectIn(t, db, ExitOK, "check", "plan", "p", "--json")
+}
+
+// A failed harness is fixed with a replan (the failing step's actions replaced), retried and
+// resumed to completion, its history kept.
+func TestReplanThenRetryFixesAFailedHarness(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	expectIn(t, db, ExitError, "compiler not found", "run", writeTask(t, dir, "f.yaml", strings.ReplaceAll(strings.ReplaceAll(flakyTask, "times: 1", "times: 0"), "%s", "f")))
+	fix := writeTask(t, dir, "fix.yaml", "replace:\n  build: {actions: [{output: built with clang}]}\n")
+	expectIn(t, db, ExitOK, "it is failed: run it again with `harness-edge retry f`", "replan", "f", fix)
+	expectIn(t, db, ExitOK, "it is paused", "retry", "f")
+	expectIn(t, db, ExitOK, "harness f: completed", "resume", "f")
+	st := storeState(t, db, "f")
+	if b := st.Plan.Steps[1]; b.Attempts != 2 || deref(b.Output) != "built with clang" || len(st.ToolCallHistory) != 1 {
+		t.Fatalf("build %+v, %d tool calls", b, len(st.ToolCallHistory))
+	}
 }

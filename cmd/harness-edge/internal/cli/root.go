@@ -137,7 +137,8 @@ func newRoot(g *globals, stdin io.Reader, stdout, stderr io.Writer) *cobra.Comma
 		newDecideCmd(g, stdout, true), newDecideCmd(g, stdout, false),
 		newServeCmd(g, stdout, stderr), newSubmitCmd(g, stdout), newPauseCmd(g, stdout), newReportCmd(g, stdout),
 		newFreezeCmd(g, stdout, true), newFreezeCmd(g, stdout, false), newBenchCmd(g, stdout, stderr),
-		newRetryCmd(g, stdout), newDeleteCmd(g, stdout), newPruneCmd(g, stdout))
+		newRetryCmd(g, stdout), newDeleteCmd(g, stdout), newPruneCmd(g, stdout),
+		newPlanCmd(g, stdout), newReplanCmd(g, stdin, stdout))
 	return root
 }
 
