@@ -50,6 +50,13 @@ func (s *Store) DeleteHarnesses(ctx context.Context, ids []string) (DeleteSummar
 			return sum, err
 		}
 	}
+	// The heads file forgets them first: a crash between the two writes then leaves harnesses
+	// the file does not name (their heads are taken from the index again at the next close),
+	// never a file that names harnesses the store deleted on purpose (which would report them
+	// lost).
+	if err := s.forgetHeads(ids, nil); err != nil {
+		return sum, fmt.Errorf("deleting %d harnesses: the heads file was not written, nothing was deleted: %w", len(ids), err)
+	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	for _, id := range ids {
@@ -61,9 +68,6 @@ func (s *Store) DeleteHarnesses(ctx context.Context, ids []string) (DeleteSummar
 		return sum, fmt.Errorf("deleting %d harnesses: %w", len(ids), err)
 	}
 	sum.Deleted = ids
-	if err := s.forgetHeads(ids, nil); err != nil {
-		return sum, fmt.Errorf("deleted %d harnesses, but the heads file was not written: %w", len(ids), err)
-	}
 	if err := s.compactRanges(ctx, ids); err != nil {
 		return sum, fmt.Errorf("deleted %d harnesses, but compacting their keys failed (the space is given back at a later compaction): %w", len(ids), err)
 	}
