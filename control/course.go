@@ -14,6 +14,7 @@ import (
 
 	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/statefmt/event"
 	"github.com/harness-edge/harness-edge/store"
 )
 
@@ -53,6 +54,9 @@ func (c *Client) Retry(ctx context.Context, id string, req RetryRequest) (harnes
 func courseRoutes(mux *http.ServeMux, h *handler) {
 	mux.HandleFunc("POST /v1/harnesses/{id}/retry", h.retry)
 	mux.HandleFunc("POST /v1/harnesses/{id}/replan", h.replan)
+	mux.HandleFunc("POST /v1/harnesses/{id}/checkpoints", h.checkpoint)
+	mux.HandleFunc("GET /v1/harnesses/{id}/checkpoints", h.checkpoints)
+	mux.HandleFunc("POST /v1/harnesses/{id}/rollback", h.rollback)
 	mux.HandleFunc("DELETE /v1/harnesses/{id}", h.delete)
 	mux.HandleFunc("POST /v1/prune", h.prune)
 }
@@ -61,7 +65,8 @@ func courseRoutes(mux *http.ServeMux, h *handler) {
 // state refuses is a conflict.
 func failCourse(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, harness.ErrRunning), errors.Is(err, harness.ErrNothingToRetry), errors.Is(err, harness.ErrSubAgent), errors.Is(err, ErrNeedsForce):
+	case errors.Is(err, harness.ErrRunning), errors.Is(err, harness.ErrNothingToRetry), errors.Is(err, harness.ErrSubAgent), errors.Is(err, ErrNeedsForce),
+		errors.Is(err, store.ErrNameTaken):
 		writeError(w, http.StatusConflict, err)
 		return
 	case errors.Is(err, harness.ErrUnknownStep), errors.Is(err, ErrBadInput):
@@ -409,6 +414,204 @@ func (h *handler) replan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := h.api.Replan(r.Context(), id, req)
+	if err != nil {
+		failCourse(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// CheckpointRequest is the body of POST /v1/harnesses/{id}/checkpoints.
+type CheckpointRequest struct {
+	Name string `json:"name"`
+	By   string `json:"by,omitempty"`
+}
+
+// Checkpoints lists the points a harness can be rolled back to: its named checkpoints, and the
+// checkpoints of its chain the store still holds (from the last keyframes on).
+type Checkpoints struct {
+	HarnessID string             `json:"harnessId"`
+	Named     []store.NamedPoint `json:"named"`
+	// Recent are the chain's checkpoints from FirstSeq to HeadSeq: `rollback --to SEQ` reaches
+	// any of them.
+	FirstSeq uint64 `json:"firstSeq"`
+	HeadSeq  uint64 `json:"headSeq"`
+}
+
+// RollbackRequest is the body of POST /v1/harnesses/{id}/rollback: To is a checkpoint's name or
+// a sequence number of the chain.
+type RollbackRequest struct {
+	To     string `json:"to"`
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// scheduledLocked refuses a harness that runs or waits in this process's queue. s.mu held.
+func (s *Server) scheduledLocked(id, what string) error {
+	if s.running[id] || slices.Contains(s.queue, id) {
+		return fmt.Errorf("harness %s %w in the daemon: pause it first (`harness-edge pause %s`), then %s", id, harness.ErrRunning, id, what)
+	}
+	return nil
+}
+
+// Checkpoint keeps the harness's newest checkpoint under a name (store.SaveNamed), with a
+// course event, for a harness that does not run.
+func (s *Server) Checkpoint(_ context.Context, id string, req CheckpointRequest) (store.NamedPoint, error) {
+	if err := store.ValidID(id); err != nil {
+		return store.NamedPoint{}, err
+	}
+	if err := store.ValidName(req.Name); err != nil {
+		return store.NamedPoint{}, fmt.Errorf("%w: %w", ErrBadInput, err)
+	}
+	defer s.forget(id)()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.scheduledLocked(id, "name its checkpoint"); err != nil {
+		return store.NamedPoint{}, err
+	}
+	st, err := s.m.CheckpointState(id)
+	if err != nil {
+		return store.NamedPoint{}, err
+	}
+	idx, err := s.store.Index(id)
+	if err != nil {
+		return store.NamedPoint{}, err
+	}
+	now := time.Now().UTC()
+	ev := event.Event{Type: event.Course, HarnessID: id, Time: now, Action: harness.CourseCheckpoint, By: req.By,
+		Message: fmt.Sprintf("named %s (checkpoint %d)", req.Name, idx.HeadSeq)}
+	return s.store.SaveNamed(id, req.Name, idx.HeadSeq, now, st, []event.Event{ev})
+}
+
+// ListCheckpoints lists a harness's named checkpoints and the range of its chain's.
+func (s *Server) ListCheckpoints(_ context.Context, id string) (Checkpoints, error) {
+	if err := store.ValidID(id); err != nil {
+		return Checkpoints{}, err
+	}
+	idx, err := s.store.Index(id)
+	if err != nil {
+		return Checkpoints{}, err
+	}
+	named, err := s.store.Named(id)
+	if err != nil {
+		return Checkpoints{}, err
+	}
+	first, err := s.store.FirstSeq(id)
+	if err != nil {
+		return Checkpoints{}, err
+	}
+	return Checkpoints{HarnessID: id, Named: named, FirstSeq: first, HeadSeq: idx.HeadSeq}, nil
+}
+
+// Rollback makes a named checkpoint's state, or that of a checkpoint of the chain, the harness's
+// newest checkpoint (harness.Manager.Rollback).
+func (s *Server) Rollback(_ context.Context, id string, req RollbackRequest) (harness.RollbackResult, error) {
+	if err := store.ValidID(id); err != nil {
+		return harness.RollbackResult{}, err
+	}
+	if strings.TrimSpace(req.To) == "" {
+		return harness.RollbackResult{}, fmt.Errorf("%w: say what to roll back to: a checkpoint's name or sequence number", ErrBadInput)
+	}
+	defer s.forget(id)()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.scheduledLocked(id, "roll it back"); err != nil {
+		return harness.RollbackResult{}, err
+	}
+	var st *statefmt.HarnessState
+	label := req.To
+	if seq, err := strconv.ParseUint(req.To, 10, 64); err == nil {
+		idx, err := s.store.Index(id)
+		if err != nil {
+			return harness.RollbackResult{}, err
+		}
+		first, err := s.store.FirstSeq(id)
+		if err != nil {
+			return harness.RollbackResult{}, err
+		}
+		if seq < first || seq > idx.HeadSeq {
+			return harness.RollbackResult{}, fmt.Errorf("%w: harness %s holds checkpoints %d to %d (older ones were released at a keyframe; name a checkpoint to keep it)", ErrBadInput, id, first, idx.HeadSeq)
+		}
+		if st, err = s.store.RestoreAt(id, seq); err != nil {
+			return harness.RollbackResult{}, err
+		}
+		label = fmt.Sprintf("checkpoint %d", seq)
+	} else {
+		_, named, err := s.store.RestoreNamed(id, req.To)
+		if errors.Is(err, store.ErrInvalidName) {
+			err = fmt.Errorf("%w: %w", ErrBadInput, err)
+		}
+		if err != nil {
+			return harness.RollbackResult{}, err
+		}
+		st, label = named, fmt.Sprintf("%q", req.To)
+	}
+	return s.m.Rollback(id, st, label, req.By, req.Reason)
+}
+
+func (c *Client) Checkpoint(ctx context.Context, id string, req CheckpointRequest) (store.NamedPoint, error) {
+	var p store.NamedPoint
+	err := c.do(ctx, http.MethodPost, "/v1/harnesses/"+url.PathEscape(id)+"/checkpoints", req, &p)
+	return p, err
+}
+
+func (c *Client) ListCheckpoints(ctx context.Context, id string) (Checkpoints, error) {
+	var l Checkpoints
+	err := c.do(ctx, http.MethodGet, "/v1/harnesses/"+url.PathEscape(id)+"/checkpoints", nil, &l)
+	return l, err
+}
+
+func (c *Client) Rollback(ctx context.Context, id string, req RollbackRequest) (harness.RollbackResult, error) {
+	var r harness.RollbackResult
+	err := c.do(ctx, http.MethodPost, "/v1/harnesses/"+url.PathEscape(id)+"/rollback", req, &r)
+	return r, err
+}
+
+func (h *handler) checkpoint(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := store.ValidID(id); err != nil {
+		fail(w, err)
+		return
+	}
+	var req CheckpointRequest
+	if err := decode(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	p, err := h.api.Checkpoint(r.Context(), id, req)
+	if err != nil {
+		failCourse(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, p)
+}
+
+func (h *handler) checkpoints(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := store.ValidID(id); err != nil {
+		fail(w, err)
+		return
+	}
+	l, err := h.api.ListCheckpoints(r.Context(), id)
+	if err != nil {
+		failCourse(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, l)
+}
+
+func (h *handler) rollback(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := store.ValidID(id); err != nil {
+		fail(w, err)
+		return
+	}
+	var req RollbackRequest
+	if err := decode(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	res, err := h.api.Rollback(r.Context(), id, req)
 	if err != nil {
 		failCourse(w, err)
 		return

@@ -55,6 +55,11 @@ type API interface {
 	Retry(ctx context.Context, id string, req RetryRequest) (harness.RetryResult, error)
 	// Replan applies a plan change to a harness that does not run.
 	Replan(ctx context.Context, id string, req ReplanRequest) (harness.ReplanResult, error)
+	// Checkpoint names the newest checkpoint of a harness that does not run; ListCheckpoints
+	// lists what it can be rolled back to; Rollback makes one of those its newest checkpoint.
+	Checkpoint(ctx context.Context, id string, req CheckpointRequest) (store.NamedPoint, error)
+	ListCheckpoints(ctx context.Context, id string) (Checkpoints, error)
+	Rollback(ctx context.Context, id string, req RollbackRequest) (harness.RollbackResult, error)
 	// Delete removes a harness with its sub-agents and gives their disk space back.
 	Delete(ctx context.Context, id string, force bool) (DeleteResult, error)
 	// Prune deletes the old harnesses in some statuses.

@@ -78,7 +78,7 @@ func (s *Store) DeleteHarnesses(ctx context.Context, ids []string) (DeleteSummar
 // compactRanges compacts, per key prefix, the span that holds every deleted id's keys, which
 // drops them from every level and deletes the tables that held only them.
 func (s *Store) compactRanges(ctx context.Context, ids []string) error {
-	for _, p := range []string{prefixIndex, prefixTask, prefixChain, prefixEvents} {
+	for _, p := range []string{prefixIndex, prefixTask, prefixChain, prefixEvents, prefixNamed} {
 		var lo, hi string
 		for i, id := range ids {
 			// An id's keys are p+id (index, task) or p+id+"/"+... (chain, events): all of them

@@ -278,3 +278,108 @@ by 'show' and 'events'. A failed harness stays failed: 'retry' then makes it run
 	f.BoolVar(&asJSON, "json", false, "print the outcome as JSON")
 	return c
 }
+
+func newCheckpointCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var (
+		req    control.CheckpointRequest
+		asJSON bool
+	)
+	c := &cobra.Command{
+		Use:   "checkpoint ID --name NAME",
+		Short: "Keep a harness's newest checkpoint under a name, to roll back to later",
+		Long: `Keep the newest checkpoint of a harness that does not run (paused, waiting for a human,
+created, failed, completed) under a name: a copy of its state, stored apart from the chain, so
+the chain's retention never drops it. 'harness-edge rollback ID --to NAME' goes back to it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if strings.TrimSpace(req.Name) == "" {
+				return usageError{fmt.Errorf("checkpoint needs --name NAME")}
+			}
+			return g.do(func(api *control.Conn) error {
+				p, err := api.Checkpoint(context.Background(), args[0], req)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(stdout, p)
+				}
+				fmt.Fprintf(stdout, "harness %s: checkpoint %d named %s (%s, %d/%d steps done, %s)\n", args[0], p.Seq, p.Name, p.Status, p.StepsDone, p.Steps, sysinfo.FormatBytes(uint64(p.Bytes)))
+				return nil
+			})
+		},
+	}
+	c.Flags().StringVar(&req.Name, "name", "", "the checkpoint's name (letters, digits, '.', '_', '-')")
+	c.Flags().StringVar(&req.By, "by", whoAmI(), "who names it (recorded)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the outcome as JSON")
+	return c
+}
+
+func newCheckpointsCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "checkpoints ID [--json]",
+		Short: "List what a harness can be rolled back to: its named checkpoints and its chain's recent ones",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return g.do(func(api *control.Conn) error {
+				l, err := api.ListCheckpoints(context.Background(), args[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(stdout, l)
+				}
+				tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tSEQ\tSTATUS\tSTEPS DONE\tAT")
+				for _, p := range l.Named {
+					fmt.Fprintf(tw, "%s\t%d\t%s\t%d/%d\t%s\n", p.Name, p.Seq, p.Status, p.StepsDone, p.Steps, p.At.Local().Format(time.RFC3339))
+				}
+				tw.Flush()
+				fmt.Fprintf(stdout, "recent: checkpoints %d to %d (`rollback %s --to SEQ`; `inspect %s` lists them)\n", l.FirstSeq, l.HeadSeq, args[0], args[0])
+				return nil
+			})
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the list as JSON")
+	return c
+}
+
+func newRollbackCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var (
+		req    control.RollbackRequest
+		asJSON bool
+	)
+	c := &cobra.Command{
+		Use:   "rollback ID --to NAME|SEQ [--reason TEXT]",
+		Short: "Make an earlier checkpoint (named, or a recent one by number) a harness's newest; then resume it",
+		Long: `Make the state of a named checkpoint, or of a recent checkpoint of the chain (by sequence
+number), the newest checkpoint of a harness that does not run. The chain stays append-only: the
+rollback is a new checkpoint, with a course event saying who rolled back to what and why. The
+harness is paused afterwards; 'resume' runs the steps after the point again. Files the steps
+wrote in the workspace are not rolled back.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if strings.TrimSpace(req.To) == "" {
+				return usageError{fmt.Errorf("rollback needs --to NAME or --to SEQ")}
+			}
+			return g.do(func(api *control.Conn) error {
+				res, err := api.Rollback(context.Background(), args[0], req)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(stdout, res)
+				}
+				fmt.Fprintf(stdout, "harness %s: rolled back to %s (%d/%d steps done); it is %s: continue with `harness-edge resume %s`\n",
+					res.HarnessID, res.To, res.StepsDone, res.Steps, res.Status, res.HarnessID)
+				return nil
+			})
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&req.To, "to", "", "a checkpoint's name, or a sequence number of the chain")
+	f.StringVar(&req.Reason, "reason", "", "why (recorded)")
+	f.StringVar(&req.By, "by", whoAmI(), "who rolls back (recorded)")
+	f.BoolVar(&asJSON, "json", false, "print the outcome as JSON")
+	return c
+}

@@ -58,7 +58,7 @@ func courseEvents(s *store.Store, id, action string) int {
 	return n
 }
 
-// SIGKILL at random instants during retry, replan, delete and prune (real processes, a store
+// SIGKILL at random instants during retry, replan, rollback, delete and prune (real processes, a store
 // on disk): after each kill the store opens, verify passes, every change is there whole or not
 // at all (a retried harness is paused with its course event, or failed without it; a deleted
 // harness is gone with its task and events, or all there; a prune removes all it matched or
@@ -69,6 +69,7 @@ func TestKill9DuringChangesOfCourse(t *testing.T) {
 	expectIn(t, template, ExitError, "compiler not found", "run", writeTask(t, dir, "r.yaml", strings.ReplaceAll(flakyTask, "%s", "r")))
 	expectIn(t, template, ExitWaiting, "approve k g1", "run", writeTask(t, dir, "k.yaml", strings.ReplaceAll(gatedTask, "%s", "k")))
 	expectIn(t, template, ExitOK, "rejected", "reject", "k", "--reason", "no")
+	expectIn(t, template, ExitOK, "named pre", "checkpoint", "k", "--name", "pre")
 	for _, id := range []string{"old1", "old2", "old3"} {
 		expectIn(t, template, ExitOK, "completed", "run", writeTask(t, dir, id+".yaml", bulkyTask(id, 4, "")))
 	}
@@ -96,6 +97,17 @@ func TestKill9DuringChangesOfCourse(t *testing.T) {
 			}
 			return applied
 		}},
+		{"rollback", []string{"rollback", "k", "--to", "pre"}, func(t *testing.T, s *store.Store, acked bool) bool {
+			st, err := s.Restore("k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			applied := strings.HasPrefix(st.StatusReason, "rolled back to")
+			if applied != (courseEvents(s, "k", "rollback") == 1) {
+				t.Fatalf("rollback half applied: reason %q, %d course events", st.StatusReason, courseEvents(s, "k", "rollback"))
+			}
+			return applied
+		}},
 		{"delete", []string{"delete", "old1"}, func(t *testing.T, s *store.Store, acked bool) bool {
 			return !present(t, s, "old1")
 		}},
@@ -119,7 +131,7 @@ func TestKill9DuringChangesOfCourse(t *testing.T) {
 	}
 	runs := 40
 	if testing.Short() {
-		runs = 12
+		runs = 15
 	}
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
 	killed, acked := map[string]int{}, map[string]int{}

@@ -160,6 +160,23 @@ func TestRetryThroughTheDaemonAndItsHTTPAPI(t *testing.T) {
 		expectIn(t, db, ExitOK, "queued in the daemon", "resume", id)
 		waitStatus(t, db, id, statefmt.StatusCompleted)
 	}
+	// Named checkpoints and rollback over HTTP.
+	if code, body := d.http("POST", "/v1/harnesses/a/checkpoints", token, []byte(`{"name": "done", "by": "bob"}`)); code != 201 || !strings.Contains(body, `"name":"done"`) {
+		t.Fatalf("HTTP checkpoint: %d %s", code, body)
+	}
+	if code, body := d.http("POST", "/v1/harnesses/a/checkpoints", token, []byte(`{"name": "done"}`)); code != 409 {
+		t.Fatalf("HTTP checkpoint of a taken name: %d %s", code, body)
+	}
+	if code, body := d.http("GET", "/v1/harnesses/a/checkpoints", token, nil); code != 200 || !strings.Contains(body, `"done"`) {
+		t.Fatalf("HTTP checkpoints: %d %s", code, body)
+	}
+	if code, body := d.http("POST", "/v1/harnesses/a/rollback", token, []byte(`{}`)); code != 400 {
+		t.Fatalf("HTTP rollback to nothing: %d %s", code, body)
+	}
+	if code, body := d.http("POST", "/v1/harnesses/a/rollback", token, []byte(`{"to": "done", "reason": "check"}`)); code != 200 || !strings.Contains(body, `"status":"paused"`) {
+		t.Fatalf("HTTP rollback: %d %s", code, body)
+	}
+	expectIn(t, db, ExitOK, "rolled back to \"done\" by", "show", "a")
 }
 
 func sameState(a, b *statefmt.HarnessState) bool {
@@ -464,4 +481,60 @@ func TestReplanThenRetryFixesAFailedHarness(t *testing.T) {
 	if b := st.Plan.Steps[1]; b.Attempts != 2 || deref(b.Output) != "built with clang" || len(st.ToolCallHistory) != 1 {
 		t.Fatalf("build %+v, %d tool calls", b, len(st.ToolCallHistory))
 	}
+}
+
+// A checkpoint named while the harness waits at a gate is rolled back to after it completed:
+// resume then asks the gate again and, approved, runs the steps after the point again, to the
+// same outputs (real processes, a store on disk). A recent checkpoint is reached by number;
+// refusals name what is wrong and change nothing.
+func TestRollbackToANamedCheckpointRunsTheStepsAfterItAgain(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	expectIn(t, db, ExitWaiting, "approve b g1", "run", writeTask(t, dir, "b.yaml", strings.ReplaceAll(gatedTask, "%s", "b")))
+	expectIn(t, db, ExitOK, "named before-ship (paused, 1/3 steps done", "checkpoint", "b", "--name", "before-ship")
+	expectIn(t, db, ExitError, "already has a checkpoint of that name", "checkpoint", "b", "--name", "before-ship")
+	expectIn(t, db, ExitError, "invalid checkpoint name", "checkpoint", "b", "--name", "12")
+	expectIn(t, db, ExitOK, "approved", "approve", "b")
+	expectIn(t, db, ExitOK, "harness b: completed", "resume", "b")
+	first := storeState(t, db, "b")
+
+	expectIn(t, db, ExitError, `no checkpoint named "after"`, "rollback", "b", "--to", "after")
+	expectIn(t, db, ExitError, "holds checkpoints", "rollback", "b", "--to", "999")
+	if after := storeState(t, db, "b"); !sameState(first, after) {
+		t.Fatal("a refused rollback changed the harness")
+	}
+	out := expectIn(t, db, ExitOK, "before-ship", "checkpoints", "b")
+	if !strings.Contains(out, "recent: checkpoints") {
+		t.Fatalf("checkpoints:\n%s", out)
+	}
+	expectIn(t, db, ExitOK, `rolled back to "before-ship" (1/3 steps done); it is paused`, "rollback", "b", "--to", "before-ship", "--reason", "redo the release")
+	expectIn(t, db, ExitOK, "ship (critical)  A      ready", "plan", "b")
+	expectIn(t, db, ExitWaiting, "approve b g1", "resume", "b")
+	expectIn(t, db, ExitOK, "approved", "approve", "b")
+	expectIn(t, db, ExitOK, "harness b: completed", "resume", "b")
+	again := storeState(t, db, "b")
+	for i := range first.Plan.Steps {
+		if a, b := first.Plan.Steps[i], again.Plan.Steps[i]; deref(a.Output) != deref(b.Output) || a.Attempts != b.Attempts {
+			t.Fatalf("step %s: %q (attempt %d) then %q (attempt %d)", a.ID, deref(a.Output), a.Attempts, deref(b.Output), b.Attempts)
+		}
+	}
+	if len(again.ToolCallHistory) != len(first.ToolCallHistory) || again.CheckpointCount <= first.CheckpointCount {
+		t.Fatalf("history %d then %d calls, checkpoints %d then %d", len(first.ToolCallHistory), len(again.ToolCallHistory), first.CheckpointCount, again.CheckpointCount)
+	}
+	var sawNamed, sawRollback bool
+	for _, e := range eventsOf(t, db, "b") {
+		sawNamed = sawNamed || e.Type == event.Course && e.Action == harness.CourseCheckpoint
+		sawRollback = sawRollback || e.Type == event.Course && e.Action == harness.CourseRollback && e.Reason == "redo the release"
+	}
+	if !sawNamed || !sawRollback {
+		t.Fatalf("course events: named %v, rollback %v", sawNamed, sawRollback)
+	}
+	// A recent checkpoint by number: the oldest the chain holds.
+	code, js := binary(t, db, "checkpoints", "b", "--json")
+	var l control.Checkpoints
+	if code != ExitOK || json.Unmarshal([]byte(js), &l) != nil || l.FirstSeq == 0 || l.FirstSeq > l.HeadSeq {
+		t.Fatalf("checkpoints --json: %d %s", code, js)
+	}
+	expectIn(t, db, ExitOK, fmt.Sprintf("rolled back to checkpoint %d", l.FirstSeq), "rollback", "b", "--to", fmt.Sprint(l.FirstSeq))
+	expectIn(t, db, ExitOK, "", "verify")
 }

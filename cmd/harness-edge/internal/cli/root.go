@@ -138,7 +138,8 @@ func newRoot(g *globals, stdin io.Reader, stdout, stderr io.Writer) *cobra.Comma
 		newServeCmd(g, stdout, stderr), newSubmitCmd(g, stdout), newPauseCmd(g, stdout), newReportCmd(g, stdout),
 		newFreezeCmd(g, stdout, true), newFreezeCmd(g, stdout, false), newBenchCmd(g, stdout, stderr),
 		newRetryCmd(g, stdout), newDeleteCmd(g, stdout), newPruneCmd(g, stdout),
-		newPlanCmd(g, stdout), newReplanCmd(g, stdin, stdout))
+		newPlanCmd(g, stdout), newReplanCmd(g, stdin, stdout),
+		newCheckpointCmd(g, stdout), newCheckpointsCmd(g, stdout), newRollbackCmd(g, stdout))
 	return root
 }
 
