@@ -519,6 +519,7 @@ func (s *Server) Rollback(_ context.Context, id string, req RollbackRequest) (ha
 		return harness.RollbackResult{}, err
 	}
 	var st *statefmt.HarnessState
+	var taskJSON []byte
 	label := req.To
 	if seq, err := strconv.ParseUint(req.To, 10, 64); err == nil {
 		idx, err := s.store.Index(id)
@@ -537,16 +538,19 @@ func (s *Server) Rollback(_ context.Context, id string, req RollbackRequest) (ha
 		}
 		label = fmt.Sprintf("checkpoint %d", seq)
 	} else {
-		_, named, err := s.store.RestoreNamed(id, req.To)
+		_, named, tj, err := s.store.RestoreNamed(id, req.To)
 		if errors.Is(err, store.ErrInvalidName) {
 			err = fmt.Errorf("%w: %w", ErrBadInput, err)
 		}
 		if err != nil {
 			return harness.RollbackResult{}, err
 		}
-		st, label = named, fmt.Sprintf("%q", req.To)
+		st, taskJSON, label = named, tj, fmt.Sprintf("%q", req.To)
+		if len(taskJSON) == 0 {
+			taskJSON = nil
+		}
 	}
-	return s.m.Rollback(id, st, label, req.By, req.Reason)
+	return s.m.Rollback(id, st, taskJSON, label, req.By, req.Reason)
 }
 
 func (c *Client) Checkpoint(ctx context.Context, id string, req CheckpointRequest) (store.NamedPoint, error) {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -18,7 +19,10 @@ import (
 // person gave it, apart from the chain: the chain's retention (which drops the records before
 // a new keyframe) never takes it away, and a rollback to it needs nothing else. Its key is
 //
-//	n/<id>/<name>   seq u64be, time (unix ns) u64be, the state's canonical binary, zstd
+//	n/<id>/<name>   seq u64be, time (unix ns) u64be, task length u32be, the harness's task then
+//	                (JSON), the state's canonical binary, zstd
+//
+// The task is kept too: a replan may change it (script actions) after the point.
 const prefixNamed = "n/"
 
 func namedKey(id, name string) []byte { return []byte(prefixNamed + id + "/" + name) }
@@ -73,12 +77,19 @@ func (s *Store) SaveNamed(id, name string, seq uint64, at time.Time, st *statefm
 	if _, err := s.readIndex(id); err != nil {
 		return NamedPoint{}, err
 	}
+	task, err := s.Task(id) // none for a harness persisted without one (a bare store's)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return NamedPoint{}, err
+	}
 	k := namedKey(id, name)
 	if _, closer, err := s.db.Get(k); err == nil {
 		closer.Close()
 		return NamedPoint{}, fmt.Errorf("harness %s: %w: %q (pick another name)", id, ErrNameTaken, name)
 	} else if !errors.Is(err, pebble.ErrNotFound) {
 		return NamedPoint{}, err
+	}
+	if len(task) > statefmt.MaxRawLen {
+		return NamedPoint{}, fmt.Errorf("harness %s: its task is %d bytes, too large to keep with a named checkpoint", id, len(task))
 	}
 	raw, err := statefmt.EncodeBinary(st)
 	if err != nil {
@@ -90,6 +101,8 @@ func (s *Store) SaveNamed(id, name string, seq uint64, at time.Time, st *statefm
 	}
 	v := binary.BigEndian.AppendUint64(nil, seq)
 	v = binary.BigEndian.AppendUint64(v, uint64(at.UnixNano()))
+	v = binary.BigEndian.AppendUint32(v, uint32(len(task)))
+	v = append(v, task...)
 	v = enc.EncodeAll(raw, v)
 	enc.Close()
 	evs, err := event.EncodeLog(id, events)
@@ -130,20 +143,22 @@ func describeNamed(name string, seq uint64, at time.Time, st *statefmt.HarnessSt
 }
 
 // decodeNamed reads a named checkpoint's value.
-func (s *Store) decodeNamed(id, name string, v []byte) (NamedPoint, *statefmt.HarnessState, error) {
-	if len(v) < 16 {
-		return NamedPoint{}, nil, &DamageError{ID: id, What: "checkpoint named " + name, Err: errors.New("shorter than its header")}
+func (s *Store) decodeNamed(id, name string, v []byte) (NamedPoint, *statefmt.HarnessState, []byte, error) {
+	if len(v) < 20 || uint64(len(v)-20) < uint64(binary.BigEndian.Uint32(v[16:])) {
+		return NamedPoint{}, nil, nil, &DamageError{ID: id, What: "checkpoint named " + name, Err: errors.New("shorter than its header")}
 	}
 	seq, at := binary.BigEndian.Uint64(v), time.Unix(0, int64(binary.BigEndian.Uint64(v[8:])))
-	raw, err := s.zdec.DecodeAll(v[16:], nil)
+	tlen := int(binary.BigEndian.Uint32(v[16:]))
+	task := bytes.Clone(v[20 : 20+tlen])
+	raw, err := s.zdec.DecodeAll(v[20+tlen:], nil)
 	if err != nil {
-		return NamedPoint{}, nil, &DamageError{ID: id, What: "checkpoint named " + name, Err: err}
+		return NamedPoint{}, nil, nil, &DamageError{ID: id, What: "checkpoint named " + name, Err: err}
 	}
 	st, err := statefmt.DecodeBinaryOwned(raw)
 	if err != nil {
-		return NamedPoint{}, nil, &DamageError{ID: id, What: "checkpoint named " + name, Err: err}
+		return NamedPoint{}, nil, nil, &DamageError{ID: id, What: "checkpoint named " + name, Err: err}
 	}
-	return describeNamed(name, seq, at, st, len(v)), st, nil
+	return describeNamed(name, seq, at, st, len(v)), st, task, nil
 }
 
 // Named lists a harness's named checkpoints, by name.
@@ -163,7 +178,7 @@ func (s *Store) Named(id string) ([]NamedPoint, error) {
 		if err != nil {
 			return nil, err
 		}
-		p, _, err := s.decodeNamed(id, string(it.Key()[len(lo):]), v)
+		p, _, _, err := s.decodeNamed(id, string(it.Key()[len(lo):]), v)
 		if err != nil {
 			return nil, err
 		}
@@ -172,20 +187,20 @@ func (s *Store) Named(id string) ([]NamedPoint, error) {
 	return out, it.Error()
 }
 
-// RestoreNamed returns the state kept under name.
-func (s *Store) RestoreNamed(id, name string) (NamedPoint, *statefmt.HarnessState, error) {
+// RestoreNamed returns the state and the task kept under name.
+func (s *Store) RestoreNamed(id, name string) (NamedPoint, *statefmt.HarnessState, []byte, error) {
 	if err := ValidID(id); err != nil {
-		return NamedPoint{}, nil, err
+		return NamedPoint{}, nil, nil, err
 	}
 	if err := ValidName(name); err != nil {
-		return NamedPoint{}, nil, err
+		return NamedPoint{}, nil, nil, err
 	}
 	v, closer, err := s.db.Get(namedKey(id, name))
 	if errors.Is(err, pebble.ErrNotFound) {
-		return NamedPoint{}, nil, fmt.Errorf("harness %s has no checkpoint named %q: %w", id, name, ErrNotFound)
+		return NamedPoint{}, nil, nil, fmt.Errorf("harness %s has no checkpoint named %q: %w", id, name, ErrNotFound)
 	}
 	if err != nil {
-		return NamedPoint{}, nil, err
+		return NamedPoint{}, nil, nil, err
 	}
 	defer closer.Close()
 	return s.decodeNamed(id, name, v)

@@ -58,14 +58,14 @@ func TestNamedCheckpointOutlivesTheChainsRetention(t *testing.T) {
 	}
 	s.Close()
 	s = openStore(t, dir, e, policy)
-	_, got, err := s.RestoreNamed(st.HarnessID, "early")
-	if err != nil || !reflect.DeepEqual(got, kept) {
+	_, got, task, err := s.RestoreNamed(st.HarnessID, "early")
+	if err != nil || !reflect.DeepEqual(got, kept) || len(task) != 0 {
 		t.Fatalf("restore of the named checkpoint: %v", err)
 	}
 	if l, err := s.Named(st.HarnessID); err != nil || len(l) != 1 || l[0].Name != "early" {
 		t.Fatalf("named: %+v %v", l, err)
 	}
-	if _, _, err := s.RestoreNamed(st.HarnessID, "late"); !errors.Is(err, store.ErrNotFound) {
+	if _, _, _, err := s.RestoreNamed(st.HarnessID, "late"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an unknown name: %v", err)
 	}
 	if probs, err := s.Verify(""); err != nil || len(probs) != 0 {

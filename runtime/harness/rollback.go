@@ -1,8 +1,12 @@
 package harness
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 
+	"github.com/harness-edge/harness-edge/runtime/agent"
+	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/statefmt/event"
 )
@@ -29,9 +33,11 @@ type RollbackResult struct {
 // rollback is a new checkpoint, with a course event saying who rolled back to what and why.
 // The harness is paused afterwards (created when it had not started), so that resume goes on
 // from there: the steps after the point run again. The budget used stays as it is now (what
-// was spent is spent), and the checkpoint count goes on. Refused, changing nothing: a running
+// was spent is spent), and the checkpoint count goes on. taskJSON, when given, is the task the
+// harness had at the point (a replan may have changed its script actions since): it becomes
+// the harness's task again. Refused, changing nothing: a running
 // harness, a sub-agent (roll back its parent), a state of another harness.
-func (m *Manager) Rollback(id string, to *statefmt.HarnessState, label, by, reason string) (RollbackResult, error) {
+func (m *Manager) Rollback(id string, to *statefmt.HarnessState, taskJSON []byte, label, by, reason string) (RollbackResult, error) {
 	h, err := m.Get(id)
 	if err != nil {
 		return RollbackResult{}, err
@@ -47,7 +53,13 @@ func (m *Manager) Rollback(id string, to *statefmt.HarnessState, label, by, reas
 	case to.HarnessID != id:
 		return RollbackResult{}, fmt.Errorf("harness %s: the state to roll back to is harness %s's", id, to.HarnessID)
 	}
-	saved, pending0 := st, len(h.pending)
+	var t *task.Task
+	if taskJSON != nil && !bytes.Equal(taskJSON, h.taskJSONNow()) {
+		if t, err = task.Parse("the task at "+label, taskJSON); err != nil {
+			return RollbackResult{}, fmt.Errorf("harness %s: %w", id, err)
+		}
+	}
+	saved, pending0, task0, json0, agents0 := st, len(h.pending), h.task, h.taskJSON, h.agents
 	n := cloneState(to)
 	n.CreatedAt, n.CheckpointCount, n.LastCheckpointAt = st.CreatedAt, st.CheckpointCount, st.LastCheckpointAt
 	if st.Budget != nil {
@@ -69,15 +81,18 @@ func (m *Manager) Rollback(id string, to *statefmt.HarnessState, label, by, reas
 		h.emit(event.Event{Type: event.StateTransition, Time: now, From: st.Status, To: status, Reason: what})
 	}
 	h.st, h.pidx = n, nil
+	if t != nil {
+		h.task, h.taskJSON, h.agents = t, taskJSON, map[string]agent.Agent{}
+	}
 	// The store's encoder of this harness builds on the history growing; it shrank.
 	h.m.store.Release(id)
 	statefmt.Normalize(n)
 	if err := n.Validate(); err != nil {
-		h.st, h.pending = saved, h.pending[:pending0]
+		h.st, h.pending, h.task, h.taskJSON, h.agents, h.pidx = saved, h.pending[:pending0], task0, json0, agents0, nil
 		return RollbackResult{}, fmt.Errorf("harness %s: the state to roll back to is not valid: %w", id, err)
 	}
 	if err := h.checkpoint(); err != nil {
-		h.st, h.pending = saved, h.pending[:pending0]
+		h.st, h.pending, h.task, h.taskJSON, h.agents, h.pidx = saved, h.pending[:pending0], task0, json0, agents0, nil
 		return RollbackResult{}, err
 	}
 	res := RollbackResult{HarnessID: id, To: label, Status: n.Status}
@@ -108,4 +123,10 @@ func (m *Manager) CheckpointState(id string) (*statefmt.HarnessState, error) {
 		return nil, fmt.Errorf("harness %s %w: pause it first (`harness-edge pause %s`), then name its checkpoint", id, ErrRunning, id)
 	}
 	return cloneState(h.st), nil
+}
+
+// taskJSONNow is the harness's task as JSON (as the store keeps it). h.mu held.
+func (h *Harness) taskJSONNow() []byte {
+	b, _ := json.Marshal(h.task)
+	return b
 }

@@ -538,3 +538,29 @@ func TestRollbackToANamedCheckpointRunsTheStepsAfterItAgain(t *testing.T) {
 	expectIn(t, db, ExitOK, fmt.Sprintf("rolled back to checkpoint %d", l.FirstSeq), "rollback", "b", "--to", fmt.Sprint(l.FirstSeq))
 	expectIn(t, db, ExitOK, "", "verify")
 }
+
+// A named checkpoint keeps the task as it was: rolled back to a point before a replan that
+// replaced a step's actions, the harness runs the step's original actions again.
+func TestRollbackBeforeAReplanRunsTheOriginalStep(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	expectIn(t, db, ExitWaiting, "approve o g1", "run", writeTask(t, dir, "o.yaml", strings.ReplaceAll(gatedTask, "%s", "o")))
+	expectIn(t, db, ExitOK, "named pre", "checkpoint", "o", "--name", "pre")
+	expectIn(t, db, ExitOK, "rejected", "reject", "o", "--reason", "staging first")
+	change := writeTask(t, dir, "c.yaml", "replace:\n  ship: {critical: false, actions: [{tool: write_file, args: {path: staging.txt, content: s}}, {output: staged}]}\n")
+	expectIn(t, db, ExitOK, "replanned", "replan", "o", change)
+	expectIn(t, db, ExitOK, "harness o: completed", "resume", "o")
+	if !fileExists(filepath.Join(dir, "ws", "staging.txt")) || fileExists(filepath.Join(dir, "ws", "shipped.txt")) {
+		t.Fatal("the replaced step did not run as replaced")
+	}
+	expectIn(t, db, ExitOK, `rolled back to "pre"`, "rollback", "o", "--to", "pre")
+	expectIn(t, db, ExitWaiting, "approve o g1", "resume", "o")
+	expectIn(t, db, ExitOK, "approved", "approve", "o")
+	expectIn(t, db, ExitOK, "harness o: completed", "resume", "o")
+	if !fileExists(filepath.Join(dir, "ws", "shipped.txt")) {
+		t.Fatal("after the rollback the step ran the replan's actions, not its own")
+	}
+	if st := storeState(t, db, "o"); !strings.HasSuffix(deref(st.Plan.Steps[1].Output), "shipped") {
+		t.Fatalf("ship's output: %q", deref(st.Plan.Steps[1].Output))
+	}
+}
