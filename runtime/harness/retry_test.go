@@ -117,7 +117,7 @@ agents:
 	}
 	done := make(chan error, 1)
 	go func() { done <- h.Run(context.Background()) }()
-	for len(e.rec.of(event.StepStarted)) == 0 {
+	for !h.Running() {
 		time.Sleep(time.Millisecond)
 	}
 	before, _ := e.store.Index("busy")
