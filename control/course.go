@@ -622,3 +622,44 @@ func (h *handler) rollback(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, res)
 }
+
+// RetentionEvery is how often the daemon's retention prunes: a quarter of the retention, at
+// least a second and at most an hour.
+func RetentionEvery(retain time.Duration) time.Duration {
+	return min(time.Hour, max(retain/4, time.Second))
+}
+
+// Retention prunes the completed and failed harnesses that last changed longer than retain
+// ago (as `prune --older-than` does) now and every RetentionEvery, until ctx ends, logging what
+// it deleted. It returns what to call to wait for it to stop (before the store closes). A zero
+// retain does nothing.
+func (s *Server) Retention(ctx context.Context, retain time.Duration) (wait func()) {
+	if retain <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(RetentionEvery(retain))
+		defer t.Stop()
+		for {
+			res, err := s.Prune(ctx, PruneRequest{OlderThan: retain.String()})
+			switch {
+			case err != nil:
+				s.log.Error("retention: prune", "err", err)
+			case len(res.Harnesses) > 0:
+				var ids []string
+				for _, h := range res.Harnesses {
+					ids = append(ids, h.ID)
+				}
+				s.log.Info("retention: pruned", "harnesses", strings.Join(ids, ","), "freedBytes", res.Freed, "olderThan", retain.String())
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { <-done }
+}

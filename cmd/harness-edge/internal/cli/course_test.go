@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/runtime/harness"
@@ -562,5 +563,36 @@ func TestRollbackBeforeAReplanRunsTheOriginalStep(t *testing.T) {
 	}
 	if st := storeState(t, db, "o"); !strings.HasSuffix(deref(st.Plan.Steps[1].Output), "shipped") {
 		t.Fatalf("ship's output: %q", deref(st.Plan.Steps[1].Output))
+	}
+}
+
+// serve --retain prunes the completed and failed harnesses older than the retention, on start
+// and then regularly, and leaves the others (a real daemon process, a store on disk).
+func TestDaemonRetentionPrunesOldHarnesses(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	expectIn(t, db, ExitOK, "completed", "run", writeTask(t, dir, "old.yaml", bulkyTask("old", 3, "")))
+	expectIn(t, db, ExitError, "broken", "run", writeTask(t, dir, "bad.yaml", bulkyTask("bad", 3, "fail")))
+	expectIn(t, db, ExitWaiting, "approve waits g1", "run", writeTask(t, dir, "waits.yaml", bulkyTask("waits", 3, "gate")))
+	expectIn(t, db, ExitUsage, "--retain", "serve", "--retain", "soon")
+	time.Sleep(1500 * time.Millisecond)
+	d := startDaemon(t, db, "--retain", "1s")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		code, out, _ := run(t, "--store", db, "ls", "--json")
+		if code == ExitOK && !strings.Contains(out, `"old"`) && !strings.Contains(out, `"bad"`) {
+			if !strings.Contains(out, `"waits"`) {
+				t.Fatalf("retention pruned the harness that waits for a human:\n%s", out)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("retention did not prune:\n%s\n%s", out, d.log)
+		}
+	}
+	expectIn(t, db, ExitOK, "", "verify")
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(d.log.String(), "retention: pruned"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon did not log the prune:\n%s", d.log)
+		}
 	}
 }
