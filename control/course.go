@@ -203,7 +203,7 @@ func (s *Server) removableLocked(e store.IndexEntry, force bool) (string, error)
 
 // remove deletes the families of the given top-level harnesses in one batch and compacts
 // their keys. s.mu held.
-func (s *Server) removeLocked(ctx context.Context, out *DeleteResult, list []store.IndexEntry) error {
+func (s *Server) removeLocked(ctx context.Context, out *DeleteResult) error {
 	var ids []string
 	for _, r := range out.Harnesses {
 		ids = append(ids, r.ID)
@@ -263,7 +263,7 @@ func (s *Server) Delete(ctx context.Context, id string, force bool) (DeleteResul
 		return DeleteResult{}, fmt.Errorf("%w: %s", err, why)
 	}
 	out := DeleteResult{Harnesses: []Removed{s.removed(list, e)}}
-	err = s.removeLocked(ctx, &out, list)
+	err = s.removeLocked(ctx, &out)
 	return out, err
 }
 
@@ -303,7 +303,7 @@ func (s *Server) Prune(ctx context.Context, req PruneRequest) (DeleteResult, err
 		}
 		out.Harnesses = append(out.Harnesses, s.removed(list, e))
 	}
-	err = s.removeLocked(ctx, &out, list)
+	err = s.removeLocked(ctx, &out)
 	return out, err
 }
 
