@@ -38,6 +38,9 @@ type DaemonConfig struct {
 	// RoomPoll is how often the daemon checks whether a full disk has room again, to resume
 	// the harnesses it paused (default 5 s).
 	RoomPoll time.Duration
+	// Retain, when set, is the retention: the daemon prunes the completed and failed
+	// harnesses that last changed longer ago, on start and then periodically (see Retention).
+	Retain time.Duration
 }
 
 // Validate checks what a caller may have got wrong: the HTTP address (CheckBind) and the
@@ -133,10 +136,12 @@ func StartDaemon(ctx context.Context, cfg DaemonConfig) (d *Daemon, err error) {
 	h, _ := srv.Health(ctx)
 	log.Info("daemon started", "store", cfg.Dir, "pid", os.Getpid(), "concurrency", cfg.Concurrency, "dream", cfg.Options.Dream,
 		"resumed", strings.Join(d.resumed, ","), "frozen", h.Frozen)
+	retention := srv.Retention(ctx, cfg.Retain)
 	go func() {
 		defer close(d.stopped)
 		srv.Schedule(ctx, cfg.Grace)
 		cancel()
+		retention()
 		d.waitServers()
 		if err := db.Close(); err != nil {
 			log.Error("closing the store", "err", err)

@@ -66,6 +66,7 @@ func Handler(api API, token string) http.Handler {
 	mux.HandleFunc("POST /v1/unfreeze", h.unfreeze)
 	mux.HandleFunc("GET /v1/report", h.report)
 	mux.HandleFunc("GET /v1/verify", h.verify)
+	courseRoutes(mux, h)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		// A path under a harness that no harness can have is a bad id before it is a bad path.
 		if rest, ok := strings.CutPrefix(r.URL.Path, "/v1/harnesses/"); ok {

@@ -25,6 +25,9 @@ type Report struct {
 	StoredBytes int           `json:"storedBytes"`
 	// CostUSD is what the harnesses' agents reported spending, sub-agents included.
 	CostUSD float64 `json:"costUsd,omitempty"`
+	// StoreBytes is what the whole store takes on disk now (every harness, Pebble's logs and
+	// tables): `prune` gives space back.
+	StoreBytes uint64 `json:"storeBytes"`
 	// Damaged lists the harnesses whose stored data is damaged, with what is damaged.
 	Damaged []DamagedHarness `json:"damaged,omitempty"`
 }
@@ -159,6 +162,7 @@ func (s *Server) Report(_ context.Context, since time.Duration) (*Report, error)
 		r.StoredBytes += re.StoredBytes
 		r.Harnesses = append(r.Harnesses, re)
 	}
+	r.StoreBytes = s.store.DiskUsage()
 	sort.Slice(r.Harnesses, func(i, j int) bool { return r.Harnesses[i].UpdatedAt.After(r.Harnesses[j].UpdatedAt) })
 	return r, nil
 }

@@ -58,6 +58,19 @@ type API interface {
 	Unfreeze(ctx context.Context) error
 	Report(ctx context.Context, since time.Duration) (*Report, error)
 	Verify(ctx context.Context, id string) ([]store.Problem, error)
+	// Retry takes a failed harness (or one failed step) back to runnable, to be resumed.
+	Retry(ctx context.Context, id string, req RetryRequest) (harness.RetryResult, error)
+	// Replan applies a plan change to a harness that does not run.
+	Replan(ctx context.Context, id string, req ReplanRequest) (harness.ReplanResult, error)
+	// Checkpoint names the newest checkpoint of a harness that does not run; ListCheckpoints
+	// lists what it can be rolled back to; Rollback makes one of those its newest checkpoint.
+	Checkpoint(ctx context.Context, id string, req CheckpointRequest) (store.NamedPoint, error)
+	ListCheckpoints(ctx context.Context, id string) (Checkpoints, error)
+	Rollback(ctx context.Context, id string, req RollbackRequest) (harness.RollbackResult, error)
+	// Delete removes a harness with its sub-agents and gives their disk space back.
+	Delete(ctx context.Context, id string, force bool) (DeleteResult, error)
+	// Prune deletes the old harnesses in some statuses.
+	Prune(ctx context.Context, req PruneRequest) (DeleteResult, error)
 }
 
 // Owner is the kind of process that owns a store. The strings are stable: health answers and

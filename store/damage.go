@@ -377,6 +377,10 @@ func describeKey(k []byte) (id, what string) {
 		return rest, "index entry"
 	case prefixTask:
 		return rest, "task"
+	case prefixNamed:
+		if id, name, ok := strings.Cut(rest, "/"); ok {
+			return id, "checkpoint named " + name
+		}
 	case prefixChain, prefixEvents:
 		if len(rest) > 9 && rest[len(rest)-9] == '/' {
 			id = rest[:len(rest)-9]

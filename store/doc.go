@@ -13,4 +13,5 @@
 //	c/<id>/<seq u64be>   checkpoint record (statefmt envelope, payload zstd-compressed)
 //	e/<id>/<n u64be>     durable event log entry (JSON), append-only
 //	t/<id>               the harness's task definition (JSON), what resume runs
+//	n/<id>/<name>        a named checkpoint: a copy of the state at one checkpoint (named.go)
 package store

@@ -490,7 +490,7 @@ func (s *Store) Import(data []byte, o ImportOptions) (TransferSummary, error) {
 
 // deleteHarness puts the removal of everything stored for id into b.
 func deleteHarness(b *pebble.Batch, id string) {
-	for _, p := range []string{prefixChain, prefixEvents} {
+	for _, p := range []string{prefixChain, prefixEvents, prefixNamed} {
 		start := []byte(p + id + "/")
 		_ = b.DeleteRange(start, append(bytes.Clone(start[:len(start)-1]), '/'+1), nil)
 	}

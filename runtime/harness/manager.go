@@ -128,8 +128,10 @@ var ErrExists = errors.New("harness already exists")
 // existsError refuses to create a harness the store holds, saying what can be done with it.
 func existsError(id string, status statefmt.Status) error {
 	switch status {
-	case statefmt.StatusCompleted, statefmt.StatusFailed:
-		return fmt.Errorf("harness %s: %w and has %s, so it cannot be resumed (give the task another id, or look at it with `harness-edge show %s`)", id, ErrExists, status, id)
+	case statefmt.StatusCompleted:
+		return fmt.Errorf("harness %s: %w and has completed, so it cannot be resumed (give the task another id, look at it with `harness-edge show %s`, or delete it with `harness-edge delete %s`)", id, ErrExists, id, id)
+	case statefmt.StatusFailed:
+		return fmt.Errorf("harness %s: %w and has failed (retry it with `harness-edge retry %s`, then `harness-edge resume %s`; delete it with `harness-edge delete %s`; or give the task another id)", id, ErrExists, id, id, id)
 	default:
 		return fmt.Errorf("harness %s: %w and is %s (resume it with `harness-edge resume %s`, or give the task another id)", id, ErrExists, status, id)
 	}

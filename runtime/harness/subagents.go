@@ -56,7 +56,9 @@ func (h *Harness) runChild(ctx context.Context, i int) (string, error) {
 			}
 		}
 		if r, ok := h.st.SubAgentResults[cid]; cid == "" || ok && r.Status == statefmt.StatusFailed {
-			if tries >= ChildTries {
+			// Each attempt of the step gets ChildTries children: a human's retry of a failed
+			// delegated step is a new attempt, with new children.
+			if tries >= ChildTries*(step.Attempts+1) {
 				h.mu.Unlock()
 				return "", &agent.StepError{Msg: fmt.Sprintf("sub-agent %s failed after a retry: %s", cid, prevErr)}
 			}

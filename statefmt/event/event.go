@@ -38,6 +38,7 @@ const (
 	Compaction      Type = "compaction"       // stepId, outcome (summarised, dropped), message
 	Phase           Type = "phase"            // phase, action (started, completed)
 	Governor        Type = "governor"         // stepId, action (waiting, resumed), message (why), waitMs
+	Course          Type = "course"           // action (retry, ...), stepId, steps, by, reason, message (what changed)
 )
 
 // The outcomes of an iteration event.
@@ -102,6 +103,9 @@ type Event struct {
 
 	// Usage is what an agent reported of an iteration's model use (iteration events).
 	Usage *Usage `json:"usage,omitempty"`
+
+	// By is who changed a harness's course (a course event).
+	By string `json:"by,omitempty"`
 
 	Message string `json:"message,omitempty"`
 }

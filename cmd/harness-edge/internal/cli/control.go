@@ -47,6 +47,7 @@ func newServeCmd(g *globals, stdout, stderr io.Writer) *cobra.Command {
 		maxTemp      float64
 		governorPoll time.Duration
 		logJSON      bool
+		retain       string
 	)
 	c := &cobra.Command{
 		Use:   "serve",
@@ -71,6 +72,11 @@ memory, load per CPU or temperature is over its limit.`,
 				Grace: grace, Version: version, Options: harness.Options{Dream: dream, GovernorPoll: governorPoll}}
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
+			}
+			if retain != "" {
+				if cfg.Retain, err = control.ParseAge(retain); err != nil || cfg.Retain == 0 {
+					return usageError{fmt.Errorf("--retain %q: want an age such as 30d, 2w or 36h", retain)}
+				}
 			}
 			var limits sysinfo.Limits
 			if minMem != "" {
@@ -102,6 +108,7 @@ memory, load per CPU or temperature is over its limit.`,
 	f.Float64Var(&maxLoad, "max-load", 0, "governor: start a step only while the 1-minute load per CPU is at most this (e.g. 1.5)")
 	f.Float64Var(&maxTemp, "max-temp", 0, "governor: start a step only while every temperature sensor reads at most this many °C")
 	f.DurationVar(&governorPoll, "governor-poll", 5*time.Second, "governor: how often to look again while waiting")
+	f.StringVar(&retain, "retain", "", "retention: prune completed and failed harnesses that last changed longer ago than this (30d, 2w, 36h), on start and then regularly")
 	f.BoolVar(&logJSON, "log-json", false, "log as JSON lines (default: text) on stderr")
 	return c
 }
@@ -303,6 +310,7 @@ func printReport(w io.Writer, r *control.Report, since time.Duration) {
 		fmt.Fprintf(w, "; agents report $%.4f spent", r.CostUSD)
 	}
 	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  the store takes %s on disk (`harness-edge prune --older-than 30d` gives old harnesses' space back)\n", sysinfo.FormatBytes(r.StoreBytes))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, group := range []statefmt.Status{statefmt.StatusCompleted, statefmt.StatusFailed, statefmt.StatusPaused, statefmt.StatusRunning, statefmt.StatusCreated} {
 		first := true

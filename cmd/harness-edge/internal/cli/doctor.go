@@ -65,9 +65,11 @@ type SelfCheck struct {
 // what its disk has to give: free space and the latency of an fsync, which every durable
 // checkpoint pays.
 type StoreInfo struct {
-	Dir       string   `json:"dir"`
-	Exists    bool     `json:"exists"`
-	Harnesses int      `json:"harnesses"`
+	Dir       string `json:"dir"`
+	Exists    bool   `json:"exists"`
+	Harnesses int    `json:"harnesses"`
+	// SizeBytes is what the store's files take on disk.
+	SizeBytes uint64   `json:"sizeBytes"`
 	Problems  []string `json:"problems,omitempty"`
 	Error     string   `json:"error,omitempty"`
 	DiskFree  uint64   `json:"diskFreeBytes"`
@@ -183,6 +185,7 @@ func storeHealth(g *globals, dir string) (si StoreInfo, oi OwnerInfo) {
 		oi = OwnerInfo{Running: true, Kind: string(c.Owner.Owner), PID: c.Owner.PID, Frozen: c.Owner.Frozen, Active: len(c.Owner.Running), Queued: len(c.Owner.Queued)}
 	}
 	if si.Exists {
+		si.SizeBytes = store.DirUsage(dir)
 		err := g.do(func(api *control.Conn) error {
 			ctx := context.Background()
 			l, err := api.List(ctx)
@@ -323,9 +326,9 @@ func printDoctor(w io.Writer, rep DoctorReport) {
 	case !st.Exists:
 		fmt.Fprintf(w, "store       %s (not created yet)\n", st.Dir)
 	case st.Error == "" && len(st.Problems) == 0:
-		fmt.Fprintf(w, "store       %s: ok, %d harnesses; every chain replays and every hash matches\n", st.Dir, st.Harnesses)
+		fmt.Fprintf(w, "store       %s: ok, %d harnesses, %s on disk; every chain replays and every hash matches\n", st.Dir, st.Harnesses, sysinfo.FormatBytes(st.SizeBytes))
 	default:
-		fmt.Fprintf(w, "store       %s: FAIL, %d harnesses\n", st.Dir, st.Harnesses)
+		fmt.Fprintf(w, "store       %s: FAIL, %d harnesses, %s on disk\n", st.Dir, st.Harnesses, sysinfo.FormatBytes(st.SizeBytes))
 		for _, p := range st.Problems {
 			fmt.Fprintf(w, "            %s\n", p)
 		}

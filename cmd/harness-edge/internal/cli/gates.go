@@ -47,8 +47,8 @@ call again.`,
 					fmt.Fprintf(stdout, "harness %s: gate %s (%s, step %s) approved; continue with `harness-edge resume %s`\n",
 						d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, args[0])
 				default:
-					fmt.Fprintf(stdout, "harness %s: gate %s (%s, step %s) rejected: %s\n  the harness stays paused for replanning; `resume %s` asks again, `stop %s` ends it\n",
-						d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, reason, args[0], args[0])
+					fmt.Fprintf(stdout, "harness %s: gate %s (%s, step %s) rejected: %s\n  the harness stays paused: `replan %s FILE` skips or replaces the step, `resume %s` asks again, `stop %s` ends it\n",
+						d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, reason, args[0], args[0], args[0])
 				}
 				return nil
 			})

@@ -90,6 +90,8 @@ func progress(w io.Writer) event.Sink {
 			fmt.Fprintf(w, "    context compacted (step %s, %s): %s\n", e.StepID, e.Outcome, e.Message)
 		case event.Phase:
 			fmt.Fprintf(w, "  phase %s %s\n", e.Phase, e.Action)
+		case event.Course:
+			fmt.Fprintf(w, "  %s by %s: %s\n", e.Action, e.By, e.Message)
 		case event.Governor:
 			if e.Action == "waiting" {
 				fmt.Fprintf(w, "  waiting for resources before step %s: %s\n", e.StepID, e.Message)
@@ -532,6 +534,9 @@ func describe(e event.Event) string {
 	}
 	if len(e.Blocked) > 0 {
 		add("blocked %s", strings.Join(e.Blocked, ","))
+	}
+	if e.By != "" {
+		add("by %s", e.By)
 	}
 	if e.Reason != "" {
 		add("(%s)", e.Reason)

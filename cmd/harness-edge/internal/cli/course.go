@@ -1,0 +1,385 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/sysinfo"
+)
+
+// The commands that change a harness's course: retry, ...
+
+// whoAmI is the default of --by: $USER, else "unknown".
+func whoAmI() string {
+	if u := strings.TrimSpace(os.Getenv("USER")); u != "" {
+		return u
+	}
+	return "unknown"
+}
+
+func newRetryCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var (
+		req    control.RetryRequest
+		asJSON bool
+	)
+	c := &cobra.Command{
+		Use:   "retry ID [--step S] [--reason TEXT]",
+		Short: "Take a failed harness (or one failed step) back to runnable, keeping its history; then resume it",
+		Long: `Take a failed harness, or one failed step of it (--step), back to runnable. The failed steps
+become ready again and the steps they blocked pending; a failed harness becomes paused, so that
+'harness-edge resume ID' runs it. The history stays: the steps' attempt counters go on (the next
+attempt is a retry), tool calls, sub-agents and events are kept. The retry is recorded durably:
+a course event with who (--by, default $USER) and why (--reason), and the harness's status
+reason. A running harness, a sub-agent (retry its parent), a completed harness or a step that
+has not failed is refused, and nothing changes.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return g.do(func(api *control.Conn) error {
+				res, err := api.Retry(context.Background(), args[0], req)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(stdout, res)
+				}
+				what := "no failed step (it plans again)"
+				if len(res.Steps) > 0 {
+					what = "step " + strings.Join(res.Steps, ", ") + " ready again"
+				}
+				if len(res.Unblocked) > 0 {
+					what += "; unblocked " + strings.Join(res.Unblocked, ", ")
+				}
+				fmt.Fprintf(stdout, "harness %s: retry: %s; it is %s: continue with `harness-edge resume %s`\n", res.HarnessID, what, res.Status, res.HarnessID)
+				return nil
+			})
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&req.Step, "step", "", "retry only this failed step")
+	f.StringVar(&req.Reason, "reason", "", "why (recorded with the retry)")
+	f.StringVar(&req.By, "by", whoAmI(), "who retries (recorded with the retry)")
+	f.BoolVar(&asJSON, "json", false, "print the outcome as JSON")
+	return c
+}
+
+// printRemoved prints what delete or prune removed (or would remove).
+func printRemoved(w io.Writer, r control.DeleteResult) {
+	verb := "deleted"
+	if r.DryRun {
+		verb = "would delete"
+	}
+	for _, h := range r.Harnesses {
+		subs := ""
+		if len(h.SubAgents) > 0 {
+			subs = fmt.Sprintf(" with %d sub-agent(s) (%s)", len(h.SubAgents), strings.Join(h.SubAgents, ", "))
+		}
+		fmt.Fprintf(w, "%s %s (%s, last changed %s)%s: %s of records\n", verb, h.ID, h.Status, h.UpdatedAt.Local().Format(time.RFC3339), subs, sysinfo.FormatBytes(uint64(h.StoredBytes)))
+	}
+	for _, s := range r.Skipped {
+		fmt.Fprintf(w, "skipped %s: %s\n", s.ID, s.Why)
+	}
+	switch {
+	case r.DryRun:
+		fmt.Fprintf(w, "%d harness(es) would be deleted; the store takes %s on disk (dry run: nothing changed)\n", len(r.Harnesses), sysinfo.FormatBytes(r.BytesBefore))
+	default:
+		fmt.Fprintf(w, "%d harness(es) deleted; the store took %s on disk, now %s (%s given back)\n", len(r.Harnesses),
+			sysinfo.FormatBytes(r.BytesBefore), sysinfo.FormatBytes(r.BytesAfter), sysinfo.FormatBytes(r.Freed))
+	}
+}
+
+func newDeleteCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var force, asJSON bool
+	c := &cobra.Command{
+		Use:   "delete ID [--force]",
+		Short: "Remove a harness with its sub-agents, events, index and task from the store, and give the disk back",
+		Long: `Remove a harness from the store: its checkpoint chain, event log, index entry and task, and
+those of its sub-agents, in one synced batch (after a crash, all of it is gone or none), then
+compact their keys so that the disk is given back at once. Refused, changing nothing: a
+sub-agent (delete its parent), a harness that runs (pause it first) or is queued in the daemon,
+and, without --force, one that waits for a human or was interrupted while running.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return g.do(func(api *control.Conn) error {
+				res, err := api.Delete(context.Background(), args[0], force)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(stdout, res)
+				}
+				printRemoved(stdout, res)
+				return nil
+			})
+		},
+	}
+	c.Flags().BoolVar(&force, "force", false, "delete a harness that waits for a human or was interrupted")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the outcome as JSON")
+	return c
+}
+
+func newPruneCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var (
+		req      control.PruneRequest
+		statuses []string
+		asJSON   bool
+	)
+	c := &cobra.Command{
+		Use:   "prune --older-than 30d [--status completed,failed] [--dry-run]",
+		Short: "Delete the harnesses that ended long ago (with their sub-agents), and give the disk back",
+		Long: `Delete every top-level harness in the given statuses (default completed and failed) that last
+changed longer ago than --older-than (30d, 2w, 36h), with its sub-agents, in one synced batch,
+then compact so the disk is given back. Harnesses that run, are queued, wait for a human or
+were interrupted are skipped and listed. --dry-run lists what would go and changes nothing.`,
+		Args: cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			if strings.TrimSpace(req.OlderThan) == "" {
+				return usageError{fmt.Errorf("prune needs --older-than AGE (e.g. 30d): how long ago a harness last changed")}
+			}
+			if _, err := control.ParseAge(req.OlderThan); err != nil {
+				return usageError{fmt.Errorf("--older-than: %w", err)}
+			}
+			for _, s := range statuses {
+				for _, one := range strings.Split(s, ",") {
+					if one = strings.TrimSpace(one); one != "" {
+						req.Statuses = append(req.Statuses, statefmt.Status(one))
+					}
+				}
+			}
+			return g.do(func(api *control.Conn) error {
+				res, err := api.Prune(context.Background(), req)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(stdout, res)
+				}
+				printRemoved(stdout, res)
+				return nil
+			})
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&req.OlderThan, "older-than", "", "delete harnesses that last changed longer ago than this (30d, 2w, 36h)")
+	f.StringSliceVar(&statuses, "status", nil, "the statuses to prune, comma-separated (default completed,failed; also paused, created)")
+	f.BoolVar(&req.DryRun, "dry-run", false, "list what would be deleted; change nothing")
+	f.BoolVar(&asJSON, "json", false, "print the outcome as JSON")
+	return c
+}
+
+// printPlan prints a plan: its steps with their status, agent, attempts and dependencies.
+func printPlan(w io.Writer, id string, p *statefmt.ExecutionPlan) {
+	if p == nil {
+		fmt.Fprintf(w, "harness %s has no plan yet (its agent plans when it starts)\n", id)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STEP\tAGENT\tSTATUS\tATTEMPTS\tDEPENDS ON\tDESCRIPTION")
+	for _, s := range p.Steps {
+		crit := ""
+		if s.Critical {
+			crit = " (critical)"
+		}
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, crit, s.AssignedAgent, s.Status, s.Attempts, strings.Join(s.Dependencies, ","), oneLine(s.Description))
+	}
+	tw.Flush()
+}
+
+func newPlanCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "plan ID [--json]",
+		Short: "Print a harness's plan: steps, status, agent, attempts, dependencies",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return g.do(func(api *control.Conn) error {
+				st, err := api.State(context.Background(), args[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(stdout, st.Plan)
+				}
+				printPlan(stdout, st.HarnessID, st.Plan)
+				return nil
+			})
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
+	return c
+}
+
+func newReplanCmd(g *globals, stdin io.Reader, stdout io.Writer) *cobra.Command {
+	var (
+		req    control.ReplanRequest
+		asJSON bool
+	)
+	c := &cobra.Command{
+		Use:   "replan ID FILE [--reason TEXT] [--by WHO]",
+		Short: "Change a harness's plan (skip, replace, insert steps, change dependencies) from a YAML or JSON file",
+		Long: `Change the plan of a harness that does not run (paused, created or failed) with a plan change
+written in YAML or JSON (FILE, or - for standard input):
+
+  skip: [ship]                       # completed without running (its output says so)
+  replace:
+    build: {description: "...", agent: B, critical: false, actions: [{output: built}]}
+  insert:
+    - {id: check, description: "...", agent: A, dependsOn: [build], actions: [...]}
+  dependsOn:
+    ship: [check]
+
+The change is checked whole first, like a task file: every problem with its line (unknown steps
+or agents, completed steps, new ids that exist, dependency cycles), and one problem refuses all
+of it. Applied, it is recorded durably with who (--by, default $USER) and why (--reason), shown
+by 'show' and 'events'. A failed harness stays failed: 'retry' then makes it runnable.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(_ *cobra.Command, args []string) error {
+			var data []byte
+			var err error
+			if args[1] == "-" {
+				data, err = io.ReadAll(io.LimitReader(stdin, 1<<20))
+			} else {
+				data, err = os.ReadFile(args[1])
+			}
+			if err != nil {
+				return fmt.Errorf("plan change: %w", err)
+			}
+			req.Change, req.Name = string(data), args[1]
+			return g.do(func(api *control.Conn) error {
+				res, err := api.Replan(context.Background(), args[0], req)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(stdout, res)
+				}
+				fmt.Fprintf(stdout, "harness %s: replanned: %s\n", res.HarnessID, res.Summary)
+				printPlan(stdout, res.HarnessID, res.Plan)
+				next := "continue with `harness-edge resume " + res.HarnessID + "`"
+				if res.Status == statefmt.StatusFailed {
+					next = "run it again with `harness-edge retry " + res.HarnessID + "`, then resume"
+				}
+				fmt.Fprintf(stdout, "it is %s: %s\n", res.Status, next)
+				return nil
+			})
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&req.Reason, "reason", "", "why (recorded with the change)")
+	f.StringVar(&req.By, "by", whoAmI(), "who changes the plan (recorded with the change)")
+	f.BoolVar(&asJSON, "json", false, "print the outcome as JSON")
+	return c
+}
+
+func newCheckpointCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var (
+		req    control.CheckpointRequest
+		asJSON bool
+	)
+	c := &cobra.Command{
+		Use:   "checkpoint ID --name NAME",
+		Short: "Keep a harness's newest checkpoint under a name, to roll back to later",
+		Long: `Keep the newest checkpoint of a harness that does not run (paused, waiting for a human,
+created, failed, completed) under a name: a copy of its state, stored apart from the chain, so
+the chain's retention never drops it. 'harness-edge rollback ID --to NAME' goes back to it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if strings.TrimSpace(req.Name) == "" {
+				return usageError{fmt.Errorf("checkpoint needs --name NAME")}
+			}
+			return g.do(func(api *control.Conn) error {
+				p, err := api.Checkpoint(context.Background(), args[0], req)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(stdout, p)
+				}
+				fmt.Fprintf(stdout, "harness %s: checkpoint %d named %s (%s, %d/%d steps done, %s)\n", args[0], p.Seq, p.Name, p.Status, p.StepsDone, p.Steps, sysinfo.FormatBytes(uint64(p.Bytes)))
+				return nil
+			})
+		},
+	}
+	c.Flags().StringVar(&req.Name, "name", "", "the checkpoint's name (letters, digits, '.', '_', '-')")
+	c.Flags().StringVar(&req.By, "by", whoAmI(), "who names it (recorded)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the outcome as JSON")
+	return c
+}
+
+func newCheckpointsCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "checkpoints ID [--json]",
+		Short: "List what a harness can be rolled back to: its named checkpoints and its chain's recent ones",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return g.do(func(api *control.Conn) error {
+				l, err := api.ListCheckpoints(context.Background(), args[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(stdout, l)
+				}
+				tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tSEQ\tSTATUS\tSTEPS DONE\tAT")
+				for _, p := range l.Named {
+					fmt.Fprintf(tw, "%s\t%d\t%s\t%d/%d\t%s\n", p.Name, p.Seq, p.Status, p.StepsDone, p.Steps, p.At.Local().Format(time.RFC3339))
+				}
+				tw.Flush()
+				fmt.Fprintf(stdout, "recent: checkpoints %d to %d (`rollback %s --to SEQ`; `inspect %s` lists them)\n", l.FirstSeq, l.HeadSeq, args[0], args[0])
+				return nil
+			})
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the list as JSON")
+	return c
+}
+
+func newRollbackCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var (
+		req    control.RollbackRequest
+		asJSON bool
+	)
+	c := &cobra.Command{
+		Use:   "rollback ID --to NAME|SEQ [--reason TEXT]",
+		Short: "Make an earlier checkpoint (named, or a recent one by number) a harness's newest; then resume it",
+		Long: `Make the state of a named checkpoint, or of a recent checkpoint of the chain (by sequence
+number), the newest checkpoint of a harness that does not run. The chain stays append-only: the
+rollback is a new checkpoint, with a course event saying who rolled back to what and why. The
+harness is paused afterwards; 'resume' runs the steps after the point again. Files the steps
+wrote in the workspace are not rolled back.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if strings.TrimSpace(req.To) == "" {
+				return usageError{fmt.Errorf("rollback needs --to NAME or --to SEQ")}
+			}
+			return g.do(func(api *control.Conn) error {
+				res, err := api.Rollback(context.Background(), args[0], req)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(stdout, res)
+				}
+				fmt.Fprintf(stdout, "harness %s: rolled back to %s (%d/%d steps done); it is %s: continue with `harness-edge resume %s`\n",
+					res.HarnessID, res.To, res.StepsDone, res.Steps, res.Status, res.HarnessID)
+				return nil
+			})
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&req.To, "to", "", "a checkpoint's name, or a sequence number of the chain")
+	f.StringVar(&req.Reason, "reason", "", "why (recorded)")
+	f.StringVar(&req.By, "by", whoAmI(), "who rolls back (recorded)")
+	f.BoolVar(&asJSON, "json", false, "print the outcome as JSON")
+	return c
+}

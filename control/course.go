@@ -1,0 +1,665 @@
+package control
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/harness-edge/harness-edge/runtime/harness"
+	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+	"github.com/harness-edge/harness-edge/store"
+)
+
+// The operations that change a harness's course (retry, ...) and remove harnesses (delete,
+// prune): the server's side, the client's side and their HTTP routes.
+
+// RetryRequest is the body of POST /v1/harnesses/{id}/retry.
+type RetryRequest struct {
+	// Step is the one failed step to retry ("" retries every failed step).
+	Step   string `json:"step,omitempty"`
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Retry takes a failed harness (or one failed step) back to runnable (harness.Manager.Retry).
+func (s *Server) Retry(_ context.Context, id string, req RetryRequest) (harness.RetryResult, error) {
+	if err := store.ValidID(id); err != nil {
+		return harness.RetryResult{}, err
+	}
+	defer s.forget(id)()
+	s.mu.Lock()
+	scheduled := s.running[id]
+	s.mu.Unlock()
+	if scheduled {
+		return harness.RetryResult{}, fmt.Errorf("harness %s %w in the daemon: pause it first (`harness-edge pause %s`), then retry", id, harness.ErrRunning, id)
+	}
+	return s.m.Retry(id, req.Step, req.By, req.Reason)
+}
+
+func (c *Client) Retry(ctx context.Context, id string, req RetryRequest) (harness.RetryResult, error) {
+	var r harness.RetryResult
+	err := c.do(ctx, http.MethodPost, "/v1/harnesses/"+url.PathEscape(id)+"/retry", req, &r)
+	return r, err
+}
+
+// courseRoutes adds the course and removal endpoints to the API's mux.
+func courseRoutes(mux *http.ServeMux, h *handler) {
+	mux.HandleFunc("POST /v1/harnesses/{id}/retry", h.retry)
+	mux.HandleFunc("POST /v1/harnesses/{id}/replan", h.replan)
+	mux.HandleFunc("POST /v1/harnesses/{id}/checkpoints", h.checkpoint)
+	mux.HandleFunc("GET /v1/harnesses/{id}/checkpoints", h.checkpoints)
+	mux.HandleFunc("POST /v1/harnesses/{id}/rollback", h.rollback)
+	mux.HandleFunc("DELETE /v1/harnesses/{id}", h.delete)
+	mux.HandleFunc("POST /v1/prune", h.prune)
+}
+
+// failCourse maps a course operation's error to its status code: a request the harness's
+// state refuses is a conflict.
+func failCourse(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, harness.ErrRunning), errors.Is(err, harness.ErrNothingToRetry), errors.Is(err, harness.ErrSubAgent), errors.Is(err, ErrNeedsForce),
+		errors.Is(err, store.ErrNameTaken):
+		writeError(w, http.StatusConflict, err)
+		return
+	case errors.Is(err, harness.ErrUnknownStep), errors.Is(err, ErrBadInput):
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	fail(w, err)
+}
+
+func (h *handler) retry(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := store.ValidID(id); err != nil {
+		fail(w, err)
+		return
+	}
+	var req RetryRequest
+	if err := decode(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	res, err := h.api.Retry(r.Context(), id, req)
+	if err != nil {
+		failCourse(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// ErrNeedsForce refuses to delete a harness that waits for a human or was interrupted, unless
+// the request says --force.
+var ErrNeedsForce = errors.New("needs --force")
+
+// DeleteResult is what delete and prune removed (or, with a dry run, would remove).
+type DeleteResult struct {
+	// Harnesses are the top-level harnesses removed, each with its sub-agents.
+	Harnesses []Removed `json:"harnesses"`
+	// Skipped are harnesses prune left alone, and why.
+	Skipped []Skipped `json:"skipped,omitempty"`
+	DryRun  bool      `json:"dryRun,omitempty"`
+	// BytesBefore and BytesAfter are what the store's files took on disk before and after.
+	BytesBefore uint64 `json:"bytesBefore"`
+	BytesAfter  uint64 `json:"bytesAfter"`
+	Freed       uint64 `json:"freedBytes"`
+}
+
+// Removed is one top-level harness that delete or prune removed (or would).
+type Removed struct {
+	ID        string          `json:"id"`
+	Status    statefmt.Status `json:"status"`
+	UpdatedAt time.Time       `json:"updatedAt"`
+	// SubAgents are its sub-agents (and theirs), removed with it.
+	SubAgents []string `json:"subAgents,omitempty"`
+	// StoredBytes is what its records took (with its sub-agents'), before compression of the
+	// store's tables.
+	StoredBytes int `json:"storedBytes"`
+}
+
+// Skipped is a harness prune matched but did not remove.
+type Skipped struct {
+	ID  string `json:"id"`
+	Why string `json:"why"`
+}
+
+// PruneRequest is the body of POST /v1/prune.
+type PruneRequest struct {
+	// OlderThan is how long ago a harness last changed, at least ("30d", "12h").
+	OlderThan string `json:"olderThan"`
+	// Statuses are the statuses pruned (default completed and failed).
+	Statuses []statefmt.Status `json:"statuses,omitempty"`
+	DryRun   bool              `json:"dryRun,omitempty"`
+}
+
+// ParseAge reads an age: a Go duration ("36h", "90m") or a whole number of days or weeks
+// ("30d", "2w").
+func ParseAge(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	for unit, d := range map[string]time.Duration{"d": 24 * time.Hour, "w": 7 * 24 * time.Hour} {
+		if n, ok := strings.CutSuffix(s, unit); ok {
+			v, err := strconv.Atoi(n)
+			if err != nil || v < 0 || v > 100*365 {
+				return 0, fmt.Errorf("%w: age %q: want a whole number of days or weeks (30d, 2w) or a duration (12h)", ErrBadInput, s)
+			}
+			return time.Duration(v) * d, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%w: age %q: want a whole number of days or weeks (30d, 2w) or a duration (12h)", ErrBadInput, s)
+	}
+	return d, nil
+}
+
+// family is a harness and every sub-agent under it, from the index.
+func family(list []store.IndexEntry, root string) []string {
+	children := map[string][]string{}
+	for _, e := range list {
+		if e.ParentHarnessID != "" {
+			children[e.ParentHarnessID] = append(children[e.ParentHarnessID], e.ID)
+		}
+	}
+	out := []string{root}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
+}
+
+// removable says why a top-level harness may not be removed now ("" when it may): it runs or
+// waits in this process's queue; without force, it waits for a human or was interrupted. s.mu
+// held.
+func (s *Server) removableLocked(e store.IndexEntry, force bool) (string, error) {
+	id := e.ID
+	if s.running[id] || slices.Contains(s.queue, id) || slices.Contains(s.m.Running(), id) {
+		return fmt.Sprintf("harness %s %v here: pause it first (`harness-edge pause %s`)", id, harness.ErrRunning, id), harness.ErrRunning
+	}
+	if force {
+		return "", nil
+	}
+	switch e.Status {
+	case statefmt.StatusRunning:
+		return fmt.Sprintf("harness %s was running when its process stopped: resume it, or delete it with --force", id), ErrNeedsForce
+	case statefmt.StatusPaused:
+		loaded := s.m.Loaded(id)
+		gates, _ := s.m.PendingGates(id)
+		if !loaded {
+			s.m.Release(id)
+		}
+		if len(gates) > 0 {
+			return fmt.Sprintf("harness %s waits for a human (%s): answer it, or delete it with --force", id, GateHint(id, gates)), ErrNeedsForce
+		}
+	}
+	return "", nil
+}
+
+// remove deletes the families of the given top-level harnesses in one batch and compacts
+// their keys. s.mu held.
+func (s *Server) removeLocked(ctx context.Context, out *DeleteResult) error {
+	var ids []string
+	for _, r := range out.Harnesses {
+		ids = append(ids, r.ID)
+		ids = append(ids, r.SubAgents...)
+	}
+	if out.DryRun {
+		out.BytesBefore = s.store.DiskUsage()
+		out.BytesAfter = out.BytesBefore
+		return nil
+	}
+	sum, err := s.store.DeleteHarnesses(ctx, ids)
+	for _, id := range sum.Deleted {
+		s.m.Release(id)
+	}
+	out.BytesBefore, out.BytesAfter, out.Freed = sum.BytesBefore, sum.BytesAfter, sum.Freed()
+	return err
+}
+
+// removed describes a top-level harness and its sub-agents for a DeleteResult.
+func (s *Server) removed(list []store.IndexEntry, e store.IndexEntry) Removed {
+	fam := family(list, e.ID)
+	r := Removed{ID: e.ID, Status: e.Status, UpdatedAt: e.UpdatedAt, SubAgents: fam[1:]}
+	for _, id := range fam {
+		if recs, err := s.store.Inspect(id); err == nil {
+			for _, rec := range recs {
+				r.StoredBytes += rec.StoredBytes
+			}
+		}
+	}
+	return r
+}
+
+// Delete removes a harness with its sub-agents, chain, events, index entry and task, then
+// compacts their keys so that the disk is given back. It is refused, changing nothing, for a
+// sub-agent (delete its parent), a harness that runs or is queued here, and, without force, one
+// that waits for a human or was interrupted.
+func (s *Server) Delete(ctx context.Context, id string, force bool) (DeleteResult, error) {
+	if err := store.ValidID(id); err != nil {
+		return DeleteResult{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	list, err := s.store.List()
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	i := slices.IndexFunc(list, func(e store.IndexEntry) bool { return e.ID == id })
+	if i < 0 {
+		_, err := s.store.Index(id)
+		return DeleteResult{}, cmp.Or(err, fmt.Errorf("harness %s: %w", id, store.ErrNotFound))
+	}
+	e := list[i]
+	if e.ParentHarnessID != "" {
+		return DeleteResult{}, fmt.Errorf("harness %s %w of %s: delete %s (its sub-agents go with it)", id, harness.ErrSubAgent, e.ParentHarnessID, e.ParentHarnessID)
+	}
+	if why, err := s.removableLocked(e, force); why != "" {
+		return DeleteResult{}, fmt.Errorf("%w: %s", err, why)
+	}
+	out := DeleteResult{Harnesses: []Removed{s.removed(list, e)}}
+	err = s.removeLocked(ctx, &out)
+	return out, err
+}
+
+// Prune deletes the top-level harnesses (with their sub-agents) in the statuses asked for
+// (default completed and failed) that last changed longer ago than req.OlderThan, in one batch,
+// then compacts. Harnesses that run, are queued, wait for a human or were interrupted are
+// skipped and listed. A dry run says what it would delete and deletes nothing.
+func (s *Server) Prune(ctx context.Context, req PruneRequest) (DeleteResult, error) {
+	age, err := ParseAge(req.OlderThan)
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	statuses := req.Statuses
+	if len(statuses) == 0 {
+		statuses = []statefmt.Status{statefmt.StatusCompleted, statefmt.StatusFailed}
+	}
+	for _, st := range statuses {
+		if !slices.Contains(statefmt.Statuses, st) || st == statefmt.StatusRunning {
+			return DeleteResult{}, fmt.Errorf("%w: status %q cannot be pruned (completed, failed, paused, created)", ErrBadInput, st)
+		}
+	}
+	cutoff := time.Now().Add(-age)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	list, err := s.store.List()
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	out := DeleteResult{Harnesses: []Removed{}, DryRun: req.DryRun}
+	for _, e := range list {
+		if e.ParentHarnessID != "" || e.Damaged != "" || !slices.Contains(statuses, e.Status) || !e.UpdatedAt.Before(cutoff) {
+			continue
+		}
+		if why, _ := s.removableLocked(e, false); why != "" {
+			out.Skipped = append(out.Skipped, Skipped{ID: e.ID, Why: why})
+			continue
+		}
+		out.Harnesses = append(out.Harnesses, s.removed(list, e))
+	}
+	err = s.removeLocked(ctx, &out)
+	return out, err
+}
+
+func (c *Client) Delete(ctx context.Context, id string, force bool) (DeleteResult, error) {
+	var r DeleteResult
+	path := "/v1/harnesses/" + url.PathEscape(id)
+	if force {
+		path += "?force=1"
+	}
+	err := c.do(ctx, http.MethodDelete, path, nil, &r)
+	return r, err
+}
+
+func (c *Client) Prune(ctx context.Context, req PruneRequest) (DeleteResult, error) {
+	var r DeleteResult
+	err := c.do(ctx, http.MethodPost, "/v1/prune", req, &r)
+	return r, err
+}
+
+func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := store.ValidID(id); err != nil {
+		fail(w, err)
+		return
+	}
+	force := false
+	switch v := r.URL.Query().Get("force"); v {
+	case "", "0", "false":
+	case "1", "true":
+		force = true
+	default:
+		fail(w, fmt.Errorf("%w: force=%q: want 1 or 0", ErrBadInput, v))
+		return
+	}
+	res, err := h.api.Delete(r.Context(), id, force)
+	if err != nil {
+		failCourse(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (h *handler) prune(w http.ResponseWriter, r *http.Request) {
+	var req PruneRequest
+	if err := decode(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	if strings.TrimSpace(req.OlderThan) == "" {
+		fail(w, fmt.Errorf("%w: \"olderThan\" (e.g. \"30d\") is required", ErrBadInput))
+		return
+	}
+	res, err := h.api.Prune(r.Context(), req)
+	if err != nil {
+		failCourse(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// ReplanRequest is the body of POST /v1/harnesses/{id}/replan: the plan change's text (YAML or
+// JSON), its file name for errors, who and why.
+type ReplanRequest struct {
+	Change string `json:"change"`
+	Name   string `json:"name,omitempty"`
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Replan applies a plan change to a harness that does not run (harness.Manager.Replan).
+func (s *Server) Replan(_ context.Context, id string, req ReplanRequest) (harness.ReplanResult, error) {
+	if err := store.ValidID(id); err != nil {
+		return harness.ReplanResult{}, err
+	}
+	defer s.forget(id)()
+	s.mu.Lock()
+	scheduled := s.running[id] || slices.Contains(s.queue, id)
+	s.mu.Unlock()
+	if scheduled {
+		return harness.ReplanResult{}, fmt.Errorf("harness %s %w in the daemon: pause it first (`harness-edge pause %s`), then replan", id, harness.ErrRunning, id)
+	}
+	r, err := s.m.Replan(id, cmp.Or(req.Name, "the plan change"), []byte(req.Change), req.By, req.Reason)
+	if errors.Is(err, harness.ErrBadChange) {
+		err = fmt.Errorf("%w: %w", ErrBadInput, err)
+	}
+	return r, err
+}
+
+func (c *Client) Replan(ctx context.Context, id string, req ReplanRequest) (harness.ReplanResult, error) {
+	var r harness.ReplanResult
+	err := c.do(ctx, http.MethodPost, "/v1/harnesses/"+url.PathEscape(id)+"/replan", req, &r)
+	return r, err
+}
+
+func (h *handler) replan(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := store.ValidID(id); err != nil {
+		fail(w, err)
+		return
+	}
+	var req ReplanRequest
+	if err := decode(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	if strings.TrimSpace(req.Change) == "" {
+		fail(w, fmt.Errorf("%w: \"change\" (the plan change's text) is required", ErrBadInput))
+		return
+	}
+	res, err := h.api.Replan(r.Context(), id, req)
+	if err != nil {
+		failCourse(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// CheckpointRequest is the body of POST /v1/harnesses/{id}/checkpoints.
+type CheckpointRequest struct {
+	Name string `json:"name"`
+	By   string `json:"by,omitempty"`
+}
+
+// Checkpoints lists the points a harness can be rolled back to: its named checkpoints, and the
+// checkpoints of its chain the store still holds (from the last keyframes on).
+type Checkpoints struct {
+	HarnessID string             `json:"harnessId"`
+	Named     []store.NamedPoint `json:"named"`
+	// Recent are the chain's checkpoints from FirstSeq to HeadSeq: `rollback --to SEQ` reaches
+	// any of them.
+	FirstSeq uint64 `json:"firstSeq"`
+	HeadSeq  uint64 `json:"headSeq"`
+}
+
+// RollbackRequest is the body of POST /v1/harnesses/{id}/rollback: To is a checkpoint's name or
+// a sequence number of the chain.
+type RollbackRequest struct {
+	To     string `json:"to"`
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// scheduledLocked refuses a harness that runs or waits in this process's queue. s.mu held.
+func (s *Server) scheduledLocked(id, what string) error {
+	if s.running[id] || slices.Contains(s.queue, id) {
+		return fmt.Errorf("harness %s %w in the daemon: pause it first (`harness-edge pause %s`), then %s", id, harness.ErrRunning, id, what)
+	}
+	return nil
+}
+
+// Checkpoint keeps the harness's newest checkpoint under a name (store.SaveNamed), with a
+// course event, for a harness that does not run.
+func (s *Server) Checkpoint(_ context.Context, id string, req CheckpointRequest) (store.NamedPoint, error) {
+	if err := store.ValidID(id); err != nil {
+		return store.NamedPoint{}, err
+	}
+	if err := store.ValidName(req.Name); err != nil {
+		return store.NamedPoint{}, fmt.Errorf("%w: %w", ErrBadInput, err)
+	}
+	defer s.forget(id)()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.scheduledLocked(id, "name its checkpoint"); err != nil {
+		return store.NamedPoint{}, err
+	}
+	st, err := s.m.CheckpointState(id)
+	if err != nil {
+		return store.NamedPoint{}, err
+	}
+	idx, err := s.store.Index(id)
+	if err != nil {
+		return store.NamedPoint{}, err
+	}
+	now := time.Now().UTC()
+	ev := event.Event{Type: event.Course, HarnessID: id, Time: now, Action: harness.CourseCheckpoint, By: req.By,
+		Message: fmt.Sprintf("named %s (checkpoint %d)", req.Name, idx.HeadSeq)}
+	return s.store.SaveNamed(id, req.Name, idx.HeadSeq, now, st, []event.Event{ev})
+}
+
+// ListCheckpoints lists a harness's named checkpoints and the range of its chain's.
+func (s *Server) ListCheckpoints(_ context.Context, id string) (Checkpoints, error) {
+	if err := store.ValidID(id); err != nil {
+		return Checkpoints{}, err
+	}
+	idx, err := s.store.Index(id)
+	if err != nil {
+		return Checkpoints{}, err
+	}
+	named, err := s.store.Named(id)
+	if err != nil {
+		return Checkpoints{}, err
+	}
+	first, err := s.store.FirstSeq(id)
+	if err != nil {
+		return Checkpoints{}, err
+	}
+	return Checkpoints{HarnessID: id, Named: named, FirstSeq: first, HeadSeq: idx.HeadSeq}, nil
+}
+
+// Rollback makes a named checkpoint's state, or that of a checkpoint of the chain, the harness's
+// newest checkpoint (harness.Manager.Rollback).
+func (s *Server) Rollback(_ context.Context, id string, req RollbackRequest) (harness.RollbackResult, error) {
+	if err := store.ValidID(id); err != nil {
+		return harness.RollbackResult{}, err
+	}
+	if strings.TrimSpace(req.To) == "" {
+		return harness.RollbackResult{}, fmt.Errorf("%w: say what to roll back to: a checkpoint's name or sequence number", ErrBadInput)
+	}
+	defer s.forget(id)()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.scheduledLocked(id, "roll it back"); err != nil {
+		return harness.RollbackResult{}, err
+	}
+	var st *statefmt.HarnessState
+	var taskJSON []byte
+	label := req.To
+	if seq, err := strconv.ParseUint(req.To, 10, 64); err == nil {
+		idx, err := s.store.Index(id)
+		if err != nil {
+			return harness.RollbackResult{}, err
+		}
+		first, err := s.store.FirstSeq(id)
+		if err != nil {
+			return harness.RollbackResult{}, err
+		}
+		if seq < first || seq > idx.HeadSeq {
+			return harness.RollbackResult{}, fmt.Errorf("%w: harness %s holds checkpoints %d to %d (older ones were released at a keyframe; name a checkpoint to keep it)", ErrBadInput, id, first, idx.HeadSeq)
+		}
+		if st, err = s.store.RestoreAt(id, seq); err != nil {
+			return harness.RollbackResult{}, err
+		}
+		label = fmt.Sprintf("checkpoint %d", seq)
+	} else {
+		_, named, tj, err := s.store.RestoreNamed(id, req.To)
+		if errors.Is(err, store.ErrInvalidName) {
+			err = fmt.Errorf("%w: %w", ErrBadInput, err)
+		}
+		if err != nil {
+			return harness.RollbackResult{}, err
+		}
+		st, taskJSON, label = named, tj, fmt.Sprintf("%q", req.To)
+		if len(taskJSON) == 0 {
+			taskJSON = nil
+		}
+	}
+	return s.m.Rollback(id, st, taskJSON, label, req.By, req.Reason)
+}
+
+func (c *Client) Checkpoint(ctx context.Context, id string, req CheckpointRequest) (store.NamedPoint, error) {
+	var p store.NamedPoint
+	err := c.do(ctx, http.MethodPost, "/v1/harnesses/"+url.PathEscape(id)+"/checkpoints", req, &p)
+	return p, err
+}
+
+func (c *Client) ListCheckpoints(ctx context.Context, id string) (Checkpoints, error) {
+	var l Checkpoints
+	err := c.do(ctx, http.MethodGet, "/v1/harnesses/"+url.PathEscape(id)+"/checkpoints", nil, &l)
+	return l, err
+}
+
+func (c *Client) Rollback(ctx context.Context, id string, req RollbackRequest) (harness.RollbackResult, error) {
+	var r harness.RollbackResult
+	err := c.do(ctx, http.MethodPost, "/v1/harnesses/"+url.PathEscape(id)+"/rollback", req, &r)
+	return r, err
+}
+
+func (h *handler) checkpoint(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := store.ValidID(id); err != nil {
+		fail(w, err)
+		return
+	}
+	var req CheckpointRequest
+	if err := decode(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	p, err := h.api.Checkpoint(r.Context(), id, req)
+	if err != nil {
+		failCourse(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, p)
+}
+
+func (h *handler) checkpoints(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := store.ValidID(id); err != nil {
+		fail(w, err)
+		return
+	}
+	l, err := h.api.ListCheckpoints(r.Context(), id)
+	if err != nil {
+		failCourse(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, l)
+}
+
+func (h *handler) rollback(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := store.ValidID(id); err != nil {
+		fail(w, err)
+		return
+	}
+	var req RollbackRequest
+	if err := decode(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	res, err := h.api.Rollback(r.Context(), id, req)
+	if err != nil {
+		failCourse(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// RetentionEvery is how often the daemon's retention prunes: a quarter of the retention, at
+// least a second and at most an hour.
+func RetentionEvery(retain time.Duration) time.Duration {
+	return min(time.Hour, max(retain/4, time.Second))
+}
+
+// Retention prunes the completed and failed harnesses that last changed longer than retain
+// ago (as `prune --older-than` does) now and every RetentionEvery, until ctx ends, logging what
+// it deleted. It returns what to call to wait for it to stop (before the store closes). A zero
+// retain does nothing.
+func (s *Server) Retention(ctx context.Context, retain time.Duration) (wait func()) {
+	if retain <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(RetentionEvery(retain))
+		defer t.Stop()
+		for {
+			res, err := s.Prune(ctx, PruneRequest{OlderThan: retain.String()})
+			switch {
+			case err != nil:
+				s.log.Error("retention: prune", "err", err)
+			case len(res.Harnesses) > 0:
+				var ids []string
+				for _, h := range res.Harnesses {
+					ids = append(ids, h.ID)
+				}
+				s.log.Info("retention: pruned", "harnesses", strings.Join(ids, ","), "freedBytes", res.Freed, "olderThan", retain.String())
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { <-done }
+}

@@ -1,0 +1,235 @@
+package harness
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/harness-edge/harness-edge/runtime/agent"
+	"github.com/harness-edge/harness-edge/runtime/task"
+	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+)
+
+// CourseReplan is the action of the course event a replan makes.
+const CourseReplan = "replan"
+
+// ErrBadChange marks a plan change that does not validate (every problem is in the message).
+var ErrBadChange = errors.New("the plan change is not valid")
+
+// ReplanResult says what a replan did.
+type ReplanResult struct {
+	HarnessID string          `json:"harnessId"`
+	Status    statefmt.Status `json:"status"`
+	// Summary says what changed, in a few words.
+	Summary string `json:"summary"`
+	// Plan is the plan after the change.
+	Plan *statefmt.ExecutionPlan `json:"plan"`
+}
+
+// Replan applies a plan change (task.PlanChange, in YAML or JSON; name is used in errors) to a
+// harness that is paused, created or failed: steps skipped (completed with an output that says
+// so), replaced (description, agent, critical, script actions: a failed one starts again as
+// pending), inserted, or their dependencies changed. The change is validated whole against the
+// plan and the task's agents first, like a task file (every problem, with its line); one
+// problem refuses all of it. Applied, it is one checkpoint, with the changed task when actions
+// changed, a course event with who and why, and the gates pending on changed steps closed. A
+// failed harness stays failed: `retry` then makes it runnable.
+func (m *Manager) Replan(id, name string, data []byte, by, reason string) (ReplanResult, error) {
+	h, err := m.Get(id)
+	if err != nil {
+		return ReplanResult{}, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.st
+	switch {
+	case st.ParentHarnessID != "":
+		return ReplanResult{}, fmt.Errorf("harness %s %w of %s: replan %s", id, ErrSubAgent, st.ParentHarnessID, st.ParentHarnessID)
+	case h.running || st.Status == statefmt.StatusRunning:
+		return ReplanResult{}, fmt.Errorf("harness %s %w: pause it first (`harness-edge pause %s`), then replan", id, ErrRunning, id)
+	case st.Status == statefmt.StatusCompleted:
+		return ReplanResult{}, fmt.Errorf("harness %s has completed: %w (there is nothing left to change)", id, ErrNothingToRetry)
+	case st.Plan == nil:
+		return ReplanResult{}, fmt.Errorf("harness %s has no plan yet: %w (resume it to plan)", id, ErrNothingToRetry)
+	}
+	current := make([]task.CurrentStep, len(st.Plan.Steps))
+	for i, s := range st.Plan.Steps {
+		current[i] = task.CurrentStep{PlanStep: task.PlanStep{ID: s.ID, Description: s.Description, Agent: s.AssignedAgent,
+			DependsOn: s.Dependencies, Critical: s.Critical, Phase: s.Phase}, Completed: s.Status == statefmt.StepCompleted}
+	}
+	change, steps, err := task.ParsePlanChange(name, data, current, h.task.Agents)
+	if err != nil {
+		return ReplanResult{}, fmt.Errorf("harness %s: %w:\n%w", id, ErrBadChange, err)
+	}
+
+	// The task changes only when the change gives script actions.
+	newTask, taskJSON, err := withActions(h.task, change, steps)
+	if err != nil {
+		return ReplanResult{}, fmt.Errorf("harness %s: %w", id, err)
+	}
+
+	saved, pending0, task0, json0, agents0 := cloneState(st), len(h.pending), h.task, h.taskJSON, h.agents
+	undo := func() {
+		h.st, h.pending, h.task, h.taskJSON, h.agents, h.pidx = saved, h.pending[:pending0], task0, json0, agents0, nil
+	}
+	now := h.now()
+	summary := change.Summary()
+	who := orNone(by)
+	p := st.Plan
+	for i := range p.Steps {
+		ns := steps[i]
+		s := &p.Steps[i]
+		_, replaced := change.Replace[s.ID]
+		if replaced {
+			s.Description, s.AssignedAgent, s.Critical = ns.Description, ns.Agent, ns.Critical
+			if s.Status == statefmt.StepFailed || s.Status == statefmt.StepBlocked {
+				s.Status, s.Error = statefmt.StepPending, nil
+			}
+			s.ChildHarnessID = ""
+			if st.CurrentStepIndex == i {
+				st.AgentLoopSnapshot = nil // the loop belonged to the step as it was
+			}
+		}
+		s.Dependencies = slices.Clone(ns.DependsOn)
+		if slices.Contains(change.Skip, s.ID) {
+			out := fmt.Sprintf("(skipped by %s)", who)
+			if reason != "" {
+				out = fmt.Sprintf("(skipped by %s: %s)", who, reason)
+			}
+			s.Status, s.Output, s.Error = statefmt.StepCompleted, &out, nil
+			if st.CurrentStepIndex == i {
+				st.AgentLoopSnapshot = nil
+			}
+		}
+		if replaced || slices.Contains(change.Skip, s.ID) {
+			for gi := range st.Gates {
+				if g := &st.Gates[gi]; g.StepID == s.ID && g.Status == statefmt.GatePending {
+					g.Status, g.ResolvedAt, g.Reason = statefmt.GateRejected, &now, "superseded by a replan"
+					h.emit(event.Event{Type: event.Gate, GateID: g.ID, StepID: g.StepID, Kind: g.Kind, Action: "rejected", Reason: g.Reason,
+						WaitMs: event.Ms(now.Sub(g.CreatedAt))})
+				}
+			}
+		}
+	}
+	for _, ns := range steps[len(p.Steps):] {
+		p.Steps = append(p.Steps, statefmt.ExecutionStep{ID: ns.ID, Description: ns.Description, AssignedAgent: ns.Agent,
+			Dependencies: slices.Clone(ns.DependsOn), Critical: ns.Critical, Status: statefmt.StepPending})
+	}
+	restatus(p)
+	h.pidx = nil
+	if newTask != nil {
+		h.task, h.taskJSON, h.agents = newTask, taskJSON, map[string]agent.Agent{}
+	}
+	h.emit(event.Event{Type: event.Course, Action: CourseReplan, By: by, Reason: reason, Steps: len(p.Steps), Message: summary})
+	what := "replanned (" + summary + ") by " + who
+	if reason != "" {
+		what += ": " + reason
+	}
+	switch st.Status {
+	case statefmt.StatusFailed:
+		st.StatusReason = what + "; retry it to run the new plan (`harness-edge retry " + id + "`)"
+	default:
+		st.StatusReason = what + "; resume to go on"
+	}
+	statefmt.Normalize(st)
+	if err := st.Validate(); err != nil {
+		undo()
+		return ReplanResult{}, fmt.Errorf("harness %s: the replanned state is not valid: %w", id, err)
+	}
+	if err := h.checkpoint(); err != nil {
+		undo()
+		return ReplanResult{}, err
+	}
+	return ReplanResult{HarnessID: id, Status: st.Status, Summary: summary, Plan: cloneState(st).Plan}, nil
+}
+
+// restatus gives every step that has not completed, failed or started the status its
+// dependencies make: blocked under a failed step, ready when they have all completed, pending
+// otherwise.
+func restatus(p *statefmt.ExecutionPlan) {
+	x := indexPlan(p)
+	doomed := map[int]bool{}
+	var queue []int
+	for i, s := range p.Steps {
+		if s.Status == statefmt.StepFailed {
+			queue = append(queue, i)
+		}
+	}
+	for ; len(queue) > 0; queue = queue[1:] {
+		for _, j := range x.dependents[queue[0]] {
+			if !doomed[j] {
+				doomed[j] = true
+				queue = append(queue, j)
+			}
+		}
+	}
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		switch s.Status {
+		case statefmt.StepCompleted, statefmt.StepFailed, statefmt.StepRunning:
+			continue
+		}
+		switch {
+		case doomed[i]:
+			s.Status = statefmt.StepBlocked
+		default:
+			s.Status = statefmt.StepPending
+			x.refresh(i)
+		}
+	}
+}
+
+// withActions returns the task with the change's script actions in it (for the agents the
+// steps have after the change), and its JSON, or nil when the change gives none. The task is
+// copied through its JSON, and the copy read back as a stored task is: the harness's task stays
+// as it is until the change is made, and what is stored reads back.
+func withActions(t *task.Task, c *task.PlanChange, steps []task.PlanStep) (*task.Task, []byte, error) {
+	agentOf := map[string]string{}
+	for _, s := range steps {
+		agentOf[s.ID] = s.Agent
+	}
+	actions := map[string][]task.Action{}
+	for id, ch := range c.Replace {
+		if len(ch.Actions) > 0 {
+			actions[id] = ch.Actions
+		}
+	}
+	for _, n := range c.Insert {
+		if len(n.Actions) > 0 {
+			actions[n.ID] = n.Actions
+		}
+	}
+	if len(actions) == 0 {
+		return nil, nil, nil
+	}
+	b, err := json.Marshal(t)
+	if err != nil {
+		return nil, nil, err
+	}
+	nt, err := task.Parse("the stored task", b)
+	if err != nil {
+		return nil, nil, err
+	}
+	for id, acts := range actions {
+		a := nt.Agents[agentOf[id]]
+		if a == nil {
+			return nil, nil, fmt.Errorf("step %s: no agent %q", id, agentOf[id])
+		}
+		if a.Script == nil {
+			a.Script = &task.Script{}
+		}
+		if a.Script.Steps == nil {
+			a.Script.Steps = map[string][]task.Action{}
+		}
+		a.Script.Steps[id] = acts
+	}
+	if b, err = json.Marshal(nt); err != nil {
+		return nil, nil, err
+	}
+	if nt, err = task.Parse("the replanned task", b); err != nil {
+		return nil, nil, err
+	}
+	return nt, b, nil
+}

@@ -1,0 +1,173 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+)
+
+// Course-change actions: the `action` of a course event.
+const (
+	CourseRetry = "retry"
+)
+
+// ErrNothingToRetry is returned by Retry for a harness with no failed step to take back (and
+// that has not failed).
+var ErrNothingToRetry = errors.New("nothing to retry")
+
+// ErrSubAgent refuses a change of course on a sub-agent: its parent decides what it runs.
+var ErrSubAgent = errors.New("is a sub-agent")
+
+// ErrUnknownStep is a step id the harness's plan does not have.
+var ErrUnknownStep = errors.New("no such step")
+
+// ErrRunning refuses a change of course on a harness that is running: pause it first.
+var ErrRunning = errors.New("is running")
+
+// RetryResult says what a retry took back.
+type RetryResult struct {
+	HarnessID string          `json:"harnessId"`
+	Status    statefmt.Status `json:"status"`
+	// Steps are the failed steps made ready again; Unblocked the steps they had blocked.
+	Steps     []string `json:"steps"`
+	Unblocked []string `json:"unblocked,omitempty"`
+}
+
+// Retry takes a failed harness, or one failed step of it, back to runnable, keeping its
+// history: the steps' attempt counters go on counting (the next attempt is a retry), the tool
+// calls, sub-agents and events stay. A failed harness becomes paused (the one way out of
+// failed), so that resume runs it again; without stepID every failed step is retried (a harness
+// that failed before it had a plan plans again). The steps a retried step had blocked go back
+// to pending. The change is one checkpoint with a state_transition (when the status changes)
+// and a course event naming who asked and why. Refused, it changes nothing: a running harness,
+// a sub-agent (retry its parent), a completed one, a step that has not failed.
+func (m *Manager) Retry(id, stepID, by, reason string) (RetryResult, error) {
+	h, err := m.Get(id)
+	if err != nil {
+		return RetryResult{}, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.st
+	if st.ParentHarnessID != "" {
+		return RetryResult{}, fmt.Errorf("harness %s %w of %s: retry %s (a failed delegated step spawns a new sub-agent)", id, ErrSubAgent, st.ParentHarnessID, st.ParentHarnessID)
+	}
+	if h.running || st.Status == statefmt.StatusRunning {
+		return RetryResult{}, fmt.Errorf("harness %s %w: pause it first (`harness-edge pause %s`), then retry", id, ErrRunning, id)
+	}
+	if st.Status == statefmt.StatusCompleted {
+		return RetryResult{}, fmt.Errorf("harness %s has completed: %w (run the task again under another id)", id, ErrNothingToRetry)
+	}
+	var failed []int
+	if st.Plan != nil {
+		for i, s := range st.Plan.Steps {
+			if s.Status == statefmt.StepFailed && (stepID == "" || s.ID == stepID) {
+				failed = append(failed, i)
+			}
+		}
+	}
+	if stepID != "" && len(failed) == 0 {
+		if st.Plan == nil || h.plan().step(stepID) < 0 {
+			return RetryResult{}, fmt.Errorf("harness %s: %w %q (steps: %s)", id, ErrUnknownStep, stepID, stepList(st.Plan))
+		}
+		s := st.Plan.Steps[h.plan().step(stepID)]
+		return RetryResult{}, fmt.Errorf("harness %s: step %s is %s, not failed: %w", id, stepID, s.Status, ErrNothingToRetry)
+	}
+	if len(failed) == 0 && st.Status != statefmt.StatusFailed {
+		return RetryResult{}, fmt.Errorf("harness %s is %s with no failed step: %w (resume it with `harness-edge resume %s`)", id, st.Status, ErrNothingToRetry, id)
+	}
+
+	saved := cloneState(st)
+	pending0 := len(h.pending)
+	undo := func() { h.st, h.pending = saved, h.pending[:pending0]; h.pidx = nil }
+
+	res := RetryResult{HarnessID: id, Steps: []string{}}
+	for _, i := range failed {
+		s := &st.Plan.Steps[i]
+		s.Status, s.Error = statefmt.StepPending, nil
+		res.Steps = append(res.Steps, s.ID)
+	}
+	if st.Plan != nil {
+		res.Unblocked = unblock(st.Plan)
+		h.pidx = nil // the index takes failed and blocked steps as final
+		h.plan().refreshAll()
+	}
+	var next []string
+	for _, sid := range res.Steps {
+		next = append(next, fmt.Sprintf("step %s attempt %d", sid, st.Plan.Steps[h.plan().step(sid)].Attempts+1))
+	}
+	detail := strings.Join(next, ", ")
+	if st.Plan == nil {
+		detail = "planning again"
+	} else if detail == "" {
+		detail = "no failed step"
+	}
+	if len(res.Unblocked) > 0 {
+		detail += "; unblocked " + strings.Join(res.Unblocked, ", ")
+	}
+	what := "retry (" + detail + ") by " + orNone(by)
+	if reason != "" {
+		what += ": " + reason
+	}
+	h.emit(event.Event{Type: event.Course, Action: CourseRetry, StepID: stepID, By: by, Reason: reason, Message: detail})
+	if st.Status == statefmt.StatusFailed {
+		// failed is final to the lifecycle; a human's retry is the one way back, to paused.
+		now := h.now()
+		h.emit(event.Event{Type: event.StateTransition, Time: now, From: st.Status, To: statefmt.StatusPaused, Reason: what})
+		st.Status, st.UpdatedAt = statefmt.StatusPaused, now
+		st.StatusReason = what + "; resume to run it"
+	} else {
+		st.StatusReason = what + "; " + st.StatusReason
+	}
+	if err := h.checkpoint(); err != nil {
+		undo()
+		return RetryResult{}, err
+	}
+	res.Status = st.Status
+	return res, nil
+}
+
+// unblock makes pending again every blocked step none of whose transitive dependencies has
+// failed, and returns them in plan order.
+func unblock(p *statefmt.ExecutionPlan) []string {
+	x := indexPlan(p)
+	doomed := map[int]bool{}
+	var queue []int
+	for i, s := range p.Steps {
+		if s.Status == statefmt.StepFailed {
+			queue = append(queue, i)
+		}
+	}
+	for ; len(queue) > 0; queue = queue[1:] {
+		for _, j := range x.dependents[queue[0]] {
+			if !doomed[j] {
+				doomed[j] = true
+				queue = append(queue, j)
+			}
+		}
+	}
+	var out []string
+	for i := range p.Steps {
+		if s := &p.Steps[i]; s.Status == statefmt.StepBlocked && !doomed[i] {
+			s.Status = statefmt.StepPending
+			out = append(out, s.ID)
+		}
+	}
+	return out
+}
+
+// stepList names a plan's steps for an error message.
+func stepList(p *statefmt.ExecutionPlan) string {
+	if p == nil {
+		return "none: the harness has no plan yet"
+	}
+	ids := make([]string, 0, len(p.Steps))
+	for _, s := range p.Steps {
+		ids = append(ids, s.ID)
+	}
+	return strings.Join(slices.Clip(ids), ", ")
+}

@@ -1,0 +1,136 @@
+package harness_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/harness-edge/harness-edge/runtime/harness"
+	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+)
+
+// A step that used up its automatic retries on transient failures fails the harness; a human's
+// retry gives it its next attempt, which completes it.
+func TestRetryGivesAFailedStepItsNextAttempt(t *testing.T) {
+	e := newEnv(t)
+	h, err := e.m.Create(parseTask(t, `id: tr
+agent: A
+retry: {maxRetries: 2, base: 1ms}
+agents:
+  A:
+    driver: script
+    script:
+      plan:
+        - {id: s1, description: flaky, agent: A}
+      steps:
+        s1: [{fail: transient, message: upstream down, times: 3}, {output: up}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil || h.Status() != statefmt.StatusFailed {
+		t.Fatalf("run: %v, %s", err, h.Status())
+	}
+	res, err := e.m.Retry("tr", "", "ada", "upstream is back")
+	if err != nil || res.Status != statefmt.StatusPaused || len(res.Steps) != 1 {
+		t.Fatalf("retry: %+v %v", res, err)
+	}
+	h, err = e.m.ResumeFromCheckpoint("tr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := h.State()
+	if st.Status != statefmt.StatusCompleted || st.Plan.Steps[0].Attempts != 4 {
+		t.Fatalf("status %s, attempts %d", st.Status, st.Plan.Steps[0].Attempts)
+	}
+	starts := e.rec.of(event.StepStarted)
+	if last := starts[len(starts)-1]; last.Attempt != 4 {
+		t.Fatalf("the retried attempt started as attempt %d", last.Attempt)
+	}
+	if c := e.rec.of(event.Course); len(c) != 1 || c[0].By != "ada" || c[0].Reason != "upstream is back" {
+		t.Fatalf("course events: %+v", c)
+	}
+}
+
+// A failed delegated step spawns new sub-agents when it is retried (each attempt of the step
+// gets its own tries), and the failed ones stay listed.
+func TestRetryOfADelegatedStepSpawnsNewSubAgents(t *testing.T) {
+	e := newEnv(t)
+	h, err := e.m.Create(parseTask(t, `id: dl
+agent: A
+agents:
+  A: {driver: script, script: {}}
+  B: {driver: script, script: {steps: {"*": [{fail: permanent, message: no luck}]}}}
+plan:
+  - {id: d, description: delegated, agent: B}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil || h.Status() != statefmt.StatusFailed {
+		t.Fatalf("run: %v, %s", err, h.Status())
+	}
+	if n := len(h.State().SubAgentIDs); n != harness.ChildTries {
+		t.Fatalf("%d sub-agents after the first attempt", n)
+	}
+	if _, err := e.m.Retry("dl", "d", "ada", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.Retry("dl.d", "", "ada", ""); !errors.Is(err, harness.ErrSubAgent) {
+		t.Fatalf("retry of a sub-agent: %v", err)
+	}
+	h, err = e.m.ResumeFromCheckpoint("dl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := h.State()
+	if st.Status != statefmt.StatusFailed || len(st.SubAgentIDs) != 2*harness.ChildTries || st.Plan.Steps[0].Attempts != 2 {
+		t.Fatalf("status %s, sub-agents %v, attempts %d", st.Status, st.SubAgentIDs, st.Plan.Steps[0].Attempts)
+	}
+}
+
+// A harness running in this process is not retried, and the refusal changes nothing.
+func TestRetryRefusesARunningHarness(t *testing.T) {
+	e := newEnv(t)
+	h, err := e.m.Create(parseTask(t, `id: busy
+agent: A
+agents:
+  A:
+    driver: script
+    tools: [bash]
+    script:
+      plan:
+        - {id: s, description: slow, agent: A}
+      steps:
+        s: [{tool: bash, args: {command: "sleep 0.5"}}, {fail: permanent, message: late}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- h.Run(context.Background()) }()
+	for !h.Running() {
+		time.Sleep(time.Millisecond)
+	}
+	before, _ := e.store.Index("busy")
+	if _, err := e.m.Retry("busy", "", "ada", ""); !errors.Is(err, harness.ErrRunning) {
+		t.Fatalf("retry of a running harness: %v", err)
+	}
+	if after, _ := e.store.Index("busy"); after.HeadSeq != before.HeadSeq {
+		t.Fatal("a refused retry wrote a checkpoint")
+	}
+	if err := <-done; err != nil || h.Status() != statefmt.StatusFailed {
+		t.Fatalf("run: %v, %s", err, h.Status())
+	}
+	if len(e.rec.of(event.Course)) != 0 {
+		t.Fatal("a refused retry left an event")
+	}
+}
