@@ -168,7 +168,8 @@ func (s *Store) repairStored(id string, out RepairOutcome) (RepairOutcome, error
 		return out, err
 	}
 	out.Quarantine = path
-	if err := s.excise(id); err != nil {
+	// A recovered harness keeps its named checkpoints (copies apart from the chain).
+	if err := s.excise(id, st == nil); err != nil {
 		return out, err
 	}
 	if st == nil {
@@ -257,8 +258,8 @@ func (s *Store) readSpan(sp pebble.KeyRange, f func(k, v []byte)) error {
 	return it.Error()
 }
 
-// harnessSpans are the key ranges that hold harness id: its index entry, task, records and
-// events.
+// harnessSpans are the key ranges that hold harness id: its index entry, task, records,
+// events and, last, its named checkpoints.
 func harnessSpans(id string) []pebble.KeyRange {
 	exact := func(p string) pebble.KeyRange {
 		k := []byte(p + id)
@@ -267,21 +268,27 @@ func harnessSpans(id string) []pebble.KeyRange {
 	under := func(p string) pebble.KeyRange {
 		return pebble.KeyRange{Start: []byte(p + id + "/"), End: []byte(p + id + string(rune('/'+1)))}
 	}
-	return []pebble.KeyRange{exact(prefixIndex), exact(prefixTask), under(prefixChain), under(prefixEvents)}
+	return []pebble.KeyRange{exact(prefixIndex), exact(prefixTask), under(prefixChain), under(prefixEvents), under(prefixNamed)}
 }
 
 // excise removes every key of harness id from the database: Pebble cuts the spans out of its
 // tables, so a damaged block in them is not read again. Cutting a span out of a table needs
 // the table's index block; when that is what is damaged, the keys are deleted with range
 // deletions instead, and the damaged table stays (verify goes on reporting it).
-func (s *Store) excise(id string) error {
-	for _, sp := range harnessSpans(id) {
+func (s *Store) excise(id string, named bool) error {
+	spans := harnessSpans(id)
+	if !named {
+		spans = spans[:len(spans)-1]
+	}
+	for _, sp := range spans {
 		if err := s.db.Excise(context.Background(), sp); err != nil {
 			if _, ok := corruption(err); !ok {
 				return fmt.Errorf("remove the keys of harness %s: %w", id, err)
 			}
 			b := s.db.NewBatch()
-			deleteHarness(b, id)
+			for _, sp := range spans {
+				_ = b.DeleteRange(sp.Start, sp.End, nil)
+			}
 			err := s.commit(b, true)
 			b.Close()
 			if err != nil {

@@ -171,7 +171,7 @@ func checkQuarantine(t *testing.T, path, id string) {
 			t.Fatalf("%s: %v", path, err)
 		}
 		k := string(kv.Key)
-		if !slices.ContainsFunc([]string{"i/", "t/", "c/", "e/"}, func(p string) bool {
+		if !slices.ContainsFunc([]string{"i/", "t/", "c/", "e/", "n/"}, func(p string) bool {
 			return k == p+id || strings.HasPrefix(k, p+id+"/")
 		}) {
 			t.Fatalf("%s holds a key of another harness: %q", path, k)
