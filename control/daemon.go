@@ -38,6 +38,10 @@ type DaemonConfig struct {
 	// RoomPoll is how often the daemon checks whether a full disk has room again, to resume
 	// the harnesses it paused (default 5 s).
 	RoomPoll time.Duration
+	// Beside, when set, runs beside the scheduler once the daemon is up (fleet replication):
+	// its context ends after the daemon has paused its harnesses, and the store is closed only
+	// once it has returned.
+	Beside func(ctx context.Context, srv *Server)
 }
 
 // Validate checks what a caller may have got wrong: the HTTP address (CheckBind) and the
@@ -133,11 +137,23 @@ func StartDaemon(ctx context.Context, cfg DaemonConfig) (d *Daemon, err error) {
 	h, _ := srv.Health(ctx)
 	log.Info("daemon started", "store", cfg.Dir, "pid", os.Getpid(), "concurrency", cfg.Concurrency, "dream", cfg.Options.Dream,
 		"resumed", strings.Join(d.resumed, ","), "frozen", h.Frozen)
+	besideCtx, stopBeside := context.WithCancel(context.Background())
+	besideDone := make(chan struct{})
+	if cfg.Beside != nil {
+		go func() {
+			defer close(besideDone)
+			cfg.Beside(besideCtx, srv)
+		}()
+	} else {
+		close(besideDone)
+	}
 	go func() {
 		defer close(d.stopped)
 		srv.Schedule(ctx, cfg.Grace)
 		cancel()
 		d.waitServers()
+		stopBeside()
+		<-besideDone
 		if err := db.Close(); err != nil {
 			log.Error("closing the store", "err", err)
 		}
