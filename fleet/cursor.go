@@ -12,12 +12,14 @@ import (
 const CursorFile = "fleet-cursor.json"
 
 // cursor is how far a device has replicated each harness: what JetStream acknowledged. It is
-// written beside the store (synced, replaced atomically) after each harness's messages of a
-// pass are acknowledged, so a device that restarts sends again at most one pass's messages of
-// one harness, which JetStream drops as duplicates within DedupWindow.
+// written beside the store (synced, replaced atomically) at most every CursorSync while it
+// moves and when replication stops, so a device that crashes sends again at most that much,
+// which JetStream drops as duplicates within DedupWindow. Writing it at every step would
+// add two fsyncs to each.
 type cursor struct {
 	Device    string                `json:"device"`
 	Harnesses map[string]*harnessAt `json:"harnesses"`
+	dirty     bool
 }
 
 // harnessAt is one harness's replication position.

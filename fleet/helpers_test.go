@@ -114,7 +114,7 @@ func startDevice(t *testing.T, u, name, dir string) *device {
 
 // taskYAML is a script task of steps that each sleep and write a line; with gate, the last
 // step is critical at autonomy 3, so it waits for a human.
-func taskYAML(t *testing.T, id string, steps int, sleep string, gate bool) []byte {
+func taskYAML(t testing.TB, id string, steps int, sleep string, gate bool) []byte {
 	t.Helper()
 	var plan strings.Builder
 	for i := range steps {
@@ -128,9 +128,14 @@ func taskYAML(t *testing.T, id string, steps int, sleep string, gate bool) []byt
 		}
 		fmt.Fprintf(&plan, "        - {id: s%d, description: step %d, agent: A, dependsOn: [%s]%s}\n", i, i, dep, crit)
 	}
+	sleepLine := ""
+	if sleep != "" {
+		sleepLine = "          - {sleep: " + sleep + "}\n"
+	}
 	return []byte(fmt.Sprintf(`id: %s
 agent: A
 autonomy: 3
+budget: {toolCalls: 1000000}
 workspace: %s
 agents:
   A:
@@ -140,10 +145,9 @@ agents:
       plan:
 %s      steps:
         "*":
-          - {sleep: %s}
-          - {tool: write_file, args: {path: %s.txt, content: "a line"}}
+%s          - {tool: write_file, args: {path: %s.txt, content: "a line"}}
           - {output: done}
-`, id, t.TempDir(), plan.String(), sleep, id))
+`, id, t.TempDir(), plan.String(), sleepLine, id))
 }
 
 func submit(t *testing.T, dv *device, task []byte) string {
@@ -291,7 +295,7 @@ func checkReplica(t *testing.T, js jetstream.JetStream, dv *device) (records int
 	return records
 }
 
-func storeIn(t *testing.T, name string) string {
+func storeIn(t testing.TB, name string) string {
 	t.Helper()
 	return filepath.Join(t.TempDir(), name)
 }

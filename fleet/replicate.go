@@ -60,8 +60,8 @@ type Replicator struct {
 	// Poll is how often Run looks at the store without a wake-up, and how soon it tries again
 	// after a failure (default 1 s).
 	Poll time.Duration
-	// Settle is how long Run waits after a wake-up for more of the same step's events, so that
-	// a step's checkpoints go out in one pass (default 5 ms).
+	// Settle is how long Run waits after a wake-up for more events, so that a burst of steps
+	// goes out in one pass (default 25 ms).
 	Settle time.Duration
 	Log    *slog.Logger
 
@@ -79,7 +79,7 @@ func NewReplicator(js jetstream.JetStream, device string) (*Replicator, error) {
 	if err := ValidDevice(device); err != nil {
 		return nil, err
 	}
-	return &Replicator{Device: device, js: js, wake: make(chan struct{}, 1), Poll: time.Second, Settle: 5 * time.Millisecond}, nil
+	return &Replicator{Device: device, js: js, wake: make(chan struct{}, 1), Poll: time.Second, Settle: 25 * time.Millisecond}, nil
 }
 
 // Emit wakes the replication loop (event.Sink). It never blocks.
@@ -115,12 +115,18 @@ func (r *Replicator) Run(ctx context.Context, db *store.Store) error {
 	}
 	tick := time.NewTicker(r.Poll)
 	defer tick.Stop()
+	defer r.saveCursor(db, cur)
 	wasOnline := true
+	var saved time.Time
 	for {
 		if r.before != nil {
 			r.before(ctx)
 		}
 		err := r.pass(ctx, db, cur)
+		if time.Since(saved) >= CursorSync {
+			r.saveCursor(db, cur)
+			saved = time.Now()
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -160,7 +166,24 @@ func (r *Replicator) Sync(ctx context.Context, db *store.Store) error {
 	if err != nil {
 		return err
 	}
-	return r.pass(ctx, db, cur)
+	err = r.pass(ctx, db, cur)
+	r.saveCursor(db, cur)
+	return err
+}
+
+// CursorSync is how often Run writes the cursor (synced) while it moves: a device that
+// crashes sends again at most this much, which JetStream drops as duplicates.
+const CursorSync = time.Second
+
+func (r *Replicator) saveCursor(db *store.Store, cur *cursor) {
+	if !cur.dirty {
+		return
+	}
+	if err := cur.save(db.Dir()); err != nil {
+		r.log().Error("fleet: saving the replication cursor", "err", err)
+		return
+	}
+	cur.dirty = false
 }
 
 func digest(b []byte) string {
@@ -223,9 +246,7 @@ func (r *Replicator) harness(ctx context.Context, db *store.Store, cur *cursor, 
 	defer func() {
 		if *at != before {
 			cur.Harnesses[id] = at
-			if err := cur.save(db.Dir()); err != nil {
-				r.log().Error("fleet: saving the replication cursor", "err", err)
-			}
+			cur.dirty = true
 		}
 	}()
 	msgID := func(kind string, n uint64) string {
