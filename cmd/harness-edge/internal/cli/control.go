@@ -47,6 +47,9 @@ func newServeCmd(g *globals, stdout, stderr io.Writer) *cobra.Command {
 		maxTemp      float64
 		governorPoll time.Duration
 		logJSON      bool
+		natsURL      string
+		natsCreds    string
+		device       string
 	)
 	c := &cobra.Command{
 		Use:   "serve",
@@ -87,6 +90,9 @@ memory, load per CPU or temperature is over its limit.`,
 				h = slog.NewJSONHandler(stderr, nil)
 			}
 			cfg.Logger = slog.New(h)
+			if err := fleetLink(&cfg, natsURL, natsCreds, device, cfg.Logger); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return control.RunDaemon(ctx, cfg)
@@ -103,6 +109,9 @@ memory, load per CPU or temperature is over its limit.`,
 	f.Float64Var(&maxTemp, "max-temp", 0, "governor: start a step only while every temperature sensor reads at most this many °C")
 	f.DurationVar(&governorPoll, "governor-poll", 5*time.Second, "governor: how often to look again while waiting")
 	f.BoolVar(&logJSON, "log-json", false, "log as JSON lines (default: text) on stderr")
+	f.StringVar(&natsURL, "nats", "", "join the fleet: replicate to JetStream at this NATS URL and answer its requests (docs/fleet.md)")
+	f.StringVar(&natsCreds, "nats-creds", "", "NATS credentials file for --nats")
+	f.StringVar(&device, "device", "", "this device's name in the fleet (default: the host name)")
 	return c
 }
 

@@ -136,7 +136,8 @@ func newRoot(g *globals, stdin io.Reader, stdout, stderr io.Writer) *cobra.Comma
 		newRunCmd(g, stdout), newResumeCmd(g, stdout), newShowCmd(g, stdout), newEventsCmd(g, stdout), newStopCmd(g, stdout),
 		newDecideCmd(g, stdout, true), newDecideCmd(g, stdout, false),
 		newServeCmd(g, stdout, stderr), newSubmitCmd(g, stdin, stdout), newLoopCmd(g, stdin, stdout), newLogsCmd(g, stdout), newTellCmd(g, stdin, stdout), newPauseCmd(g, stdout), newReportCmd(g, stdout),
-		newFreezeCmd(g, stdout, true), newFreezeCmd(g, stdout, false), newBenchCmd(g, stdout, stderr))
+		newFreezeCmd(g, stdout, true), newFreezeCmd(g, stdout, false), newBenchCmd(g, stdout, stderr),
+		newHubCmd(g, stdout, stderr), newFleetCmd(g, stdout))
 	return root
 }
 
