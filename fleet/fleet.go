@@ -45,6 +45,9 @@ const (
 	HeaderSeq     = "He-Seq"     // a record's sequence number or an event's number
 	HeaderHarness = "He-Harness" // the harness id as the store spells it
 	HeaderDevice  = "He-Device"
+	// HeaderGen tells a harness from an earlier one of the same id: its creation time (Unix
+	// nanoseconds, base 36).
+	HeaderGen = "He-Gen"
 )
 
 const subjectRoot = "he.fleet"

@@ -257,6 +257,7 @@ func (r *Replicator) harness(ctx context.Context, db *store.Store, cur *cursor, 
 		h.Set(HeaderHarness, id)
 		h.Set(HeaderDevice, r.Device)
 		h.Set(HeaderSeq, strconv.FormatUint(n, 10))
+		h.Set(HeaderGen, strconv.FormatInt(gen, 36))
 		return h
 	}
 	if task, err := db.Task(id); err == nil {

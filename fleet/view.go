@@ -101,6 +101,9 @@ type Record struct {
 	Seq       uint64
 	Envelope  []byte
 	StreamSeq uint64
+	// Gen is the harness's generation (HeaderGen): a harness deleted and created again
+	// under the same id starts a new one.
+	Gen string
 }
 
 // Records reads every replicated record of a device's harness, in the order JetStream holds
@@ -113,7 +116,7 @@ func Records(ctx context.Context, js jetstream.JetStream, device, id string) ([]
 			return fmt.Errorf("a record of %s/%s has no valid %s header", device, id, HeaderSeq)
 		}
 		md, _ := m.Metadata()
-		r := Record{Seq: seq, Envelope: m.Data()}
+		r := Record{Seq: seq, Envelope: m.Data(), Gen: m.Headers().Get(HeaderGen)}
 		if md != nil {
 			r.StreamSeq = md.Sequence.Stream
 		}
@@ -177,8 +180,9 @@ type Shown struct {
 	Device string                 `json:"device"`
 	Entry  store.IndexEntry       `json:"entry"`
 	State  *statefmt.HarnessState `json:"state"`
-	// Records is how many records the hub holds for the harness; Verified how many of them
-	// (from the entry's keyframe to its head) were replayed, hash by hash, to rebuild State.
+	// Records is how many records the hub holds for this harness (this generation, once
+	// each); Verified how many of them (from the entry's keyframe to its head) were replayed,
+	// hash by hash, to rebuild State.
 	Records  int    `json:"records"`
 	Verified int    `json:"verified"`
 	Events   uint64 `json:"events"`
@@ -218,11 +222,13 @@ func Show(ctx context.Context, js jetstream.JetStream, engine bridge.Engine, dev
 	if err != nil {
 		return nil, err
 	}
-	out.Records = len(recs)
 	var chain [][]byte
 	var last uint64
+	gen := strconv.FormatInt(out.Entry.CreatedAt.UnixNano(), 36)
 	for _, r := range recs {
 		switch {
+		case r.Gen != gen:
+			continue // an earlier harness of the same id
 		case r.Seq <= last:
 			out.Duplicates++
 			continue
@@ -230,6 +236,7 @@ func Show(ctx context.Context, js jetstream.JetStream, engine bridge.Engine, dev
 		default:
 			chain = append(chain, r.Envelope)
 		}
+		out.Records++
 		last = r.Seq
 	}
 	out.Verified = len(chain)
