@@ -1,3 +1,5 @@
+//go:build !nohub
+
 package fleet
 
 import (
