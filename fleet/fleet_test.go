@@ -149,7 +149,7 @@ func TestDevicesRunOfflineAndTheBacklogDrainsInOrderWithNothingLostOrTwice(t *te
 	for _, dv := range devs {
 		total += checkReplica(t, js2, dv)
 		s := dv.link.Replicator.Stats()
-		if !s.Online || s.Backlog != 0 {
+		if !s.Online || s.Backlog != 0 || s.Released != 0 {
 			t.Fatalf("%s after the drain: %+v", dv.name, s)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -72,7 +73,20 @@ type Replicator struct {
 
 	mu    sync.Mutex
 	stats Stats
+	// db is the store Run replicates (nil before it starts).
+	db atomic.Pointer[store.Store]
+	// held are records copied as they were committed (Emit sees each checkpoint's event
+	// before the harness writes its next checkpoint): a keyframe releases the records before
+	// it at once, and those the replicator had not read yet are sent from here. heldBytes
+	// is bounded by MaxHeld; past it a record is not held, and counted as released if the
+	// store lets it go before it is sent.
+	heldMu    sync.Mutex
+	held      map[string]map[uint64][]byte
+	heldBytes int
 }
+
+// MaxHeld bounds the memory of records held for replication (see Replicator.held).
+const MaxHeld = 32 << 20
 
 // NewReplicator makes a replicator for the device over a JetStream context. Run starts it.
 func NewReplicator(js jetstream.JetStream, device string) (*Replicator, error) {
@@ -82,11 +96,60 @@ func NewReplicator(js jetstream.JetStream, device string) (*Replicator, error) {
 	return &Replicator{Device: device, js: js, wake: make(chan struct{}, 1), Poll: time.Second, Settle: 25 * time.Millisecond}, nil
 }
 
-// Emit wakes the replication loop (event.Sink). It never blocks.
-func (r *Replicator) Emit(event.Event) {
+// Emit wakes the replication loop (event.Sink). It never blocks on the network: for a
+// checkpoint's event it copies the record just committed from the local store (one read),
+// so that a keyframe's release cannot take it before it is sent.
+func (r *Replicator) Emit(e event.Event) {
+	if e.Type == event.Checkpoint && e.Seq > 0 {
+		if db := r.db.Load(); db != nil {
+			if env, err := db.StoredRecord(e.HarnessID, e.Seq); err == nil {
+				r.hold(e.HarnessID, e.Seq, env)
+			}
+		}
+	}
 	select {
 	case r.wake <- struct{}{}:
 	default:
+	}
+}
+
+func (r *Replicator) hold(id string, seq uint64, env []byte) {
+	r.heldMu.Lock()
+	defer r.heldMu.Unlock()
+	if r.heldBytes+len(env) > MaxHeld {
+		return
+	}
+	if r.held == nil {
+		r.held = map[string]map[uint64][]byte{}
+	}
+	if r.held[id] == nil {
+		r.held[id] = map[uint64][]byte{}
+	}
+	if _, ok := r.held[id][seq]; !ok {
+		r.held[id][seq] = env
+		r.heldBytes += len(env)
+	}
+}
+
+// heldRecord returns a held record (nil when it is not held).
+func (r *Replicator) heldRecord(id string, seq uint64) []byte {
+	r.heldMu.Lock()
+	defer r.heldMu.Unlock()
+	return r.held[id][seq]
+}
+
+// dropHeld lets go of the held records of id up to seq (they are sent, or in the store).
+func (r *Replicator) dropHeld(id string, upTo uint64) {
+	r.heldMu.Lock()
+	defer r.heldMu.Unlock()
+	for seq, env := range r.held[id] {
+		if seq <= upTo {
+			r.heldBytes -= len(env)
+			delete(r.held[id], seq)
+		}
+	}
+	if len(r.held[id]) == 0 {
+		delete(r.held, id)
 	}
 }
 
@@ -113,6 +176,8 @@ func (r *Replicator) Run(ctx context.Context, db *store.Store) error {
 	if err != nil {
 		return err
 	}
+	r.db.Store(db)
+	defer r.db.Store(nil)
 	tick := time.NewTicker(r.Poll)
 	defer tick.Stop()
 	defer r.saveCursor(db, cur)
@@ -271,21 +336,36 @@ func (r *Replicator) harness(ctx context.Context, db *store.Store, cur *cursor, 
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	errEnough := errors.New("past the head")
-	err = db.StoredRecords(id, at.Record, func(seq uint64, env []byte) error {
-		if seq > idx.HeadSeq {
-			return errEnough
-		}
-		if gap := seq - at.Record - 1; gap > 0 {
-			r.count(func(s *Stats) { s.Released += gap })
-		}
+	sendRecord := func(seq uint64, env []byte) error {
 		if err := r.publish(ctx, Subject(r.Device, "rec", id), msgID("r", seq), hdr(seq), env, StreamLog); err != nil {
 			return err
 		}
 		at.Record = seq
 		r.count(func(s *Stats) { s.Records++ })
 		return nil
+	}
+	errEnough := errors.New("past the head")
+	err = db.StoredRecords(id, at.Record, func(seq uint64, env []byte) error {
+		if seq > idx.HeadSeq {
+			return errEnough
+		}
+		// Records a keyframe released before they were read: from those held, in order, as
+		// far as they go.
+		for at.Record+1 < seq {
+			held := r.heldRecord(id, at.Record+1)
+			if held == nil {
+				break
+			}
+			if err := sendRecord(at.Record+1, held); err != nil {
+				return err
+			}
+		}
+		if gap := seq - at.Record - 1; gap > 0 {
+			r.count(func(s *Stats) { s.Released += gap })
+		}
+		return sendRecord(seq, env)
 	})
+	r.dropHeld(id, at.Record)
 	if err != nil && !errors.Is(err, errEnough) {
 		return err
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"runtime"
 
@@ -83,4 +84,22 @@ func Rebuild(engine bridge.Engine, index IndexEntry, records [][]byte) (*statefm
 		return nil, fmt.Errorf("harness %s: %w", index.ID, err)
 	}
 	return m.state, nil
+}
+
+// StoredRecord returns one record of the harness as stored (its envelope), or an error
+// wrapping ErrNotFound when the store does not hold it (never written, or released by a
+// newer keyframe).
+func (s *Store) StoredRecord(id string, seq uint64) ([]byte, error) {
+	if err := ValidID(id); err != nil {
+		return nil, err
+	}
+	v, closer, err := s.db.Get(chainKey(id, seq))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, fmt.Errorf("%w: harness %s record %d", ErrNotFound, id, seq)
+	}
+	if err != nil {
+		return nil, damaged(id, fmt.Sprintf("record %d", seq), err)
+	}
+	defer closer.Close()
+	return bytes.Clone(v), nil
 }
