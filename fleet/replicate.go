@@ -83,6 +83,9 @@ type Replicator struct {
 	heldMu    sync.Mutex
 	held      map[string]map[uint64][]byte
 	heldBytes int
+	// What the last heartbeat said (harnesses, backlog, released), and when it went out.
+	lastSaid [3]uint64
+	lastBeat time.Time
 }
 
 // MaxHeld bounds the memory of records held for replication (see Replicator.held).
@@ -293,9 +296,22 @@ func (r *Replicator) pass(ctx context.Context, db *store.Store, cur *cursor) err
 	if failed != nil {
 		return failed
 	}
-	hb, _ := json.Marshal(Heartbeat{Device: r.Device, At: time.Now().UTC(), Harnesses: len(list), Backlog: backlog, Released: released, Version: r.Version})
-	return r.publish(ctx, heartbeatSubject(r.Device), "", nil, hb, StreamIndex)
+	// The heartbeat goes out when what it says changes, and every HeartbeatEvery otherwise.
+	now := time.Now()
+	said := [3]uint64{uint64(len(list)), backlog, released}
+	if said == r.lastSaid && now.Sub(r.lastBeat) < HeartbeatEvery {
+		return nil
+	}
+	hb, _ := json.Marshal(Heartbeat{Device: r.Device, At: now.UTC(), Harnesses: len(list), Backlog: backlog, Released: released, Version: r.Version})
+	if err := r.publish(ctx, heartbeatSubject(r.Device), "", nil, hb, StreamIndex); err != nil {
+		return err
+	}
+	r.lastSaid, r.lastBeat = said, now
+	return nil
 }
+
+// HeartbeatEvery is how often a device's heartbeat goes out while nothing it says changes.
+const HeartbeatEvery = 5 * time.Second
 
 func (r *Replicator) harness(ctx context.Context, db *store.Store, cur *cursor, id string) error {
 	idx, err := db.Index(id)
