@@ -13,25 +13,29 @@ import (
 )
 
 // BenchmarkStep measures a durable step (a tool call and a synced checkpoint, through a
-// daemon) with fleet replication off and on (a hub on loopback), and for "on" the replication
+// daemon) with fleet replication off and on (a hub on loopback, in a process of its own or in
+// the daemon's), and for "on" the replication
 // lag: from a checkpoint's commit on the device to JetStream's acknowledgement of its index
 // entry (p50, p99).
 func BenchmarkStep(b *testing.B) {
-	for _, on := range []bool{false, true} {
-		name := "replication=off"
-		if on {
-			name = "replication=on"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, mode := range []string{"off", "on,hub=process", "on,hub=in-process"} {
+		b.Run("replication="+mode, func(b *testing.B) {
 			cfg := control.DaemonConfig{Dir: storeIn(b, "store"), Concurrency: 1, Grace: 20 * time.Second, Logger: slog.New(slog.DiscardHandler)}
 			var link *fleet.Link
-			if on {
-				hub, err := fleet.StartHub(fleet.HubConfig{Dir: b.TempDir(), Listen: "127.0.0.1:0"})
-				if err != nil {
-					b.Fatal(err)
+			if mode != "off" {
+				var u string
+				if mode == "on,hub=process" {
+					u = hubProcess(b)
+				} else {
+					hub, err := fleet.StartHub(fleet.HubConfig{Dir: b.TempDir(), Listen: "127.0.0.1:0"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer hub.Shutdown()
+					u = hub.URL()
 				}
-				defer hub.Shutdown()
-				if link, err = fleet.NewLink(fleet.LinkConfig{NATS: fleet.Options{URL: hub.URL()}, Device: "bench"}); err != nil {
+				var err error
+				if link, err = fleet.NewLink(fleet.LinkConfig{NATS: fleet.Options{URL: u}, Device: "bench"}); err != nil {
 					b.Fatal(err)
 				}
 				cfg.Beside = link.Run
