@@ -40,9 +40,8 @@ func (s *Store) StoredEvents(id string, after uint64, f func(n uint64, data []by
 }
 
 func (s *Store) scanStored(id string, lo, hi []byte, what string, f func(n uint64, v []byte) error) error {
-	snap := s.db.NewSnapshot()
-	defer snap.Close()
-	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	// An iterator reads one consistent view of the store: no snapshot is needed.
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return err
 	}
