@@ -2,14 +2,21 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/harness-edge/harness-edge/fleet"
 	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/store"
 )
 
 // startHub starts `hub --listen 127.0.0.1:0` as a child process and returns its URL.
@@ -133,4 +140,96 @@ func TestFleetThroughTheCommandLine(t *testing.T) {
 	if code, _, stderr := run(t, "--store", filepath.Join(dir, "x"), "serve", "--device", "pi3"); code != ExitUsage || !strings.Contains(stderr, "need --nats URL") {
 		t.Errorf("serve --device without --nats: exit %d: %s", code, stderr)
 	}
+}
+
+// TestFleetReplicationAcrossADeviceKilledWithSIGKILL kills a device's daemon with SIGKILL
+// while its harness runs and replicates, and starts it again: the harness completes, and the
+// hub holds its records in order, none twice, each the device's bytes, with the head.
+func TestFleetReplicationAcrossADeviceKilledWithSIGKILL(t *testing.T) {
+	dir := t.TempDir()
+	url := startHub(t, filepath.Join(dir, "hub"))
+	db, ws := filepath.Join(dir, "dev"), filepath.Join(dir, "ws")
+	d := startDaemon(t, db, "--nats", url, "--device", "crashy")
+	if code, out, stderr := run(t, "--store", db, "submit", writeTask(t, dir, "k.yaml", daemonTask("k", ws, 12, "40ms", false))); code != ExitOK {
+		t.Fatalf("submit: exit %d: %s%s", code, out, stderr)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if st := waitStatus(t, db, "k", statefmt.StatusRunning); st.Plan.Steps[4].Status == statefmt.StepCompleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("k never got going")
+		}
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-d.exited
+	d = startDaemon(t, db, "--nats", url, "--device", "crashy")
+	waitStatus(t, db, "k", statefmt.StatusCompleted)
+	nc, err := fleet.Connect(fleet.Options{URL: url}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var recs []fleet.Record
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		f, err := fleet.List(ctx, js)
+		if err == nil && len(f.Harnesses) == 1 && f.Harnesses[0].Entry.Status == statefmt.StatusCompleted {
+			if recs, err = fleet.Records(ctx, js, "crashy", "k"); err == nil && len(recs) > 0 && recs[len(recs)-1].Seq == f.Harnesses[0].Entry.HeadSeq {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hub did not catch up: %v %+v", err, f)
+		}
+	}
+	// Stop the daemon to read its store.
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-d.exited
+	s, err := store.OpenStore(db, store.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bySeq := map[uint64][]byte{}
+	var last uint64
+	for _, r := range recs {
+		if r.Seq <= last {
+			t.Fatalf("record %d after record %d: out of order or twice", r.Seq, last)
+		}
+		if r.Seq != last+1 {
+			// Only records a keyframe released while the killed daemon had not sent them yet.
+			rec, err := statefmt.DecodeRecord(r.Envelope)
+			if err != nil || rec.Kind != statefmt.KindKeyframe {
+				t.Fatalf("records jump from %d to %d, which is not a keyframe (%v)", last, r.Seq, err)
+			}
+			t.Logf("records %d-%d were released on the device before they were sent", last+1, r.Seq-1)
+		}
+		bySeq[r.Seq], last = r.Envelope, r.Seq
+	}
+	n := 0
+	err = s.StoredRecords("k", 0, func(seq uint64, env []byte) error {
+		n++
+		if !bytes.Equal(bySeq[seq], env) {
+			return fmt.Errorf("record %d differs on the hub", seq)
+		}
+		return nil
+	})
+	s.Close()
+	if err != nil || n == 0 {
+		t.Fatalf("%d records of the device checked: %v", n, err)
+	}
+	code, remote, stderr := run(t, "fleet", "show", "crashy/k", "--json", "--nats", url)
+	_, local, _ := run(t, "--store", db, "show", "k", "--json")
+	if code != ExitOK || remote != local {
+		t.Fatalf("fleet show after the crash: exit %d %s\nfleet:  %s\ndevice: %s", code, stderr, remote, local)
+	}
+	t.Logf("%d records on the hub, %d in the device's store", len(recs), n)
 }
