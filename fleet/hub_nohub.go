@@ -4,7 +4,7 @@ package fleet
 
 import "errors"
 
-// A binary built with the tag nohub leaves the embedded nats-server out (about 11 MB): such a
+// A binary built with the tag nohub leaves the embedded nats-server out (9.6 MB): such a
 // device joins a hub or a NATS cluster that runs elsewhere.
 
 // HubConfig configures a hub.
@@ -23,7 +23,7 @@ const DefaultListen = "127.0.0.1:4222"
 type Hub struct{}
 
 // ErrNoHub says the binary was built without the hub.
-var ErrNoHub = errors.New("this binary was built without the embedded hub (build tag nohub): run `harness-edge hub` from a full build, or any nats-server with JetStream (docs/fleet.md)")
+var ErrNoHub = errors.New("this binary was built without the embedded hub (build tag nohub, as `make build` builds devices' binaries): run `harness-edge hub` from `make build-hub` (bin/harness-edge-hub), or any nats-server with JetStream (docs/fleet.md)")
 
 // StartHub refuses: the binary has no hub.
 func StartHub(HubConfig) (*Hub, error) { return nil, ErrNoHub }
