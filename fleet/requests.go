@@ -228,10 +228,20 @@ func Decide(ctx context.Context, nc *nats.Conn, device string, req Request, atte
 		return Reply{}, err
 	}
 	var last error
+	// noResponders: every attempt that ended on its own found no daemon subscribed (one cut
+	// short by ctx's end says nothing either way).
+	noResponders := false
 	for {
 		actx, cancel := context.WithTimeout(ctx, attempt)
 		m, err := nc.RequestWithContext(actx, ControlSubject(device), data)
 		cancel()
+		switch {
+		case err == nil, ctx.Err() != nil:
+		case errors.Is(err, nats.ErrNoResponders):
+			noResponders = true
+		default:
+			noResponders = false
+		}
 		if err == nil {
 			var rep Reply
 			if err := json.Unmarshal(m.Data, &rep); err != nil {
@@ -245,7 +255,7 @@ func Decide(ctx context.Context, nc *nats.Conn, device string, req Request, atte
 		last = err
 		select {
 		case <-ctx.Done():
-			if errors.Is(last, nats.ErrNoResponders) {
+			if noResponders {
 				return Reply{}, fmt.Errorf("device %s does not answer: its daemon is not connected to NATS (offline, or not started with --nats); request %s was not applied", device, req.ID)
 			}
 			return Reply{}, fmt.Errorf("device %s did not answer request %s in time (%v); sending it again with --request-id %s applies it at most once", device, req.ID, last, req.ID)
