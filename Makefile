@@ -31,6 +31,9 @@ ARM_A       := $(ARM_LIB)/libeternal.a
 # A fully static binary: netgo/osusergo avoid glibc's NSS, pebblegozstd keeps Pebble on pure-Go zstd.
 STATIC_TAGS := netgo,osusergo,pebblegozstd$(if $(TAGS),$(comma)$(TAGS))
 comma := ,
+# The device binaries leave the fleet's embedded nats-server out (nohub: 9.6 MB, which would
+# take them past 30 MB); build-hub makes the binary with it, for the machine that runs the hub.
+DEVICE_TAGS := $(STATIC_TAGS),nohub
 GO_LDFLAGS  := -X github.com/harness-edge/harness-edge/cmd/harness-edge/internal/cli.version=$(VERSION)
 STATIC_LDFLAGS := $(GO_LDFLAGS) -s -w -linkmode external -extldflags -static
 
@@ -99,10 +102,16 @@ header-check: deps ## Fail when the committed header is stale
 # Binaries
 
 .PHONY: build
-build: deps engine ## Build bin/harness-edge: static linux binary with the engine linked in (cgo)
-	CGO_ENABLED=1 $(GO) build -trimpath -tags $(STATIC_TAGS) -ldflags '$(STATIC_LDFLAGS)' -o bin/harness-edge ./cmd/harness-edge
+build: deps engine ## Build bin/harness-edge: static linux binary with the engine linked in (cgo), without the fleet's embedded hub
+	CGO_ENABLED=1 $(GO) build -trimpath -tags $(DEVICE_TAGS) -ldflags '$(STATIC_LDFLAGS)' -o bin/harness-edge ./cmd/harness-edge
 	@file bin/harness-edge | grep -q 'statically linked' || { file bin/harness-edge; echo "bin/harness-edge is not static"; exit 1; }
 	@echo "bin/harness-edge: $$(file -b bin/harness-edge | cut -d, -f1-2), $$(du -h bin/harness-edge | cut -f1)"
+
+.PHONY: build-hub
+build-hub: deps engine ## Build bin/harness-edge-hub: bin/harness-edge with the fleet's embedded hub (nats-server), for the hub's machine
+	CGO_ENABLED=1 $(GO) build -trimpath -tags $(STATIC_TAGS) -ldflags '$(STATIC_LDFLAGS)' -o bin/harness-edge-hub ./cmd/harness-edge
+	@file bin/harness-edge-hub | grep -q 'statically linked' || { file bin/harness-edge-hub; echo "bin/harness-edge-hub is not static"; exit 1; }
+	@echo "bin/harness-edge-hub: $$(file -b bin/harness-edge-hub | cut -d, -f1-2), $$(du -h bin/harness-edge-hub | cut -f1)"
 
 .PHONY: build-purego
 build-purego: engine ## Build bin/harness-edge-purego (CGO_ENABLED=0, loads libeternal.so; dynamically linked)
@@ -111,7 +120,7 @@ build-purego: engine ## Build bin/harness-edge-purego (CGO_ENABLED=0, loads libe
 
 .PHONY: cross
 cross: deps engine-arm64 ## Build bin/harness-edge-linux-arm64: static arm64 binary with the arm64 engine
-	CGO_ENABLED=1 GOARCH=arm64 CC=aarch64-linux-gnu-gcc $(GO) build -trimpath -tags $(STATIC_TAGS) \
+	CGO_ENABLED=1 GOARCH=arm64 CC=aarch64-linux-gnu-gcc $(GO) build -trimpath -tags $(DEVICE_TAGS) \
 		-ldflags '$(STATIC_LDFLAGS)' -o bin/harness-edge-linux-arm64 ./cmd/harness-edge
 	@file bin/harness-edge-linux-arm64 | grep -q 'ARM aarch64.*statically linked' || { file bin/harness-edge-linux-arm64; echo "not a static arm64 binary"; exit 1; }
 	@echo "bin/harness-edge-linux-arm64: $$(file -b bin/harness-edge-linux-arm64 | cut -d, -f1-2), $$(du -h bin/harness-edge-linux-arm64 | cut -f1)"

@@ -41,6 +41,10 @@ type DaemonConfig struct {
 	// Retain, when set, is the retention: the daemon prunes the completed and failed
 	// harnesses that last changed longer ago, on start and then periodically (see Retention).
 	Retain time.Duration
+	// Beside, when set, runs beside the scheduler once the daemon is up (fleet replication):
+	// its context ends after the daemon has paused its harnesses, and the store is closed only
+	// once it has returned.
+	Beside func(ctx context.Context, srv *Server)
 }
 
 // Validate checks what a caller may have got wrong: the HTTP address (CheckBind) and the
@@ -137,12 +141,24 @@ func StartDaemon(ctx context.Context, cfg DaemonConfig) (d *Daemon, err error) {
 	log.Info("daemon started", "store", cfg.Dir, "pid", os.Getpid(), "concurrency", cfg.Concurrency, "dream", cfg.Options.Dream,
 		"resumed", strings.Join(d.resumed, ","), "frozen", h.Frozen)
 	retention := srv.Retention(ctx, cfg.Retain)
+	besideCtx, stopBeside := context.WithCancel(context.Background())
+	besideDone := make(chan struct{})
+	if cfg.Beside != nil {
+		go func() {
+			defer close(besideDone)
+			cfg.Beside(besideCtx, srv)
+		}()
+	} else {
+		close(besideDone)
+	}
 	go func() {
 		defer close(d.stopped)
 		srv.Schedule(ctx, cfg.Grace)
 		cancel()
 		retention()
 		d.waitServers()
+		stopBeside()
+		<-besideDone
 		if err := db.Close(); err != nil {
 			log.Error("closing the store", "err", err)
 		}

@@ -33,6 +33,7 @@ var layers = map[string]int{
 	"runtime/harness":               6,
 	"control":                       7,
 	"bench":                         8,
+	"fleet":                         8,
 	"cmd/harness-edge/internal/cli": 9,
 	"cmd/harness-edge":              10,
 }

@@ -48,6 +48,9 @@ func newServeCmd(g *globals, stdout, stderr io.Writer) *cobra.Command {
 		governorPoll time.Duration
 		logJSON      bool
 		retain       string
+		natsURL      string
+		natsCreds    string
+		device       string
 	)
 	c := &cobra.Command{
 		Use:   "serve",
@@ -93,6 +96,9 @@ memory, load per CPU or temperature is over its limit.`,
 				h = slog.NewJSONHandler(stderr, nil)
 			}
 			cfg.Logger = slog.New(h)
+			if err := fleetLink(&cfg, natsURL, natsCreds, device, cfg.Logger); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return control.RunDaemon(ctx, cfg)
@@ -110,6 +116,9 @@ memory, load per CPU or temperature is over its limit.`,
 	f.DurationVar(&governorPoll, "governor-poll", 5*time.Second, "governor: how often to look again while waiting")
 	f.StringVar(&retain, "retain", "", "retention: prune completed and failed harnesses that last changed longer ago than this (30d, 2w, 36h), on start and then regularly")
 	f.BoolVar(&logJSON, "log-json", false, "log as JSON lines (default: text) on stderr")
+	f.StringVar(&natsURL, "nats", "", "join the fleet: replicate to JetStream at this NATS URL and answer its requests (docs/fleet.md)")
+	f.StringVar(&natsCreds, "nats-creds", "", "NATS credentials file for --nats")
+	f.StringVar(&device, "device", "", "this device's name in the fleet (default: the host name)")
 	return c
 }
 

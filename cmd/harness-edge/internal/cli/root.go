@@ -139,7 +139,8 @@ func newRoot(g *globals, stdin io.Reader, stdout, stderr io.Writer) *cobra.Comma
 		newFreezeCmd(g, stdout, true), newFreezeCmd(g, stdout, false), newBenchCmd(g, stdout, stderr),
 		newRetryCmd(g, stdout), newDeleteCmd(g, stdout), newPruneCmd(g, stdout),
 		newPlanCmd(g, stdout), newReplanCmd(g, stdin, stdout),
-		newCheckpointCmd(g, stdout), newCheckpointsCmd(g, stdout), newRollbackCmd(g, stdout))
+		newCheckpointCmd(g, stdout), newCheckpointsCmd(g, stdout), newRollbackCmd(g, stdout),
+		newHubCmd(g, stdout, stderr), newFleetCmd(g, stdout))
 	return root
 }
 

@@ -1,0 +1,295 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/fleet"
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// EnvNATS names the environment variable that gives fleet commands their NATS URL.
+const EnvNATS = "HARNESS_EDGE_NATS"
+
+// fleetLink joins `serve` to the fleet when --nats is given: the replicator becomes one of the
+// daemon's event sinks and the link runs beside its scheduler.
+func fleetLink(cfg *control.DaemonConfig, url, creds, device string, log *slog.Logger) error {
+	if url == "" {
+		if creds != "" || device != "" {
+			return usageError{errors.New("--nats-creds and --device need --nats URL")}
+		}
+		return nil
+	}
+	if device == "" {
+		device = fleet.DefaultDevice()
+	}
+	if err := fleet.ValidDevice(device); err != nil {
+		return usageError{fmt.Errorf("--device: %w", err)}
+	}
+	l, err := fleet.NewLink(fleet.LinkConfig{NATS: fleet.Options{URL: url, Creds: creds}, Device: device, Version: version, Log: log})
+	if err != nil {
+		return err
+	}
+	cfg.Options.Sinks = append(cfg.Options.Sinks, l.Replicator)
+	cfg.Beside = l.Run
+	return nil
+}
+
+func newHubCmd(g *globals, stdout, stderr io.Writer) *cobra.Command {
+	var listen string
+	var allowRemote bool
+	c := &cobra.Command{
+		Use:   "hub",
+		Short: "Run a fleet hub: an embedded NATS server with JetStream on disk that devices replicate to",
+		Long: `Run a fleet hub: an embedded NATS server with JetStream, its files in the store directory
+(DIR/jetstream), and the fleet's streams. Devices join it with 'harness-edge serve --nats URL';
+'harness-edge fleet ls|show|approve|reject --nats URL' read and answer the fleet from any machine
+that reaches it. It listens on loopback unless --allow-remote is given; see docs/fleet.md for the
+permissions a larger fleet on its own NATS cluster needs. SIGTERM or SIGINT stops it.`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			dir, err := g.storeDir()
+			if err != nil {
+				return err
+			}
+			if err := control.CheckBind(listen, allowRemote); err != nil {
+				return usageError{fmt.Errorf("--listen: %w", err)}
+			}
+			h, err := fleet.StartHub(fleet.HubConfig{Dir: dir, Listen: listen, AllowRemote: allowRemote})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "hub listening on %s (JetStream in %s/jetstream)\n", h.URL(), dir)
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			<-ctx.Done()
+			h.Shutdown()
+			fmt.Fprintln(stderr, "hub stopped")
+			return nil
+		},
+	}
+	c.Flags().StringVar(&listen, "listen", fleet.DefaultListen, "host:port for NATS clients (port 0: any free port)")
+	c.Flags().BoolVar(&allowRemote, "allow-remote", false, "allow --listen on an address beyond loopback")
+	return c
+}
+
+// fleetFlags are the flags every fleet command takes.
+type fleetFlags struct {
+	url, creds string
+	timeout    time.Duration
+}
+
+func (f *fleetFlags) add(c *cobra.Command) {
+	c.PersistentFlags().StringVar(&f.url, "nats", "", "NATS URL of the fleet (default $"+EnvNATS+", else nats://127.0.0.1:4222)")
+	c.PersistentFlags().StringVar(&f.creds, "nats-creds", "", "NATS credentials file")
+	c.PersistentFlags().DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for NATS (and for a device's answer)")
+}
+
+func (f *fleetFlags) connect() (jetstream.JetStream, func(), error) {
+	url := f.url
+	if url == "" {
+		url = os.Getenv(EnvNATS)
+	}
+	if url == "" {
+		url = "nats://" + fleet.DefaultListen
+	}
+	nc, err := fleet.Connect(fleet.Options{URL: url, Creds: f.creds, Name: "harness-edge fleet"}, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return js, nc.Close, nil
+}
+
+// deviceHarness splits DEVICE/ID.
+func deviceHarness(arg string) (string, string, error) {
+	dev, id, ok := strings.Cut(arg, "/")
+	if !ok || dev == "" || id == "" {
+		return "", "", usageError{fmt.Errorf("%q: name a harness as DEVICE/ID (see `harness-edge fleet ls`)", arg)}
+	}
+	if err := fleet.ValidDevice(dev); err != nil {
+		return "", "", usageError{err}
+	}
+	return dev, id, nil
+}
+
+func newFleetCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var ff fleetFlags
+	c := &cobra.Command{
+		Use:   "fleet",
+		Short: "The fleet on NATS JetStream: every device's harnesses in one view (ls, show), gates answered from anywhere (approve, reject)",
+		Args:  cobra.NoArgs,
+		RunE:  func(c *cobra.Command, _ []string) error { return c.Help() },
+	}
+	ff.add(c)
+	c.AddCommand(newFleetLsCmd(&ff, stdout), newFleetShowCmd(&ff, stdout), newFleetDecideCmd(&ff, stdout, true), newFleetDecideCmd(&ff, stdout, false))
+	return c
+}
+
+func newFleetLsCmd(ff *fleetFlags, stdout io.Writer) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "ls",
+		Short: "Every device and every harness of the fleet, with its replicated state and replication lag",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			js, closeNC, err := ff.connect()
+			if err != nil {
+				return err
+			}
+			defer closeNC()
+			ctx, cancel := context.WithTimeout(context.Background(), ff.timeout)
+			defer cancel()
+			f, err := fleet.List(ctx, js)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(stdout, f)
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "DEVICE\tLAST SEEN\tHARNESSES\tBACKLOG\tRELEASED")
+			for _, d := range f.Devices {
+				fmt.Fprintf(tw, "%s\t%s ago\t%d\t%d\t%d\n", d.Name, d.SeenAgo.Round(time.Second), d.Heartbeat.Harnesses, d.Heartbeat.Backlog, d.Heartbeat.Released)
+			}
+			fmt.Fprintln(tw, "\nDEVICE/ID\tAGENT\tSTATUS\tPARENT\tCHECKPOINTS\tUPDATED\tLAG")
+			for _, h := range f.Harnesses {
+				e := h.Entry
+				parent := e.ParentHarnessID
+				if parent == "" {
+					parent = "-"
+				}
+				fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%d\t%s\t%s\n", h.Device, e.ID, e.AgentName, e.Status, parent, e.HeadSeq,
+					e.UpdatedAt.Format("2006-01-02 15:04:05Z07:00"), h.Lag.Round(time.Millisecond))
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	return c
+}
+
+func newFleetShowCmd(ff *fleetFlags, stdout io.Writer) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "show DEVICE/ID",
+		Short: "A device's harness rebuilt from its replicated records, every hash checked (--json: HarnessState JSON v1)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			dev, id, err := deviceHarness(args[0])
+			if err != nil {
+				return err
+			}
+			js, closeNC, err := ff.connect()
+			if err != nil {
+				return err
+			}
+			defer closeNC()
+			ctx, cancel := context.WithTimeout(context.Background(), ff.timeout)
+			defer cancel()
+			s, err := fleet.Show(ctx, js, nil, dev, id)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				b, err := statefmt.EncodeJSON(s.State)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(stdout, "%s\n", b)
+				return err
+			}
+			fmt.Fprintf(stdout, "device   %s (replicated %d records, %d events; records %d-%d replayed and verified; lag %s)\n",
+				dev, s.Records, s.Events, s.Entry.KeyframeSeq, s.Entry.HeadSeq, s.Lag.Round(time.Millisecond))
+			printState(stdout, s.State)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the HarnessState as JSON v1")
+	return c
+}
+
+func newFleetDecideCmd(ff *fleetFlags, stdout io.Writer, approve bool) *cobra.Command {
+	var reason, requestID string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "approve DEVICE/ID [GATE]",
+		Short: "Approve a gate of a device's harness over NATS; the device applies it once, then resumes the harness",
+		Long: `Approve a pending human gate of a harness on another device. The request goes to the device's
+daemon over NATS (request/reply), which applies it through its own approve path, durably, and
+answers with the result. A request is sent again while no answer comes (until --timeout); the
+device applies it once however often it arrives. To retry by hand after a timeout, give the
+same --request-id.`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if !approve && strings.TrimSpace(reason) == "" {
+				return usageError{errors.New("reject needs --reason TEXT: say why, for whoever replans")}
+			}
+			dev, id, err := deviceHarness(args[0])
+			if err != nil {
+				return err
+			}
+			gate := ""
+			if len(args) == 2 {
+				gate = args[1]
+			}
+			if requestID == "" {
+				requestID = fleet.NewRequestID()
+			}
+			js, closeNC, err := ff.connect()
+			if err != nil {
+				return err
+			}
+			defer closeNC()
+			ctx, cancel := context.WithTimeout(context.Background(), ff.timeout)
+			defer cancel()
+			rep, err := fleet.Decide(ctx, js.Conn(), dev, fleet.Request{ID: requestID, Harness: id, Gate: gate, Approve: approve, Reason: reason}, 2*time.Second)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(stdout, rep)
+			}
+			d := rep.Decision
+			again := ""
+			if rep.Repeated {
+				again = " (this request was applied before; nothing changed now)"
+			}
+			switch {
+			case approve && d.Resumed:
+				fmt.Fprintf(stdout, "%s/%s: gate %s (%s, step %s) approved; the device's daemon resumes it%s\n", dev, d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, again)
+			case approve:
+				fmt.Fprintf(stdout, "%s/%s: gate %s (%s, step %s) approved%s\n", dev, d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, again)
+			default:
+				fmt.Fprintf(stdout, "%s/%s: gate %s (%s, step %s) rejected: %s%s\n", dev, d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, reason, again)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&requestID, "request-id", "", "the request's id (default: a new random one); the same id is applied once")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the device's answer as JSON")
+	if !approve {
+		c.Use = "reject DEVICE/ID [GATE] --reason TEXT"
+		c.Short = "Reject a gate of a device's harness over NATS with a reason; the device applies it once"
+		c.Long = ""
+		c.Flags().StringVar(&reason, "reason", "", "why the gate is rejected (required)")
+	}
+	return c
+}

@@ -1,0 +1,87 @@
+package fleet_test
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/fleet"
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// BenchmarkStep measures a durable step (a tool call and a synced checkpoint, through a
+// daemon) with fleet replication off and on (a hub on loopback, in a process of its own or in
+// the daemon's), and for "on" the replication
+// lag: from a checkpoint's commit on the device to JetStream's acknowledgement of its index
+// entry (p50, p99).
+func BenchmarkStep(b *testing.B) {
+	for _, mode := range []string{"off", "on,hub=process", "on,hub=in-process"} {
+		b.Run("replication="+mode, func(b *testing.B) {
+			cfg := control.DaemonConfig{Dir: storeIn(b, "store"), Concurrency: 1, Grace: 20 * time.Second, Logger: slog.New(slog.DiscardHandler)}
+			var link *fleet.Link
+			if mode != "off" {
+				var u string
+				if mode == "on,hub=process" {
+					u = hubProcess(b)
+				} else {
+					hub, err := fleet.StartHub(fleet.HubConfig{Dir: b.TempDir(), Listen: "127.0.0.1:0"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer hub.Shutdown()
+					u = hub.URL()
+				}
+				var err error
+				if link, err = fleet.NewLink(fleet.LinkConfig{NATS: fleet.Options{URL: u}, Device: "bench"}); err != nil {
+					b.Fatal(err)
+				}
+				cfg.Beside = link.Run
+				cfg.Options.Sinks = append(cfg.Options.Sinks, link.Replicator)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			d, err := control.StartDaemon(ctx, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { cancel(); d.Wait() }()
+			b.ResetTimer()
+			id, err := d.Server().Submit(ctx, control.Submission{Task: taskYAML(b, "bench", b.N, "", false), Dir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for {
+				e, err := d.Server().Store().Index(id)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if e.Status == statefmt.StatusCompleted {
+					break
+				}
+				if e.Status == statefmt.StatusFailed || e.Status == statefmt.StatusPaused {
+					b.Fatalf("the harness ended %s", e.Status)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			b.StopTimer()
+			if link == nil {
+				return
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for link.Replicator.Stats().Backlog > 0 || link.Replicator.Stats().Indexes == 0 {
+				if time.Now().After(deadline) {
+					b.Fatalf("replication did not catch up: %+v", link.Replicator.Stats())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			lags := link.Replicator.Stats().Lags
+			slices.Sort(lags)
+			if len(lags) > 0 {
+				b.ReportMetric(float64(lags[len(lags)/2].Microseconds())/1000, "lag-p50-ms")
+				b.ReportMetric(float64(lags[len(lags)*99/100].Microseconds())/1000, "lag-p99-ms")
+			}
+		})
+	}
+}

@@ -1,0 +1,265 @@
+package fleet
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/store"
+)
+
+// Request asks a device to approve or reject a gate. ID makes it idempotent: the device
+// applies a request once, and answers a repeat of it with the first answer.
+type Request struct {
+	ID      string `json:"id"`
+	Harness string `json:"harness"`
+	Gate    string `json:"gate,omitempty"`
+	Approve bool   `json:"approve"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// ErrorKind says what kind of error a device answered. The strings are stable.
+type ErrorKind string
+
+const (
+	KindNone     ErrorKind = ""
+	KindBadInput ErrorKind = "bad_input" // the request is malformed; nothing changed
+	KindNotFound ErrorKind = "not_found" // the device holds no such harness
+	KindRefused  ErrorKind = "refused"   // the harness refused the decision; nothing changed
+)
+
+// Reply is a device's answer.
+type Reply struct {
+	RequestID string            `json:"requestId"`
+	Device    string            `json:"device"`
+	Decision  *control.Decision `json:"decision,omitempty"`
+	// Repeated says the request was applied before: this is the answer it got then.
+	Repeated bool      `json:"repeated,omitempty"`
+	Error    string    `json:"error,omitempty"`
+	Kind     ErrorKind `json:"kind,omitempty"`
+}
+
+// Decider applies a decision on a gate: control.Server's Decide, the path approve and reject
+// take on the device itself.
+type Decider interface {
+	Decide(ctx context.Context, id, gate string, approve bool, reason string) (control.Decision, error)
+}
+
+// RequestsFile keeps, in the store directory, the requests a device applied and their
+// answers, one JSON line each, synced before the answer goes out.
+const RequestsFile = "fleet-requests.jsonl"
+
+// Responder answers a device's requests (he.fleet.DEV.ctl) through a Decider.
+type Responder struct {
+	device string
+	dec    Decider
+	dir    string
+	log    *slog.Logger
+
+	mu   sync.Mutex
+	done map[string]Reply
+	file *os.File
+}
+
+// NewResponder opens (or creates) the request log in dir.
+func NewResponder(dir, device string, dec Decider, log *slog.Logger) (*Responder, error) {
+	if err := ValidDevice(device); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Responder{device: device, dec: dec, dir: dir, log: log, done: map[string]Reply{}}
+	path := filepath.Join(dir, RequestsFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("fleet request log: %w", err)
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		var rep Reply
+		if err := json.Unmarshal(sc.Bytes(), &rep); err != nil || rep.RequestID == "" {
+			// A line cut by a crash (the last one) was never answered: its request may come again.
+			log.Warn("fleet: request log line is not valid; ignoring it", "file", path, "line", line)
+			continue
+		}
+		r.done[rep.RequestID] = rep
+	}
+	if err := sc.Err(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("fleet request log %s: %w", path, err)
+	}
+	r.file = f
+	return r, nil
+}
+
+// Close closes the request log.
+func (r *Responder) Close() error { return r.file.Close() }
+
+// Subscribe answers requests on the device's control subject until the subscription ends.
+// NATS calls the handler for one message at a time, so two copies of a request never race.
+func (r *Responder) Subscribe(nc *nats.Conn) (*nats.Subscription, error) {
+	return nc.Subscribe(ControlSubject(r.device), func(m *nats.Msg) {
+		rep := r.Handle(context.Background(), m.Data)
+		data, _ := json.Marshal(rep)
+		if err := m.Respond(data); err != nil {
+			r.log.Warn("fleet: answering a request", "request", rep.RequestID, "err", err)
+		}
+	})
+}
+
+const maxRequest = 64 << 10
+
+// Handle applies one request (its JSON) and returns the answer. A request applied before is
+// not applied again: its first answer comes back, marked Repeated. A refused request changes
+// nothing and is not remembered, so it may be sent again once the harness is ready for it.
+func (r *Responder) Handle(ctx context.Context, data []byte) Reply {
+	rep := Reply{Device: r.device}
+	if len(data) > maxRequest {
+		rep.Error, rep.Kind = fmt.Sprintf("request is %d bytes, more than %d", len(data), maxRequest), KindBadInput
+		return rep
+	}
+	var req Request
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		rep.Error, rep.Kind = "request is not valid JSON: "+err.Error(), KindBadInput
+		return rep
+	}
+	rep.RequestID = req.ID
+	switch {
+	case req.ID == "" || len(req.ID) > 128:
+		rep.Error, rep.Kind = "request has no id (1-128 characters): a retry could not be told from a new request", KindBadInput
+		return rep
+	case !req.Approve && strings.TrimSpace(req.Reason) == "":
+		rep.Error, rep.Kind = "a rejection needs a reason", KindBadInput
+		return rep
+	}
+	if err := store.ValidID(req.Harness); err != nil {
+		rep.Error, rep.Kind = err.Error(), KindBadInput
+		return rep
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if prev, ok := r.done[req.ID]; ok {
+		prev.Repeated = true
+		return prev
+	}
+	d, err := r.dec.Decide(ctx, req.Harness, req.Gate, req.Approve, req.Reason)
+	if err != nil {
+		rep.Error = err.Error()
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			rep.Kind = KindNotFound
+		case errors.Is(err, control.ErrBadInput), errors.Is(err, store.ErrInvalidID):
+			rep.Kind = KindBadInput
+		default:
+			rep.Kind = KindRefused
+		}
+		return rep
+	}
+	rep.Decision = &d
+	line, _ := json.Marshal(rep)
+	if _, err := r.file.Write(append(line, '\n')); err == nil {
+		err = r.file.Sync()
+	} else {
+		r.log.Error("fleet: the request log could not be written; a retry of this request would be refused as already decided", "request", req.ID, "err", err)
+	}
+	r.done[req.ID] = rep
+	verb := "approved"
+	if !req.Approve {
+		verb = "rejected"
+	}
+	r.log.Info("fleet: gate "+verb+" by request", "request", req.ID, "harness", req.Harness, "gate", d.Gate.ID)
+	return rep
+}
+
+// NewRequestID returns a random request id.
+func NewRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// DeviceError is an error a device answered.
+type DeviceError struct {
+	Device string
+	Kind   ErrorKind
+	Msg    string
+}
+
+func (e *DeviceError) Error() string { return "device " + e.Device + ": " + e.Msg }
+
+// Is lets errors.Is match store.ErrNotFound and control.ErrBadInput.
+func (e *DeviceError) Is(target error) bool {
+	switch e.Kind {
+	case KindNotFound:
+		return target == store.ErrNotFound
+	case KindBadInput:
+		return target == control.ErrBadInput
+	}
+	return false
+}
+
+// Decide sends a request to a device and waits for its answer, sending it again (the same id)
+// every attempt while no answer comes, until ctx ends. The device applies it once.
+func Decide(ctx context.Context, nc *nats.Conn, device string, req Request, attempt time.Duration) (Reply, error) {
+	if err := ValidDevice(device); err != nil {
+		return Reply{}, err
+	}
+	data, err := json.Marshal(req)
+	if err != nil {
+		return Reply{}, err
+	}
+	var last error
+	// noResponders: every attempt that ended on its own found no daemon subscribed (one cut
+	// short by ctx's end says nothing either way).
+	noResponders := false
+	for {
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		m, err := nc.RequestWithContext(actx, ControlSubject(device), data)
+		cancel()
+		switch {
+		case err == nil, ctx.Err() != nil:
+		case errors.Is(err, nats.ErrNoResponders):
+			noResponders = true
+		default:
+			noResponders = false
+		}
+		if err == nil {
+			var rep Reply
+			if err := json.Unmarshal(m.Data, &rep); err != nil {
+				return Reply{}, fmt.Errorf("device %s answered something that is not a reply: %w", device, err)
+			}
+			if rep.Error != "" {
+				return rep, &DeviceError{Device: device, Kind: rep.Kind, Msg: rep.Error}
+			}
+			return rep, nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			if noResponders {
+				return Reply{}, fmt.Errorf("device %s does not answer: its daemon is not connected to NATS (offline, or not started with --nats); request %s was not applied", device, req.ID)
+			}
+			return Reply{}, fmt.Errorf("device %s did not answer request %s in time (%v); sending it again with --request-id %s applies it at most once", device, req.ID, last, req.ID)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
