@@ -99,8 +99,10 @@ type Health struct {
 	Running []string       `json:"running"`
 	Queued  []string       `json:"queued"`
 	// WaitingForRoom are the harnesses a full disk paused, to be resumed when it has room.
-	WaitingForRoom []string  `json:"waitingForRoom,omitempty"`
-	Started        time.Time `json:"started"`
+	WaitingForRoom []string `json:"waitingForRoom,omitempty"`
+	// WaitingForWorkspace are the queued harnesses that wait for their workspace, and who holds it.
+	WaitingForWorkspace map[string]string `json:"waitingForWorkspace,omitempty"`
+	Started             time.Time         `json:"started"`
 }
 
 // Submission is a task sent to the daemon: the task file's bytes, its name (for errors) and the
@@ -219,6 +221,8 @@ type Server struct {
 	runs     sync.WaitGroup
 	// beforeRun, when set (by tests), is called as a scheduled run starts, before its Run.
 	beforeRun func(id string)
+	// blocked are queued harnesses whose workspace another harness holds (see workspace.go).
+	blocked map[string]blockedRun
 }
 
 // NewServer makes a server over an open store.
@@ -227,7 +231,8 @@ func NewServer(db *store.Store, cfg Config) *Server {
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 2)
 	cfg.RoomPoll = cmp.Or(cfg.RoomPoll, 5*time.Second)
 	s := &Server{store: db, cfg: cfg, notify: newBroker(), log: cfg.Logger, start: time.Now().UTC(),
-		running: map[string]bool{}, cancels: map[string]context.CancelCauseFunc{}, roomWait: map[string]bool{}, wake: make(chan struct{}, 1)}
+		running: map[string]bool{}, cancels: map[string]context.CancelCauseFunc{}, roomWait: map[string]bool{}, wake: make(chan struct{}, 1),
+		blocked: map[string]blockedRun{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -267,7 +272,7 @@ func (s *Server) Health(context.Context) (Health, error) {
 	sort.Strings(running)
 	return Health{OK: true, PID: os.Getpid(), Version: s.cfg.Version, Owner: s.cfg.Owner, Engine: s.store.Engine().Backend(),
 		Frozen: s.frozen, Running: running, Queued: append([]string{}, s.queue...), Started: s.start,
-		WaitingForRoom: slices.Sorted(maps.Keys(s.roomWait))}, nil
+		WaitingForRoom: slices.Sorted(maps.Keys(s.roomWait)), WaitingForWorkspace: s.waitingLocked()}, nil
 }
 
 func (s *Server) List(context.Context) ([]store.IndexEntry, error) {
@@ -685,9 +690,13 @@ func (s *Server) Schedule(ctx context.Context, grace time.Duration) {
 	defer poll.Stop()
 	for {
 		s.mu.Lock()
-		for !s.frozen && !s.closing && len(s.running) < s.cfg.Concurrency && len(s.queue) > 0 {
-			id := s.queue[0]
-			s.queue = s.queue[1:]
+		for i := 0; !s.frozen && !s.closing && len(s.running) < s.cfg.Concurrency && i < len(s.queue); {
+			id := s.queue[i]
+			if s.isBlockedLocked(id) {
+				i++ // it keeps its place; the ones behind it may run
+				continue
+			}
+			s.queue = slices.Delete(s.queue, i, i+1)
 			ctx, cancel := context.WithCancelCause(runCtx)
 			s.running[id], s.cancels[id] = true, cancel
 			s.runs.Add(1)
@@ -732,11 +741,16 @@ func (s *Server) requeueWithRoom() {
 
 func (s *Server) run(ctx context.Context, id string) {
 	defer s.runs.Done()
+	busy := false
 	defer func() {
 		s.mu.Lock()
 		s.cancels[id](nil)
 		delete(s.running, id)
 		delete(s.cancels, id)
+		if !busy {
+			delete(s.blocked, id)
+			s.unblockAllLocked() // the workspace this run held is free now
+		}
 		s.mu.Unlock()
 		s.kick()
 	}()
@@ -750,6 +764,12 @@ func (s *Server) run(ctx context.Context, id string) {
 	}
 	s.log.Info("running", "harness", id, "status", h.Status())
 	err = h.Run(ctx)
+	if errors.Is(err, harness.ErrWorkspaceBusy) {
+		busy = true
+		s.waitForWorkspace(id, err)
+		s.m.Release(id)
+		return
+	}
 	st := h.State()
 	switch {
 	case harness.PausedForDiskFull(st):

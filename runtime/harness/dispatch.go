@@ -87,6 +87,11 @@ func RunDirect(ctx context.Context, t *task.Task, clk clock.Clock) (TaskOutput, 
 }
 
 func runDirect(ctx context.Context, t *task.Task, clk clock.Clock, hooks tools.Hooks) (TaskOutput, error) {
+	ws, err := LockWorkspace(t, "")
+	if err != nil {
+		return TaskOutput{}, fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	defer ws.Release()
 	start := clk.Now()
 	known := func(a string) bool { _, ok := t.Agents[a]; return ok }
 	agents := map[string]agent.Agent{}
@@ -136,7 +141,7 @@ func runDirect(ctx context.Context, t *task.Task, clk clock.Clock, hooks tools.H
 		}
 		calls := &tools.Pipeline{Task: t, Clock: clk, Hooks: hooks, StepID: step.ID, Agent: step.AssignedAgent, Session: session}
 		out, err := a.RunStep(ctx, &agent.StepContext{Task: t, AgentName: step.AssignedAgent, Step: *step, Attempt: 1,
-			Inputs: stepInputs(x, step), Workspace: t.Workspace, Tools: calls, Clock: clk})
+			Inputs: stepInputs(x, step), Workspace: t.Workspace.Path, Tools: calls, Clock: clk})
 		step.Attempts = 1
 		if ctx.Err() != nil {
 			return TaskOutput{}, ctx.Err()

@@ -46,6 +46,8 @@ type Harness struct {
 	pidx *planIndex
 	// startDue says the running step's start is not checkpointed yet (see beginLocked).
 	startDue bool
+	// wsLock is a workspace lock taken before the harness was created, for Run to hold.
+	wsLock *WorkspaceLock
 }
 
 // ID is the harness id.
@@ -216,6 +218,12 @@ func (h *Harness) Run(ctx context.Context) error {
 		h.mu.Unlock()
 		return fmt.Errorf("harness %s is already running", h.ID())
 	}
+	release, err := h.holdWorkspaceLocked()
+	if err != nil {
+		h.mu.Unlock()
+		return err
+	}
+	defer release()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	h.running, h.stop, h.runMark = true, cancel, h.now()
@@ -224,7 +232,7 @@ func (h *Harness) Run(ctx context.Context) error {
 		h.running, h.stop, h.runMark = false, nil, time.Time{}
 		h.mu.Unlock()
 	}()
-	err := h.startLocked(ctx)
+	err = h.startLocked(ctx)
 	h.mu.Unlock()
 	if err != nil {
 		return h.settleDiskFull(err)
@@ -379,7 +387,7 @@ func (h *Harness) beginLocked(ctx context.Context, i int) (*runningAttempt, erro
 		at.run = func() (string, error) { return "", err }
 	default:
 		sc := &agent.StepContext{HarnessID: h.ID(), Task: h.task, AgentName: step.AssignedAgent, Step: *step, Attempt: at.attempt,
-			Inputs: stepInputs(h.plan(), step), Workspace: h.task.Workspace, Clock: h.m.clock, Resume: resume,
+			Inputs: stepInputs(h.plan(), step), Workspace: h.task.Workspace.Path, Clock: h.m.clock, Resume: resume,
 			Tools: &tools.Pipeline{Task: h.task, Clock: h.m.clock, Hooks: h.m.hooks, HarnessID: h.ID(), StepID: step.ID,
 				Agent: step.AssignedAgent, Session: at.host},
 			ReportTokens: at.host.reportTokens, ReportCost: at.host.reportCost, Host: at.host, LogDir: h.m.logDir, InboxDir: h.m.inboxDir}

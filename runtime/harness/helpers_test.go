@@ -118,6 +118,9 @@ func parseTask(t *testing.T, src string) *task.Task {
 	if err != nil {
 		t.Fatalf("task: %v", err)
 	}
+	if tk.Workspace.Path == task.DefaultWorkspace {
+		tk.Workspace.Path = t.TempDir() // not the package directory: its harness locks it (and the tools write there)
+	}
 	return tk
 }
 

@@ -111,7 +111,7 @@ func TestShellHooks(t *testing.T) {
 			// written, and the record says why.
 			e2 := newEnv(t)
 			ws2 := filepath.Join(e2.dir, "ws")
-			secret.Workspace = ws2
+			secret.Workspace.Path = ws2
 			h2, _ := e2.m.Create(secret)
 			_ = h2.Run(context.Background())
 			st2 := h2.State()

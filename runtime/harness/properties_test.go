@@ -288,7 +288,7 @@ func TestPropertyToolCallBudgetIsEnforced(t *testing.T) {
 					return fmt.Sprintf("over budget at autonomy %d: %s (%s), %d calls ran, %d recorded", autonomy, st.Status, st.StatusReason, st.TotalToolCalls, len(hist))
 				}
 				for i := limit; i < calls; i++ {
-					if exists(filepath.Join(h.Task().Workspace, fmt.Sprintf("f%d.txt", i))) {
+					if exists(filepath.Join(h.Task().Workspace.Path, fmt.Sprintf("f%d.txt", i))) {
 						return fmt.Sprintf("call %d ran past the budget", i)
 					}
 				}

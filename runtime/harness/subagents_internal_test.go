@@ -39,6 +39,7 @@ plan:
 	if err != nil {
 		t.Fatal(err)
 	}
+	tk.Workspace.Path = t.TempDir()
 	h, err := m.Create(tk)
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +76,7 @@ func TestUnmatchedIntentWarns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tk.Workspace.Path = t.TempDir()
 	h, err := m.Create(tk)
 	if err != nil {
 		t.Fatal(err)

@@ -103,8 +103,9 @@ func (d *decoder) note(n *yaml.Node, path []string, msg string) {
 }
 
 var (
-	durationType = reflect.TypeFor[Duration]()
-	anyType      = reflect.TypeFor[any]()
+	durationType  = reflect.TypeFor[Duration]()
+	workspaceType = reflect.TypeFor[Workspace]()
+	anyType       = reflect.TypeFor[any]()
 )
 
 // value decodes n into v. A null leaves v as it is (its zero value).
@@ -120,6 +121,10 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path []string, depth int)
 		}
 		dur := v.Addr().Interface().(*Duration)
 		_ = dur.UnmarshalText([]byte(n.Value))
+		return
+	}
+	if v.Type() == workspaceType && n.Kind == yaml.ScalarNode {
+		v.Field(0).SetString(n.Value) // a plain path: the form without options
 		return
 	}
 	switch v.Kind() {

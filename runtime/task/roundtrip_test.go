@@ -235,7 +235,7 @@ func (g taskGen) file() []byte {
 		"checkpoint": map[string]any{"interval": g.pick("0s", "100ms", "5m", "1h")},
 		"budget":     map[string]any{"toolCalls": g.r.Intn(500), "tokens": g.r.Intn(1 << 20), "wallClock": g.dur()},
 		"retry":      map[string]any{"maxRetries": g.r.Intn(6), "base": g.dur(), "factor": 2 + float64(g.r.Intn(33))/4, "maxDelay": g.dur()},
-		"maxDepth":   g.r.Intn(17), "workspace": g.pick("ws", "./wörk", "a/b"),
+		"maxDepth":   g.r.Intn(17), "workspace": g.workspace(),
 		"plan": g.plan(agents, "s"),
 	}
 	for k, v := range opt {
@@ -306,6 +306,19 @@ func toNode(v any) *yaml.Node {
 	return n
 }
 
+// workspace is a workspace in either form: a path, or a mapping with options (a read-only one
+// would refuse the write tools the agents may list).
+func (g taskGen) workspace() any {
+	path := g.pick("ws", "./wörk", "a/b")
+	switch g.r.Intn(3) {
+	case 0:
+		return path
+	case 1:
+		return map[string]any{"path": path, "shared": "exclusive", "commit": "step"}
+	}
+	return map[string]any{"path": path, "shared": g.pick("exclusive", "")}
+}
+
 var genTaskFile gopter.Gen = func(p *gopter.GenParameters) *gopter.GenResult {
 	return gopter.NewGenResult(string(taskGen{p.Rng}.file()), gopter.NoShrinker)
 }
@@ -333,7 +346,7 @@ func TestStoredTaskRoundTrip(t *testing.T) {
 			if !bytes.Equal(stored, again) {
 				return fmt.Sprintf("the task changed:\n%s\n%s\nfrom:\n%s", stored, again, src)
 			}
-			if !filepath.IsAbs(t2.Workspace) || !reflect.DeepEqual(kinds(t1), kinds(t2)) {
+			if !filepath.IsAbs(t2.Workspace.Path) || !reflect.DeepEqual(kinds(t1), kinds(t2)) {
 				return fmt.Sprintf("actions or workspace changed: %v %v", kinds(t1), kinds(t2))
 			}
 			return ""

@@ -75,8 +75,8 @@ type Task struct {
 	// MaxDepth limits sub-agent nesting: a harness at depth MaxDepth spawns no children.
 	MaxDepth int `yaml:"maxDepth" json:"maxDepth,omitzero"`
 	// Workspace is the directory the agents' tools are confined to (relative paths are relative
-	// to the task file).
-	Workspace string                 `yaml:"workspace" json:"workspace,omitzero"`
+	// to the task file), with how harnesses share it and whether steps are committed.
+	Workspace Workspace              `yaml:"workspace" json:"workspace,omitzero"`
 	Agents    map[string]*Agent      `yaml:"agents" json:"agents"`
 	Tools     map[string]*ToolConfig `yaml:"tools" json:"tools,omitzero"`
 	Hooks     HooksConfig            `yaml:"hooks" json:"hooks,omitzero"`
@@ -368,10 +368,10 @@ func ParseAt(name string, data []byte, dir string) (*Task, error) {
 		return nil, joinErrs(name, errs)
 	}
 	t.applyDefaults()
-	if !filepath.IsAbs(t.Workspace) {
-		t.Workspace = filepath.Join(dir, t.Workspace)
+	if !filepath.IsAbs(t.Workspace.Path) {
+		t.Workspace.Path = filepath.Join(dir, t.Workspace.Path)
 	}
-	if t.Workspace, err = filepath.Abs(t.Workspace); err != nil {
+	if t.Workspace.Path, err = filepath.Abs(t.Workspace.Path); err != nil {
 		return nil, fmt.Errorf("%s: workspace: %w", name, err)
 	}
 	return t, nil
@@ -615,6 +615,7 @@ func (t *Task) validate() []fieldErr {
 	if len(t.Plan) > 0 {
 		errs = append(errs, validatePlan(t.Plan, t.Agents, []string{"plan"})...)
 	}
+	errs = append(errs, t.validateWorkspace()...)
 	return errs
 }
 
@@ -918,8 +919,8 @@ func (t *Task) applyDefaults() {
 	if t.Retry.Factor == 0 {
 		t.Retry.Factor = DefaultRetryFactor
 	}
-	if t.Workspace == "" {
-		t.Workspace = DefaultWorkspace
+	if t.Workspace.Path == "" {
+		t.Workspace.Path = DefaultWorkspace
 	}
 	for _, a := range t.Agents {
 		a.applyDefaults()

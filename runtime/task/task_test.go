@@ -1,6 +1,7 @@
 package task_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -56,7 +57,7 @@ func TestParseGoodFileAndDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if tk.ID != "nightly" || tk.Autonomy != 2 || tk.Budget.ToolCalls != 7 || tk.Budget.WallClock.Duration != 8*time.Hour ||
-		tk.Workspace != filepath.Join(dir, "work") || !*tk.LongRunning || tk.Checkpoint.Interval.Duration != task.DefaultCheckpointInterval ||
+		tk.Workspace.Path != filepath.Join(dir, "work") || !*tk.LongRunning || tk.Checkpoint.Interval.Duration != task.DefaultCheckpointInterval ||
 		tk.Retry.Retries() != task.DefaultMaxRetries || tk.MaxDepth != task.DefaultMaxDepth || tk.Agents["MARS"].MaxIterations != 4 || tk.Agents["PLUTO"].MaxTurns != task.DefaultMaxTurns ||
 		tk.Agents["PLUTO"].DoomLoop != task.DefaultDoomLoop || tk.Agents["MARS"].PromptVia != "stdin" || tk.Agents["MARS"].CircuitBreaker.NoProgress != task.DefaultNoProgress ||
 		tk.Tools["deploy"].Timeout.Duration != 30*time.Second || tk.Tools["deploy"].MaxOutput != task.DefaultMaxOutput || !tk.Plan[1].Critical {
@@ -130,6 +131,12 @@ func TestBadFilesNameFileLineAndField(t *testing.T) {
 		{"second document", "agent: A\nagents:\n  A: {driver: script, script: {}}\n---\nagent: B\n", []string{"t.yaml:5: a second YAML document"}},
 		{"key written twice", "agent: A\nagents:\n  A: {driver: script, script: {}}\nagent: B\n", []string{`t.yaml:4: key "agent" is written twice`}},
 		{"syntax error", "agent: A\nagents: {A: {driver: script\n", []string{"t.yaml:"}},
+		{"bad sharing", "agent: A\nworkspace: {path: w, shared: everyone}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: workspace.shared:", `"everyone" is not exclusive or read-only`}},
+		{"bad commit", "agent: A\nworkspace:\n  commit: always\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:3: workspace.commit:", `"always" is not step`}},
+		{"unknown workspace option", "agent: A\nworkspace: {path: w, lock: no}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: workspace:", `unknown field "lock"`}},
+		{"read-only with a write tool", "agent: A\nworkspace: {shared: read-only}\nagents:\n  A: {driver: script, script: {}, tools: [read_file, write_file]}\n",
+			[]string{"t.yaml:4: agents.A.tools[1]:", "write_file writes to the workspace, which the task shares read-only"}},
+		{"read-only and committed", "agent: A\nworkspace: {shared: read-only, commit: step}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: workspace.commit:", "cannot be committed"}},
 		{"bad replay", "agent: A\nagents:\n  A: {driver: script, script: {}}\ntools:\n  t: {command: [x], sideEffects: true, replay: sometimes}\n", []string{"t.yaml:5: tools.t.replay:", "retry, skip or ask"}},
 	} {
 		_, err := task.Parse("t.yaml", []byte(c.src))
@@ -231,5 +238,43 @@ func TestDeepNestingIsRefused(t *testing.T) {
 	// Quoted, the same brackets are just text.
 	if tk, err := task.Parse("t.yaml", []byte("agent: A\nprompt: '"+deep+"'\nagents: {A: {driver: script, script: {plan: [{id: s, description: d, agent: A}]}}}\n")); err != nil || len(tk.Prompt) != len(deep) {
 		t.Errorf("quoted brackets: %v", err)
+	}
+}
+
+// A workspace is a path or a mapping with options; stored (JSON), one without options stays a
+// plain path, as stored tasks have always had it, and one with options keeps them.
+func TestWorkspaceFormsAndHowTheyAreStored(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		src, stored string
+		readOnly    bool
+		commits     bool
+	}{
+		{"workspace: ./w", `"workspace":"` + filepath.Join(dir, "w") + `"`, false, false},
+		{"workspace: {path: ./w}", `"workspace":"` + filepath.Join(dir, "w") + `"`, false, false},
+		{"workspace: {path: w, shared: read-only}", `"workspace":{"path":"` + filepath.Join(dir, "w") + `","shared":"read-only"}`, true, false},
+		{"workspace: {commit: step}", `"workspace":{"path":"` + dir + `","commit":"step"}`, false, true},
+	} {
+		tk, err := task.ParseAt("t.yaml", []byte(c.src+"\nagent: A\nagents:\n  A: {driver: script, script: {}}\n"), dir)
+		if err != nil {
+			t.Fatalf("%s: %v", c.src, err)
+		}
+		if tk.Workspace.ReadOnly() != c.readOnly || tk.Workspace.CommitsSteps() != c.commits {
+			t.Errorf("%s: read-only %v, commits %v", c.src, tk.Workspace.ReadOnly(), tk.Workspace.CommitsSteps())
+		}
+		b, err := json.Marshal(tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), c.stored) {
+			t.Errorf("%s: stored as %s, want %s in it", c.src, b, c.stored)
+		}
+		back, err := task.Parse("stored", b)
+		if err != nil {
+			t.Fatalf("%s: the stored task is refused: %v", c.src, err)
+		}
+		if back.Workspace != tk.Workspace {
+			t.Errorf("%s: read back as %+v, want %+v", c.src, back.Workspace, tk.Workspace)
+		}
 	}
 }

@@ -331,7 +331,7 @@ func TestRunWithRetries(t *testing.T) {
 	s := newSandbox(t)
 	clk := fakeclock.New()
 	three := 3
-	tk := &task.Task{Workspace: s.ws, Retry: task.RetryConfig{MaxRetries: &three, Base: task.Duration{Duration: time.Second}, Factor: 2, MaxDelay: task.Duration{Duration: time.Hour}},
+	tk := &task.Task{Workspace: task.Workspace{Path: s.ws}, Retry: task.RetryConfig{MaxRetries: &three, Base: task.Duration{Duration: time.Second}, Factor: 2, MaxDelay: task.Duration{Duration: time.Hour}},
 		Tools: map[string]*task.ToolConfig{
 			"flaky": {Command: []string{"sh", "-c", `n=$(cat count 2>/dev/null || echo 0); echo $((n+1)) > count; [ $n -ge 2 ] || exit 75; echo ok`}, Timeout: task.Duration{Duration: time.Minute}, MaxOutput: 1024},
 			"down":  {Command: []string{"sh", "-c", `echo down >&2; exit 75`}, Timeout: task.Duration{Duration: time.Minute}, MaxOutput: 1024},

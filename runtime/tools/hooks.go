@@ -142,13 +142,13 @@ func runShellPreHook(ctx context.Context, t *task.Task, clk clock.Clock, hc task
 // runHook runs a shell hook with in on stdin, in the workspace, in a clean environment and its
 // own process group, within its timeout.
 func runHook(ctx context.Context, t *task.Task, clk clock.Clock, hc task.HookConfig, in []byte) (stdout, stderr string, err error) {
-	if err := os.MkdirAll(t.Workspace, 0o755); err != nil {
+	if err := os.MkdirAll(t.Workspace.Path, 0o755); err != nil {
 		return "", "", fmt.Errorf("workspace: %w", err)
 	}
 	ctx, cancel := clock.WithTimeout(ctx, clk, hc.Timeout.Duration)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, hc.Command[0], hc.Command[1:]...)
-	cmd.Dir, cmd.Env = t.Workspace, proc.CleanEnv(hc.Env)
+	cmd.Dir, cmd.Env = t.Workspace.Path, proc.CleanEnv(hc.Env)
 	cmd.Stdin = bytes.NewReader(in)
 	out, errOut := &proc.CapWriter{Max: 64 << 10}, &proc.CapWriter{Max: 4 << 10}
 	cmd.Stdout, cmd.Stderr = out, errOut

@@ -39,7 +39,7 @@ func permission(t *task.Task, agent, name string) *statefmt.ToolResult {
 
 // runOnce runs one try of a tool, with its timeout when it has one.
 func runOnce(ctx context.Context, t *task.Task, clk clock.Clock, name string, args map[string]any) statefmt.ToolResult {
-	env := toolEnv{workspace: t.Workspace, cfg: Settings(t, name), clock: clk}
+	env := toolEnv{workspace: t.Workspace.Path, cfg: Settings(t, name), clock: clk}
 	if len(env.cfg.Command) > 0 {
 		return runCommandTool(ctx, env, args)
 	}

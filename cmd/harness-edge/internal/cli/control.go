@@ -163,7 +163,7 @@ func newSubmitCmd(g *globals, stdin io.Reader, stdout io.Writer) *cobra.Command 
 				if err != nil {
 					return err
 				}
-				dir = t.Workspace
+				dir = t.Workspace.Path
 			} else {
 				if data, err = os.ReadFile(args[0]); err != nil {
 					return fmt.Errorf("task file: %w", err)

@@ -221,7 +221,7 @@ daemon owns the store, the loop is handed to it. Exit codes as for run.`,
 			}
 			if dir, err := g.storeDir(); err == nil {
 				if c, err := control.Dial(dir); err == nil && c.Owner.Owner == control.OwnerDaemon {
-					id, err := c.Submit(context.Background(), control.Submission{Task: data, Name: loopTaskName, Dir: t.Workspace})
+					id, err := c.Submit(context.Background(), control.Submission{Task: data, Name: loopTaskName, Dir: t.Workspace.Path})
 					if err != nil {
 						return err
 					}

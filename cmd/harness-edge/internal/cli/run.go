@@ -232,10 +232,18 @@ pauses the harness cleanly (exit 3). Exit codes: 0 completed, 1 failed or error,
 				return err
 			}
 			defer release()
+			// The workspace is taken before the harness exists: a run refused because another
+			// harness holds it creates nothing.
+			ws, err := harness.LockWorkspace(t, t.ID)
+			if err != nil {
+				return err
+			}
+			defer ws.Release()
 			h, err := m.Create(t)
 			if err != nil {
 				return err
 			}
+			h.UseWorkspaceLock(ws)
 			return runHarness(m, h, f, stdout)
 		},
 	}
