@@ -37,7 +37,7 @@ DEVICE_TAGS := $(STATIC_TAGS),nohub
 GO_LDFLAGS  := -X github.com/harness-edge/harness-edge/cmd/harness-edge/internal/cli.version=$(VERSION)
 STATIC_LDFLAGS := $(GO_LDFLAGS) -s -w -linkmode external -extldflags -static
 
-HOST_PACKAGES  := cbindgen file
+HOST_PACKAGES  := cbindgen file git
 CROSS_PACKAGES := rustc-web libstd-rust-web-dev:arm64 libc6:arm64 gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
 DEBIAN_RUSTC   := /usr/bin/rustc
 
@@ -56,7 +56,7 @@ help: ## List the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z0-9_-]+:.*## /{printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: deps
-deps: ## Install missing host packages (cbindgen, file) and check go, cargo, gcc
+deps: ## Install missing host packages (cbindgen, file, git) and check go, cargo, gcc
 	@command -v $(GO) >/dev/null || { echo "go not found: install Go 1.26 (https://go.dev/dl)"; exit 1; }
 	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust with rustup (https://rustup.rs)"; exit 1; }
 	@command -v gcc >/dev/null || { echo "gcc not found: apt-get install -y gcc"; exit 1; }

@@ -20,6 +20,7 @@ var layers = map[string]int{
 	"runtime/task":                  1,
 	"runtime/itlog":                 1,
 	"runtime/inbox":                 1,
+	"runtime/gitrepo":               1,
 	"statefmt/event":                1,
 	"store/trust":                   1,
 	"bridge":                        1,

@@ -238,7 +238,7 @@ type ToolConfig struct {
 }
 
 // Builtins are the built-in tools, confined to the harness workspace.
-var Builtins = []string{"read_file", "write_file", "edit_file", "glob", "grep", "bash"}
+var Builtins = []string{"read_file", "write_file", "edit_file", "glob", "grep", "bash", "git_status", "git_diff", "git_log", "git_commit"}
 
 // PlanStep is a step of a declared plan.
 type PlanStep struct {
@@ -588,7 +588,7 @@ func (t *Task) validate() []fieldErr {
 		if !slices.Contains([]string{"", "retry", "skip", "ask"}, tc.Replay) {
 			bad(fmt.Sprintf("%q is not retry, skip or ask", tc.Replay), append(p, "replay")...)
 		}
-		if tc.Replay != "" && !tc.SideEffects {
+		if tc.Replay != "" && !tc.SideEffects && name != "git_commit" {
 			bad("a replay policy applies to tools with sideEffects: true", append(p, "replay")...)
 		}
 		if tc.MaxOutput < 0 {
@@ -933,6 +933,9 @@ func (t *Task) applyDefaults() {
 		}
 	}
 	for name, tc := range t.Tools {
+		if name == "git_commit" {
+			tc.SideEffects = true // a commit is a side effect, whatever the settings say
+		}
 		if tc.Replay == "" && tc.SideEffects {
 			tc.Replay = "ask"
 		}

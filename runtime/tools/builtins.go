@@ -121,6 +121,9 @@ func runBuiltin(ctx context.Context, env toolEnv, name string, m map[string]any)
 	if err := os.MkdirAll(env.workspace, 0o755); err != nil {
 		return Failed(statefmt.ErrorPermanent, "workspace: %v", err)
 	}
+	if slices.Contains(GitTools, name) {
+		return runGit(ctx, env, name, m)
+	}
 	root, err := os.OpenRoot(env.workspace)
 	if err != nil {
 		return Failed(statefmt.ErrorPermanent, "workspace: %v", err)

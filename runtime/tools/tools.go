@@ -24,6 +24,9 @@ func Settings(t *task.Task, name string) *task.ToolConfig {
 	if tc, ok := t.Tools[name]; ok {
 		return tc
 	}
+	if slices.Contains(GitTools, name) {
+		return gitSettings(name)
+	}
 	return &task.ToolConfig{MaxOutput: task.DefaultMaxOutput}
 }
 

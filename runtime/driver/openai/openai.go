@@ -546,7 +546,18 @@ var builtinSpecs = map[string]struct {
 		"pattern": param("string", "a regular expression"), "path": param("string", "directory to search (default: the workspace)"), "glob": param("string", "only files matching this pattern")})},
 	"bash": {"Run a bash command in the workspace.", obj([]string{"command"}, map[string]any{
 		"command": param("string", "the command line"), "timeout": param("string", "e.g. 30s (at most the tool's limit)")})},
+	"git_status": {"Show the workspace's git status: branch, changed and untracked files.", obj([]string{}, map[string]any{
+		"paths": paths})},
+	"git_diff": {"Show changes in the workspace's git repository: unstaged, staged, or against a ref or range.", obj([]string{}, map[string]any{
+		"paths": paths, "staged": param("boolean", "the staged changes"), "ref": param("string", "a commit or range, e.g. HEAD~1 or main..HEAD")})},
+	"git_log": {"List commits of the workspace's git repository, newest first.", obj([]string{}, map[string]any{
+		"paths": paths, "limit": param("integer", "most commits to list (default 20)"), "ref": param("string", "a commit or range, e.g. main..HEAD")})},
+	"git_commit": {"Commit the workspace's changes (all of them, or only the paths given).", obj([]string{"message"}, map[string]any{
+		"message": param("string", "the commit message"), "paths": paths})},
 }
+
+// paths is the schema of the git tools' paths argument.
+var paths = map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "paths relative to the workspace (default: all)"}
 
 // estimateTokens is the conversation's size in tokens: the last response's usage for the
 // messages it covered, plus about one token per four bytes for the rest (or for all, when the

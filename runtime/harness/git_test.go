@@ -1,0 +1,60 @@
+package harness_test
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+)
+
+// git_commit goes through the pipeline like any side-effecting tool: journaled (an intent
+// before it runs, a receipt after), recorded, and refused to an agent that does not list it.
+func TestGitCommitIsAJournaledSideEffect(t *testing.T) {
+	e := newEnv(t)
+	ws := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	h, err := e.m.Create(parseTask(t, fmt.Sprintf(`id: g
+agent: A
+autonomy: 5
+workspace: %s
+agents:
+  A: {driver: script, tools: [write_file, git_commit, git_log], script: {steps: {"*": [
+        {tool: write_file, args: {path: a.txt, content: "a"}},
+        {tool: git_commit, args: {message: "add a"}},
+        {tool: git_log, args: {limit: 1}}]}}}
+  B: {driver: script, tools: [write_file], script: {steps: {"*": [{tool: git_commit, args: {message: "not allowed"}}]}}}
+plan:
+  - {id: s1, description: commit, agent: A}
+  - {id: s2, description: may not commit, agent: B, dependsOn: [s1]}
+`, ws)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = h.Run(context.Background())
+	st := h.State()
+	var actions []string
+	for _, ev := range e.rec.of(event.SideEffect) {
+		actions = append(actions, ev.Tool+":"+ev.Action)
+	}
+	if strings.Join(actions, ",") != "git_commit:intent,git_commit:receipt" {
+		t.Fatalf("side-effect events: %v", actions)
+	}
+	rec := st.ToolCallHistory[1]
+	head, _ := exec.Command("git", "-C", ws, "rev-parse", "HEAD").Output()
+	if rec.CallName != "git_commit" || !rec.Result.Success || string(rec.Result.Data) != `{"commit":"`+strings.TrimSpace(string(head))+`"}` {
+		t.Fatalf("git_commit's record: %+v", rec)
+	}
+	if log := st.ToolCallHistory[2].Result.Output; !strings.Contains(log, "add a") {
+		t.Fatalf("git_log: %q", log)
+	}
+	s2 := st.Plan.Steps[1]
+	if s2.Status != statefmt.StepFailed || !strings.Contains(*s2.Error, "may not call git_commit") {
+		t.Fatalf("an agent without git_commit committed: %+v", s2)
+	}
+}
