@@ -62,6 +62,8 @@ type Repo struct {
 	Dir string
 	// Env names variables of harness-edge's environment git sees, besides those of proc.CleanEnv.
 	Env []string
+	// Vars are more variables for git, NAME=value (a scratch GIT_INDEX_FILE, say).
+	Vars []string
 }
 
 // Environ is the environment git runs with in dir.
@@ -123,7 +125,7 @@ func Init(ctx context.Context, dir string, extra []string) (*Repo, error) {
 // Command is a git command in the repository, in the clean environment, not started.
 func (r *Repo) Command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "git", append(append([]string{"--no-pager"}, settings...), args...)...)
-	cmd.Dir, cmd.Env = r.Dir, Environ(r.Dir, r.Env)
+	cmd.Dir, cmd.Env = r.Dir, append(Environ(r.Dir, r.Env), r.Vars...)
 	return cmd
 }
 

@@ -58,3 +58,35 @@ plan:
 		t.Fatalf("an agent without git_commit committed: %+v", s2)
 	}
 }
+
+// With commit: step, a workspace inside another repository's work tree (not its top) is
+// refused before the harness starts: nothing is committed there, and the harness stays as it was.
+func TestCommitsPerStepRefuseAWorkspaceInsideAnotherRepository(t *testing.T) {
+	e := newEnv(t)
+	outer := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", outer).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	ws := outer + "/sub"
+	h, err := e.m.Create(parseTask(t, fmt.Sprintf(`id: nested
+agent: A
+workspace: {path: %s, commit: step}
+agents:
+  A: {driver: script, tools: [write_file], script: {steps: {"*": [{tool: write_file, args: {path: a.txt, content: "a"}}]}}}
+plan:
+  - {id: s1, description: write, agent: A}
+`, ws)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = h.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "is inside the git work tree of "+outer) {
+		t.Fatalf("Run: %v", err)
+	}
+	if st := h.State(); st.Status != statefmt.StatusCreated || len(st.ToolCallHistory) != 0 {
+		t.Fatalf("the refused harness changed: %s, %d records", st.Status, len(st.ToolCallHistory))
+	}
+	if out, _ := exec.Command("git", "-C", outer, "log", "--oneline").CombinedOutput(); !strings.Contains(string(out), "does not have any commits") {
+		t.Fatalf("something was committed to the outer repository: %s", out)
+	}
+}

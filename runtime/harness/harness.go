@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/harness-edge/harness-edge/runtime/agent"
+	"github.com/harness-edge/harness-edge/runtime/gitrepo"
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/runtime/tools"
 	"github.com/harness-edge/harness-edge/statefmt"
@@ -48,6 +49,8 @@ type Harness struct {
 	startDue bool
 	// wsLock is a workspace lock taken before the harness was created, for Run to hold.
 	wsLock *WorkspaceLock
+	// repo is the workspace's git repository, with commits per step (see commits.go).
+	repo *gitrepo.Repo
 }
 
 // ID is the harness id.
@@ -436,10 +439,14 @@ func (h *Harness) settleLocked(ctx context.Context, at *runningAttempt, out stri
 	}
 	h.endAttemptLocked(at.cur)
 	step.Attempts = at.attempt
+	var commit string
+	if err == nil {
+		commit, err = h.commitStepLocked(step.ID) // with commit: step; a failure fails the step
+	}
 	switch {
 	case err == nil:
 		h.plan().complete(step.ID, out)
-		h.emit(event.Event{Type: event.StepCompleted, StepID: step.ID, Attempt: at.attempt, CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
+		h.emit(event.Event{Type: event.StepCompleted, StepID: step.ID, Attempt: at.attempt, CPUMs: use.CPUMs, RSSBytes: use.RSSBytes, Message: commitNote(commit)})
 	case agent.IsTransient(err) && at.attempt <= h.task.Retry.Retries():
 		msg := err.Error()
 		step.Status, step.Error = statefmt.StepReady, &msg
@@ -575,6 +582,7 @@ func (h *Harness) backoff(stepID string, attempt int) time.Duration {
 // startLocked moves a created harness to running and plans it; a paused one to running; an
 // interrupted one (running in the store, nobody running it) is continued. h.mu held.
 func (h *Harness) startLocked(ctx context.Context) error {
+	interrupted := h.st.Status == statefmt.StatusRunning
 	switch h.st.Status {
 	case statefmt.StatusCreated, statefmt.StatusPaused:
 		if err := h.transitionLocked(statefmt.StatusRunning, ""); err != nil {
@@ -614,6 +622,9 @@ func (h *Harness) startLocked(ctx context.Context) error {
 		h.st.Plan = p
 	}
 	h.plan().refreshAll()
+	if err := h.syncWorkspaceLocked(interrupted); err != nil {
+		return fmt.Errorf("harness %s: %w", h.ID(), err)
+	}
 	return h.checkpoint()
 }
 

@@ -213,6 +213,11 @@ func (h *Harness) holdWorkspaceLocked() (release func(), err error) {
 	if h.st.ParentHarnessID != "" {
 		return func() {}, nil
 	}
+	if h.task.Workspace.CommitsSteps() {
+		if err := checkCommitWorkspace(h.task.Workspace.Path); err != nil {
+			return nil, fmt.Errorf("harness %s: %w", h.ID(), err)
+		}
+	}
 	l := h.wsLock
 	h.wsLock = nil
 	if ws, _ := filepath.Abs(h.task.Workspace.Path); l == nil || l.workspace != ws {

@@ -1,0 +1,263 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/harness-edge/harness-edge/runtime/harness"
+	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/store"
+)
+
+// commitTask: steps s0..s(n-1) in a chain, each writing its own file and appending its name to
+// a shared one (a step whose effects were left behind by a crash and then ran again would
+// append it twice), with commits per step. A step's sleep gives a kill time to land in it.
+func commitTask(id, ws string, n int, sleep string) string {
+	var plan, steps strings.Builder
+	for i := range n {
+		dep := ""
+		if i > 0 {
+			dep = fmt.Sprintf("s%d", i-1)
+		}
+		fmt.Fprintf(&plan, "        - {id: s%d, description: step %d, agent: A, dependsOn: [%s]}\n", i, i, dep)
+		fmt.Fprintf(&steps, "        s%d:\n          - {tool: write_file, args: {path: s%d.txt, content: \"step %d\"}}\n", i, i, i)
+		fmt.Fprintf(&steps, "          - {tool: bash, args: {command: \"echo s%d >> journal.txt\"}}\n", i)
+		fmt.Fprintf(&steps, "          - {sleep: %s}\n          - {output: \"s%d done\"}\n", sleep, i)
+	}
+	return fmt.Sprintf("id: %s\nagent: A\nautonomy: 5\nbudget: {toolCalls: 1000}\nworkspace: {path: %s, commit: step}\nagents:\n  A:\n    driver: script\n    tools: [write_file, bash]\n    script:\n      plan:\n%s      steps:\n%s",
+		id, ws, plan.String(), steps.String())
+}
+
+// git runs git in dir with the test's environment.
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v: %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// recordedCommits are the runtime's commits a state records, oldest first, with their steps.
+func recordedCommits(st *statefmt.HarnessState) (commits, steps []string) {
+	for _, r := range st.ToolCallHistory {
+		if r.CallName != harness.CommitRecord {
+			continue
+		}
+		var a struct{ Step string }
+		var d struct{ Commit string }
+		_ = json.Unmarshal(r.Arguments, &a)
+		_ = json.Unmarshal(r.Result.Data, &d)
+		commits, steps = append(commits, d.Commit), append(steps, a.Step)
+	}
+	return commits, steps
+}
+
+func restoreFrom(t *testing.T, db, id string) *statefmt.HarnessState {
+	t.Helper()
+	s, err := store.OpenStore(db, store.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, err := s.Restore(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// checkStepCommits checks the branch after a run with commits per step: the base commit, then
+// one commit per step in plan order (each holding the files written so far), HEAD at the last
+// one the state records, the work tree clean, and the trailers naming the harness, the step and
+// the checkpoint that recorded it.
+func checkStepCommits(t *testing.T, db, ws, id string, n int) {
+	t.Helper()
+	st := restoreFrom(t, db, id)
+	if st.Status != statefmt.StatusCompleted {
+		t.Fatalf("harness %s is %s (%s)", id, st.Status, st.StatusReason)
+	}
+	commits, steps := recordedCommits(st)
+	want := []string{""}
+	for i := range n {
+		want = append(want, fmt.Sprintf("s%d", i))
+	}
+	if !slices.Equal(steps, want) {
+		t.Fatalf("the state records commits for %q, want %q", steps, want)
+	}
+	log := strings.Split(git(t, ws, "log", "--reverse", "--format=%H%x09%(trailers:key=Harness-Id,valueonly,separator=%x2C)%x09%(trailers:key=Step-Id,valueonly,separator=%x2C)%x09%(trailers:key=Checkpoint,valueonly,separator=%x2C)"), "\n")
+	if len(log) != n+1 {
+		t.Fatalf("the branch has %d commits, want %d:\n%s", len(log), n+1, strings.Join(log, "\n"))
+	}
+	for i, line := range log {
+		f := strings.Split(line, "\t")
+		if f[0] != commits[i] || f[1] != id || f[2] != want[i] || f[3] == "" {
+			t.Fatalf("commit %d of the branch is %q; the state records %s for step %q", i, line, commits[i], want[i])
+		}
+		if i > 0 {
+			files := git(t, ws, "ls-tree", "--name-only", f[0])
+			for j := range i {
+				if !strings.Contains(files, fmt.Sprintf("s%d.txt", j)) {
+					t.Fatalf("step s%d's commit lacks s%d.txt: %s", i-1, j, files)
+				}
+			}
+			var journal []string
+			for j := range i {
+				journal = append(journal, fmt.Sprintf("s%d", j))
+			}
+			if p := git(t, ws, "show", f[0]+":journal.txt"); p != strings.Join(journal, "\n") {
+				t.Fatalf("step s%d's commit has journal.txt %q", i-1, p)
+			}
+		}
+	}
+	if head := git(t, ws, "rev-parse", "HEAD"); head != commits[len(commits)-1] {
+		t.Fatalf("HEAD is %s, the last checkpoint's commit %s", head, commits[len(commits)-1])
+	}
+	if status := git(t, ws, "status", "--porcelain", "--untracked-files=all"); status != "" {
+		t.Fatalf("the work tree is not at the last checkpoint's commit:\n%s", status)
+	}
+}
+
+// A run killed in a step, resumed: the workspace is brought back to the last checkpoint's
+// commit (the step's re-run appends to the journal once), what the step had written is kept on
+// a side ref (untracked files too), and the step runs again and commits once.
+func TestResumeAfterACrashBringsTheWorkspaceBackToTheCheckpointsCommit(t *testing.T) {
+	dir := t.TempDir()
+	db, ws := filepath.Join(dir, "store"), filepath.Join(dir, "ws")
+	// s1 writes its files, then sleeps: long enough to be killed in.
+	src := strings.Replace(commitTask("k", ws, 3, "10ms"), "s1 >> journal.txt\"}}\n          - {sleep: 10ms}", "s1 >> journal.txt\"}}\n          - {sleep: 1500ms}", 1)
+	cmd := child("--store", db, "run", writeTask(t, dir, "k.yaml", src), "--json")
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	// (A step's start and tool calls are evented later: watch its files.)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		if b, _ := os.ReadFile(filepath.Join(ws, "journal.txt")); string(b) == "s0\ns1\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("s1 did not write its files")
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	if got := readFile(t, filepath.Join(ws, "journal.txt")); got != "s0\ns1\n" {
+		t.Fatalf("killed at the wrong time: journal.txt is %q", got)
+	}
+	s0 := git(t, ws, "rev-parse", "HEAD")
+
+	// The resume brings the files back before s1 starts again.
+	res := child("--store", db, "resume", "k", "--json")
+	rout, _ := res.StdoutPipe()
+	var stderr bytes.Buffer
+	res.Stderr = &stderr
+	if err := res.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rsc := bufio.NewScanner(rout)
+	var warning string
+	for rsc.Scan() {
+		if strings.Contains(rsc.Text(), "workspace brought back") {
+			warning = rsc.Text()
+		}
+		if strings.Contains(rsc.Text(), `"type":"step_started"`) {
+			break
+		}
+	}
+	if !strings.Contains(warning, "refs/harness-edge/k/inflight-1") {
+		t.Fatalf("no warning names the side ref: %q", warning)
+	}
+	// (s1 runs again at once: that the files were brought back shows in its commit below,
+	// whose journal.txt has s1 once.)
+	for rsc.Scan() {
+	}
+	if err := res.Wait(); err != nil {
+		t.Fatalf("resume: %v: %s", err, stderr.String())
+	}
+	inflight := "refs/harness-edge/k/inflight-1"
+	if parent := git(t, ws, "rev-parse", inflight+"^"); parent != s0 {
+		t.Fatalf("the side ref's parent is %s, not s0's commit %s", parent, s0)
+	}
+	if got := git(t, ws, "show", inflight+":s1.txt"); got != "step 1" {
+		t.Fatalf("the side ref holds s1.txt %q", got)
+	}
+	if got := git(t, ws, "show", inflight+":journal.txt"); got != "s0\ns1" {
+		t.Fatalf("the side ref holds journal.txt %q", got)
+	}
+	checkStepCommits(t, db, ws, "k", 3)
+	if refs := git(t, ws, "for-each-ref", "--format=%(refname)", "refs/harness-edge/"); refs != inflight {
+		t.Fatalf("side refs: %q", refs)
+	}
+}
+
+// The crash test: a run with commits per step is killed with SIGKILL at random instants (in
+// steps, in commits, between a commit and its checkpoint) at least 30 times, and resumed until
+// it completes. Every step's commit is on the branch once, in order; HEAD is the last
+// checkpoint's commit; nothing the steps wrote is left uncommitted.
+func TestKill9WithCommitsPerStep(t *testing.T) {
+	const steps = 60
+	dir := t.TempDir()
+	db, ws := filepath.Join(dir, "store"), filepath.Join(dir, "ws")
+	taskFile := writeTask(t, dir, "c.yaml", commitTask("c", ws, steps, "2ms"))
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	kills, runs := 0, 0
+	for ; ; runs++ {
+		if runs > 400 {
+			t.Fatalf("not done after %d runs (%d kills)", runs, kills)
+		}
+		args := []string{"--store", db, "resume", "c", "--json"}
+		if runs == 0 {
+			args = []string{"--store", db, "run", taskFile, "--json"}
+		}
+		cmd := child(args...)
+		out, _ := cmd.StdoutPipe()
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		killAfter := 1 + r.IntN(4)
+		sc := bufio.NewScanner(out)
+		seen := 0
+		for seen < killAfter && sc.Scan() {
+			seen++
+		}
+		killed := false
+		if seen == killAfter && kills < 30 {
+			time.Sleep(time.Duration(r.IntN(20000)) * time.Microsecond)
+			killed = cmd.Process.Signal(syscall.SIGKILL) == nil
+		}
+		for sc.Scan() {
+		}
+		_ = cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && killed {
+			kills++
+			continue
+		}
+		if code := cmd.ProcessState.ExitCode(); code == ExitOK || runs > 0 && strings.Contains(stderr.String(), "harness c is completed") {
+			break
+		} else {
+			t.Fatalf("run %d (%v): exit %d: %s", runs, args, code, stderr.String())
+		}
+	}
+	if kills < 30 {
+		t.Fatalf("only %d runs were killed", kills)
+	}
+	checkStepCommits(t, db, ws, "c", steps)
+	refs := git(t, ws, "for-each-ref", "--format=%(refname)", "refs/harness-edge/c/")
+	t.Logf("%d kills in %d runs; %d side refs kept what the interrupted steps had done", kills, runs+1, len(strings.Fields(refs)))
+}
