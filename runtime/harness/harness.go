@@ -643,6 +643,7 @@ func (h *Harness) finishLocked() error {
 			h.emit(event.Event{Type: event.Phase, Phase: h.st.Phase, Action: "completed"})
 		}
 		h.emit(event.Event{Type: event.PlanCompleted, Steps: len(h.st.Plan.Steps)})
+		h.mergeWorktreeLocked()
 		return h.transitionLocked(statefmt.StatusCompleted, "")
 	}
 	var why []string

@@ -179,7 +179,8 @@ func (m *Manager) create(t *task.Task, init func(*statefmt.HarnessState)) (*Harn
 	st := &statefmt.HarnessState{SchemaVersion: statefmt.SchemaVersion, HarnessID: id, AgentName: t.Agent, TaskID: taskID,
 		Status: statefmt.StatusCreated, CreatedAt: now, UpdatedAt: now, AutonomyLevel: t.Autonomy,
 		Budget: &statefmt.Budget{ToolCalls: t.Budget.ToolCalls, Tokens: t.Budget.Tokens, WallClock: t.Budget.WallClock.Duration, CostMicroUSD: cost}}
-	h := m.newHarness(t, st)
+	stored := t
+	h := m.newHarness(withWorktree(t, id), st)
 	if len(t.Plan) > 0 {
 		p, err := newPlan(taskID, t.Plan, h.knownAgent, now)
 		if err != nil {
@@ -191,7 +192,7 @@ func (m *Manager) create(t *task.Task, init func(*statefmt.HarnessState)) (*Harn
 		init(st)
 	}
 	var err error
-	if h.taskJSON, err = json.Marshal(t); err != nil {
+	if h.taskJSON, err = json.Marshal(stored); err != nil {
 		return nil, err
 	}
 	statefmt.Normalize(st)
@@ -226,7 +227,7 @@ func (m *Manager) Get(id string) (*Harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := m.newHarness(t, st)
+	h := m.newHarness(withWorktree(t, id), st)
 	m.harnesses[id] = h
 	return h, nil
 }

@@ -151,6 +151,7 @@ func (m *Manager) child(parent *Harness, cid string, step statefmt.ExecutionStep
 		return nil, err
 	}
 	t := *parent.task
+	t.Workspace = childWorkspace(t.Workspace) // the parent's directory (its worktree, when isolated)
 	t.ID, t.Agent, t.Plan = cid, step.AssignedAgent, nil
 	t.Prompt = step.Description
 	if parent.task.Prompt != "" {

@@ -85,9 +85,13 @@ type WorkspaceLock struct {
 
 // LockWorkspace takes a task's workspace for a harness (harnessID may be empty for one about
 // to be created: Harness.UseWorkspaceLock names it later). It creates the workspace directory
-// when missing. A workspace another live process (or another harness of this one) holds is
+// when missing. An isolated task's worktree is its harness's own: there is nothing to lock
+// before the harness exists (nil, nil). A workspace another live process (or another harness of this one) holds is
 // refused with a *WorkspaceBusyError, at once: nothing waits.
 func LockWorkspace(t *task.Task, harnessID string) (*WorkspaceLock, error) {
+	if t.Workspace.Isolated() && t.Workspace.Path == "" {
+		return nil, nil // its worktree is its own, named when the harness is created
+	}
 	ws, err := filepath.Abs(t.Workspace.Path)
 	if err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
@@ -212,6 +216,9 @@ func (h *Harness) UseWorkspaceLock(l *WorkspaceLock) {
 func (h *Harness) holdWorkspaceLocked() (release func(), err error) {
 	if h.st.ParentHarnessID != "" {
 		return func() {}, nil
+	}
+	if err := h.ensureWorktreeLocked(); err != nil {
+		return nil, fmt.Errorf("harness %s: %w", h.ID(), err)
 	}
 	if h.task.Workspace.CommitsSteps() {
 		if err := checkCommitWorkspace(h.task.Workspace.Path); err != nil {

@@ -368,11 +368,16 @@ func ParseAt(name string, data []byte, dir string) (*Task, error) {
 		return nil, joinErrs(name, errs)
 	}
 	t.applyDefaults()
-	if !filepath.IsAbs(t.Workspace.Path) {
-		t.Workspace.Path = filepath.Join(dir, t.Workspace.Path)
-	}
-	if t.Workspace.Path, err = filepath.Abs(t.Workspace.Path); err != nil {
-		return nil, fmt.Errorf("%s: workspace: %w", name, err)
+	for _, p := range []*string{&t.Workspace.Path, &t.Workspace.Repo} {
+		if *p == "" {
+			continue // (an isolated harness's worktree is named when the harness is created)
+		}
+		if !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+		if *p, err = filepath.Abs(*p); err != nil {
+			return nil, fmt.Errorf("%s: workspace: %w", name, err)
+		}
 	}
 	return t, nil
 }
@@ -919,7 +924,7 @@ func (t *Task) applyDefaults() {
 	if t.Retry.Factor == 0 {
 		t.Retry.Factor = DefaultRetryFactor
 	}
-	if t.Workspace.Path == "" {
+	if t.Workspace.Path == "" && !t.Workspace.Isolated() {
 		t.Workspace.Path = DefaultWorkspace
 	}
 	for _, a := range t.Agents {

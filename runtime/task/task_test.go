@@ -137,6 +137,13 @@ func TestBadFilesNameFileLineAndField(t *testing.T) {
 		{"read-only with a write tool", "agent: A\nworkspace: {shared: read-only}\nagents:\n  A: {driver: script, script: {}, tools: [read_file, write_file]}\n",
 			[]string{"t.yaml:4: agents.A.tools[1]:", "write_file writes to the workspace, which the task shares read-only"}},
 		{"read-only and committed", "agent: A\nworkspace: {shared: read-only, commit: step}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: workspace.commit:", "cannot be committed"}},
+		{"worktree without a repo", "agent: A\nworkspace: {isolate: worktree}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: workspace.repo:", "isolate: worktree needs repo"}},
+		{"repo without isolation", "agent: A\nworkspace: {repo: r}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: workspace.repo:", "name the workspace with path"}},
+		{"worktree and a path", "agent: A\nworkspace: {repo: r, isolate: worktree, path: p}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: workspace.path:", "drop path"}},
+		{"bad isolation", "agent: A\nworkspace: {repo: r, isolate: container}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: workspace.isolate:", `"container" is not worktree`}},
+		{"ref like an option", "agent: A\nworkspace: {repo: r, isolate: worktree, ref: --orphan}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: workspace.ref:", "is not a ref"}},
+		{"merge without isolation", "agent: A\nworkspace: {path: p, merge: fast-forward}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: workspace.merge:", "isolate: worktree"}},
+		{"worktree on the direct path", "agent: A\nlongRunning: false\nworkspace: {repo: r, isolate: worktree}\nagents:\n  A: {driver: script, script: {}}\n", []string{"workspace.isolate:", "needs a harness"}},
 		{"bad replay", "agent: A\nagents:\n  A: {driver: script, script: {}}\ntools:\n  t: {command: [x], sideEffects: true, replay: sometimes}\n", []string{"t.yaml:5: tools.t.replay:", "retry, skip or ask"}},
 	} {
 		_, err := task.Parse("t.yaml", []byte(c.src))
@@ -254,6 +261,7 @@ func TestWorkspaceFormsAndHowTheyAreStored(t *testing.T) {
 		{"workspace: {path: ./w}", `"workspace":"` + filepath.Join(dir, "w") + `"`, false, false},
 		{"workspace: {path: w, shared: read-only}", `"workspace":{"path":"` + filepath.Join(dir, "w") + `","shared":"read-only"}`, true, false},
 		{"workspace: {commit: step}", `"workspace":{"path":"` + dir + `","commit":"step"}`, false, true},
+		{"workspace: {repo: r, isolate: worktree}", `"workspace":{"repo":"` + filepath.Join(dir, "r") + `","isolate":"worktree"}`, false, false},
 	} {
 		tk, err := task.ParseAt("t.yaml", []byte(c.src+"\nagent: A\nagents:\n  A: {driver: script, script: {}}\n"), dir)
 		if err != nil {

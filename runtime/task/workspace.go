@@ -3,6 +3,7 @@ package task
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 )
 
@@ -35,7 +36,28 @@ type Workspace struct {
 	Shared string `yaml:"shared" json:"shared,omitzero"`
 	// Commit "step" commits the workspace's git work tree after each completed step.
 	Commit string `yaml:"commit" json:"commit,omitzero"`
+	// Repo with Isolate "worktree": each harness works in its own git worktree of this
+	// repository, on a branch named after it, made from Ref (default: the repository's HEAD).
+	// Path is then the worktree's directory, set when the harness is created.
+	Repo    string `yaml:"repo" json:"repo,omitzero"`
+	Isolate string `yaml:"isolate" json:"isolate,omitzero"`
+	Ref     string `yaml:"ref" json:"ref,omitzero"`
+	// Merge "fast-forward" fast-forwards the repository's checked-out branch to the harness's
+	// branch when the harness completes (when it can; otherwise the branch waits for review).
+	Merge string `yaml:"merge" json:"merge,omitzero"`
 }
+
+// IsolateWorktree gives each harness its own git worktree (Workspace.Isolate).
+const IsolateWorktree = "worktree"
+
+// MergeFastForward merges a completed harness's branch by fast-forward (Workspace.Merge).
+const MergeFastForward = "fast-forward"
+
+// Isolated reports whether each harness works in a worktree of its own.
+func (w Workspace) Isolated() bool { return w.Isolate == IsolateWorktree }
+
+// refPattern is what a ref may look like (never an option).
+var refPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./~^@{}+-]*$`)
 
 // ReadOnly reports whether the harness holds its workspace only to read it.
 func (w Workspace) ReadOnly() bool { return w.Shared == SharedReadOnly }
@@ -45,7 +67,9 @@ func (w Workspace) CommitsSteps() bool { return w.Commit == CommitStep }
 
 // onlyPath reports whether the workspace has no option besides its path (it is written back as
 // a plain path, as task files without options always were).
-func (w Workspace) onlyPath() bool { return w.Shared == "" && w.Commit == "" }
+func (w Workspace) onlyPath() bool {
+	return w.Shared == "" && w.Commit == "" && w.Repo == "" && w.Isolate == "" && w.Ref == "" && w.Merge == ""
+}
 
 // MarshalJSON writes a workspace without options as its path, and one with options as an object.
 func (w Workspace) MarshalJSON() ([]byte, error) {
@@ -85,6 +109,31 @@ func (t *Task) validateWorkspace() []fieldErr {
 	}
 	if w.ReadOnly() && w.CommitsSteps() {
 		errs = append(errs, fieldErr{[]string{"workspace", "commit"}, "a workspace shared read-only cannot be committed to: drop commit, or shared"})
+	}
+	bad := func(msg string, field string) { errs = append(errs, fieldErr{[]string{"workspace", field}, msg}) }
+	switch {
+	case w.Isolate != "" && w.Isolate != IsolateWorktree:
+		bad(fmt.Sprintf("%q is not %s", w.Isolate, IsolateWorktree), "isolate")
+	case w.Isolated() && w.Repo == "":
+		bad("isolate: worktree needs repo: the repository whose worktrees the harnesses work in", "repo")
+	case !w.Isolated() && w.Repo != "":
+		bad("repo is the repository of isolate: worktree: add it, or name the workspace with path", "repo")
+	case w.Isolated() && w.Path != "":
+		bad("with isolate: worktree each harness works in its own worktree of repo: drop path", "path")
+	case w.Isolated() && w.ReadOnly():
+		bad("each harness has a worktree of its own: there is nothing to share", "shared")
+	case w.Isolated() && t.LongRunning != nil && !*t.LongRunning:
+		bad("isolate: worktree needs a harness (the worktree and its branch are named after it): drop longRunning: false", "isolate")
+	}
+	if w.Ref != "" && !w.Isolated() {
+		bad("ref is where isolate: worktree branches from", "ref")
+	} else if w.Ref != "" && !refPattern.MatchString(w.Ref) {
+		bad(fmt.Sprintf("%q is not a ref (letters, digits and ./~^@{}+-, not starting with '-')", w.Ref), "ref")
+	}
+	if w.Merge != "" && w.Merge != MergeFastForward {
+		bad(fmt.Sprintf("%q is not %s", w.Merge, MergeFastForward), "merge")
+	} else if w.Merge != "" && !w.Isolated() {
+		bad("merge applies to the branch of isolate: worktree", "merge")
 	}
 	if !w.ReadOnly() {
 		return errs

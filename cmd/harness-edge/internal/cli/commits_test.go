@@ -261,3 +261,92 @@ func TestKill9WithCommitsPerStep(t *testing.T) {
 	refs := git(t, ws, "for-each-ref", "--format=%(refname)", "refs/harness-edge/c/")
 	t.Logf("%d kills in %d runs; %d side refs kept what the interrupted steps had done", kills, runs+1, len(strings.Fields(refs)))
 }
+
+// isolatedTask: one step that writes a file named after the harness and sleeps, in a worktree
+// of repo of its own.
+func isolatedTask(id, repo, extra string) string {
+	return fmt.Sprintf(`id: %s
+agent: A
+autonomy: 5
+workspace: {repo: %s, isolate: worktree, commit: step%s}
+agents:
+  A:
+    driver: script
+    tools: [write_file, bash]
+    script:
+      plan:
+        - {id: work, description: work alone, agent: A}
+      steps:
+        "*":
+          - {tool: write_file, args: {path: %s.txt, content: "by %s"}}
+          - {tool: bash, args: {command: "sleep 1; ls"}}
+`, id, repo, extra, id, id)
+}
+
+// With isolate: worktree each harness works in a worktree of its own, on a branch named after
+// it: two harnesses on one repository run at the same time in the daemon, neither sees the
+// other's files, and the repository's own work tree is untouched; the branches stay for review.
+// With merge: fast-forward, the repository's branch is fast-forwarded to the harness's.
+func TestIsolatedHarnessesWorkInTheirOwnWorktrees(t *testing.T) {
+	dir := t.TempDir()
+	db, repo := filepath.Join(dir, "store"), filepath.Join(dir, "repo")
+	if err := os.MkdirAll(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "init", "-q", "-b", "main")
+	if err := os.WriteFile(filepath.Join(repo, "README"), []byte("the project\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "add", "README")
+	git(t, repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "start")
+	start := git(t, repo, "rev-parse", "HEAD")
+	startDaemon(t, db)
+	for _, id := range []string{"a", "b"} {
+		if code, out, stderr := run(t, "--store", db, "submit", writeTask(t, dir, id+".yaml", isolatedTask(id, repo, ""))); code != ExitOK {
+			t.Fatalf("submit %s: exit %d: %s%s", id, code, out, stderr)
+		}
+	}
+	a, b := waitStatus(t, db, "a", statefmt.StatusCompleted), waitStatus(t, db, "b", statefmt.StatusCompleted)
+	ca, cb := a.ToolCallHistory[2], b.ToolCallHistory[2] // the base commit, write_file, bash
+	if ca.CallName != "bash" || !ca.Timestamp.Before(cb.Timestamp.Add(cb.Duration)) || !cb.Timestamp.Before(ca.Timestamp.Add(ca.Duration)) {
+		t.Fatalf("the isolated harnesses did not run together: %+v %+v", ca, cb)
+	}
+	for _, c := range []struct {
+		id, other string
+		ls        string
+	}{{"a", "b", ca.Result.Output}, {"b", "a", cb.Result.Output}} {
+		if !strings.Contains(c.ls, c.id+".txt") || strings.Contains(c.ls, c.other+".txt") {
+			t.Fatalf("harness %s saw %q in its workspace", c.id, c.ls)
+		}
+		branch := "harness-edge/" + c.id
+		files := git(t, repo, "ls-tree", "--name-only", branch)
+		if files != "README\n"+c.id+".txt" {
+			t.Fatalf("branch %s holds %q", branch, files)
+		}
+		if base := git(t, repo, "rev-list", "--max-parents=0", branch); base != start || git(t, repo, "merge-base", branch, "main") != start {
+			t.Fatalf("branch %s does not start from the repository's HEAD", branch)
+		}
+		wt := filepath.Join(dir, ".repo.harness-edge-worktrees", c.id)
+		if got := readFile(t, filepath.Join(wt, c.id+".txt")); got != "by "+c.id {
+			t.Fatalf("worktree %s: %q", wt, got)
+		}
+		if _, err := os.Stat(filepath.Join(wt, c.other+".txt")); err == nil {
+			t.Fatalf("worktree of %s has %s's file", c.id, c.other)
+		}
+	}
+	if head, status := git(t, repo, "rev-parse", "HEAD"), git(t, repo, "status", "--porcelain"); head != start || status != "" {
+		t.Fatalf("the repository moved (%s) or changed: %q", head, status)
+	}
+
+	// merge: fast-forward.
+	if code, out, stderr := run(t, "--store", db, "submit", writeTask(t, dir, "m.yaml", isolatedTask("m", repo, ", merge: fast-forward"))); code != ExitOK {
+		t.Fatalf("submit m: exit %d: %s%s", code, out, stderr)
+	}
+	waitStatus(t, db, "m", statefmt.StatusCompleted)
+	if head, branch := git(t, repo, "rev-parse", "main"), git(t, repo, "rev-parse", "harness-edge/m"); head != branch {
+		t.Fatalf("main is at %s, not fast-forwarded to harness-edge/m %s", head, branch)
+	}
+	if got := readFile(t, filepath.Join(repo, "m.txt")); got != "by m" {
+		t.Fatalf("the repository's work tree after the merge: m.txt %q", got)
+	}
+}

@@ -1,0 +1,108 @@
+package harness
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/harness-edge/harness-edge/runtime/gitrepo"
+	"github.com/harness-edge/harness-edge/runtime/task"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+)
+
+// Isolation (workspace: {repo: R, isolate: worktree}): each harness works in its own git
+// worktree of R, at WorktreeDir(R, id), on the branch BranchPrefix+id, made from the task's ref
+// (default: R's HEAD) when the harness first runs. The directory is derived from the harness id
+// and never stored: the stored task says only repo and isolate. The branch (and the worktree)
+// stay when the harness ends, for review; with merge: fast-forward, R's checked-out branch is
+// fast-forwarded to it when the harness completes, when it can be.
+
+// BranchPrefix starts the branch of an isolated harness.
+const BranchPrefix = "harness-edge/"
+
+// WorktreeDir is the worktree of harness id of repository repo: beside the repository, in
+// .NAME.harness-edge-worktrees.
+func WorktreeDir(repo, id string) string {
+	repo = filepath.Clean(repo)
+	return filepath.Join(filepath.Dir(repo), "."+filepath.Base(repo)+".harness-edge-worktrees", id)
+}
+
+// withWorktree is t with an isolated workspace's directory set to the harness's worktree (a
+// copy; t itself when not isolated).
+func withWorktree(t *task.Task, id string) *task.Task {
+	if !t.Workspace.Isolated() {
+		return t
+	}
+	c := *t
+	c.Workspace.Path = WorktreeDir(t.Workspace.Repo, id)
+	return &c
+}
+
+// childWorkspace is a sub-agent's workspace: the parent's directory, with its sharing and
+// commit settings but no isolation of its own.
+func childWorkspace(w task.Workspace) task.Workspace {
+	return task.Workspace{Path: w.Path, Shared: w.Shared, Commit: w.Commit}
+}
+
+// ensureWorktreeLocked makes the harness's worktree and branch when they do not exist yet.
+// h.mu held.
+func (h *Harness) ensureWorktreeLocked() error {
+	w := h.task.Workspace
+	if !w.Isolated() {
+		return nil
+	}
+	if _, err := os.Lstat(filepath.Join(w.Path, ".git")); err == nil {
+		return nil // made by an earlier run
+	}
+	ctx, cancel := h.gitContext()
+	defer cancel()
+	repo, err := gitrepo.Open(ctx, w.Repo, nil)
+	if err != nil {
+		return fmt.Errorf("workspace.repo: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(w.Path), 0o755); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	_ = repo.Run(ctx, nil, "worktree", "prune") // a directory removed by hand
+	branch := BranchPrefix + h.ID()
+	args := []string{"worktree", "add", "--quiet", w.Path, branch}
+	if err := repo.Run(ctx, nil, "rev-parse", "--verify", "--quiet", "refs/heads/"+branch); err != nil {
+		args = []string{"worktree", "add", "--quiet", "-b", branch, w.Path, cmp.Or(w.Ref, "HEAD")}
+	}
+	if err := repo.Run(ctx, nil, args...); err != nil {
+		return fmt.Errorf("workspace: the harness's worktree: %w", err)
+	}
+	h.emit(event.Event{Type: event.Warning, Message: fmt.Sprintf("working in worktree %s on branch %s (from %s of %s)", w.Path, branch, cmp.Or(w.Ref, "HEAD"), w.Repo)})
+	return nil
+}
+
+// mergeWorktreeLocked fast-forwards the repository's checked-out branch to the completed
+// harness's branch, with merge: fast-forward. What keeps it from happening (the branches
+// diverged, the repository's work tree has changes in the way) is said in a warning: the
+// branch stays for review. h.mu held.
+func (h *Harness) mergeWorktreeLocked() {
+	w := h.task.Workspace
+	if !w.Isolated() || w.Merge != task.MergeFastForward || h.st.ParentHarnessID != "" {
+		return
+	}
+	ctx, cancel := h.gitContext()
+	defer cancel()
+	branch := BranchPrefix + h.ID()
+	repo, err := gitrepo.Open(ctx, w.Repo, nil)
+	if err == nil {
+		err = repo.Run(ctx, nil, "merge", "--ff-only", "--quiet", branch)
+	}
+	if err != nil {
+		var ge *gitrepo.Error
+		msg := err.Error()
+		if errors.As(err, &ge) {
+			msg = strings.TrimSpace(ge.Stderr)
+		}
+		h.emit(event.Event{Type: event.Warning, Message: fmt.Sprintf("branch %s was not merged into %s (%s): it stays for review", branch, w.Repo, msg)})
+		return
+	}
+	h.emit(event.Event{Type: event.Warning, Message: fmt.Sprintf("branch %s fast-forwarded into %s", branch, w.Repo)})
+}
