@@ -86,8 +86,9 @@ type WorkspaceLock struct {
 // LockWorkspace takes a task's workspace for a harness (harnessID may be empty for one about
 // to be created: Harness.UseWorkspaceLock names it later). It creates the workspace directory
 // when missing. An isolated task's worktree is its harness's own: there is nothing to lock
-// before the harness exists (nil, nil). A workspace another live process (or another harness of this one) holds is
-// refused with a *WorkspaceBusyError, at once: nothing waits.
+// before the harness exists (nil, nil). A workspace another live process (or another harness
+// of this one) holds is refused with a *WorkspaceBusyError after lockGrace: nothing waits for
+// its holder.
 func LockWorkspace(t *task.Task, harnessID string) (*WorkspaceLock, error) {
 	if t.Workspace.Isolated() && t.Workspace.Path == "" {
 		return nil, nil // its worktree is its own, named when the harness is created
@@ -112,7 +113,7 @@ func LockWorkspace(t *task.Task, harnessID string) (*WorkspaceLock, error) {
 		if err != nil {
 			return nil, fmt.Errorf("workspace %s: its lock file: %w", ws, err)
 		}
-		if err := flock(f, how|syscall.LOCK_NB); err != nil {
+		if err := tryFlock(f, how); err != nil {
 			f.Close()
 			if errors.Is(err, syscall.EWOULDBLOCK) {
 				return nil, &WorkspaceBusyError{Workspace: ws, Holder: readHolder(lockPath), LockFile: lockPath}
@@ -128,6 +129,24 @@ func LockWorkspace(t *task.Task, harnessID string) (*WorkspaceLock, error) {
 		return l, nil
 	}
 	return nil, fmt.Errorf("workspace %s: its lock file %s keeps being replaced", ws, lockPath)
+}
+
+// lockGrace is how long a lock that is held is tried again before the workspace is called busy.
+// A lock let go of is not always free at once: a subprocess this process is starting (any
+// tool's) shares its open files between its fork and its exec, the lock's among them (the
+// descriptor closes on exec), and under load that can take milliseconds.
+const lockGrace = 250 * time.Millisecond
+
+// tryFlock takes the lock without waiting for a holder, but rides out lockGrace.
+func tryFlock(f *os.File, how int) error {
+	deadline := time.Now().Add(lockGrace)
+	for {
+		err := flock(f, how|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func flock(f *os.File, how int) error {

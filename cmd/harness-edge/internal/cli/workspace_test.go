@@ -31,7 +31,7 @@ agents:
         - {id: count, description: count to five, agent: A}
       steps:
         "*":
-          - {tool: bash, args: {command: "echo start %s >> order; for i in 1 2 3 4 5; do n=$(cat count 2>/dev/null || echo 0); sleep 0.1; echo $((n+1)) > count; done; echo end %s >> order"}}
+          - {tool: bash, args: {command: "echo start %s >> order; for i in 1 2 3 4 5; do n=$(cat count 2>/dev/null || echo 0); sleep 0.2; echo $((n+1)) > count; done; echo end %s >> order"}}
 `, id, ws, id, id)
 }
 
