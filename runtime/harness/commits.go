@@ -203,10 +203,37 @@ func (h *Harness) syncWorkspaceLocked(interrupted bool) error {
 		h.recordCommitLocked("", h.st.CheckpointCount+1, base, h.now())
 		last = base
 	}
-	if !interrupted || h.st.AgentLoopSnapshot != nil {
-		return nil
+	if interrupted {
+		if h.st.AgentLoopSnapshot != nil {
+			return nil
+		}
+		return h.restoreLocked(ctx, repo, last, "the step in flight when it was interrupted")
 	}
-	return h.restoreLocked(ctx, repo, last)
+	// Not interrupted: the state may have gone back (rollback) while the files stayed ahead.
+	// HEAD holding later commits of this harness means they did: bring the files back with
+	// the state. A commit someone else made on top is theirs, and left alone.
+	ahead, err := h.aheadOfLocked(ctx, repo, last)
+	if err != nil || !ahead {
+		return err
+	}
+	return h.restoreLocked(ctx, repo, last, "the work after the checkpoint it was rolled back to")
+}
+
+// aheadOfLocked says whether HEAD is a later commit of this harness than last (last is its
+// ancestor, and HEAD carries this harness's id). h.mu held.
+func (h *Harness) aheadOfLocked(ctx context.Context, repo *gitrepo.Repo, last string) (bool, error) {
+	head, err := repo.Head(ctx)
+	if err != nil || head == "" || head == last {
+		return false, err
+	}
+	if err := repo.Run(ctx, nil, "merge-base", "--is-ancestor", last, head); err != nil {
+		return false, nil // not an ancestor (or unknown): not ours to move
+	}
+	out, err := repo.Output(ctx, "log", "-1", "--format=%(trailers:key=Harness-Id,valueonly)", head)
+	if err != nil {
+		return false, err
+	}
+	return strings.TrimSpace(out) == h.ID(), nil
 }
 
 // findBase finds a base commit of this harness that the state has not recorded: the newest
@@ -231,7 +258,7 @@ func (h *Harness) findBase(ctx context.Context, repo *gitrepo.Repo) (string, err
 
 // restoreLocked brings the work tree back to commit, keeping what differs from it (HEAD if it
 // moved, and the work tree's changes, untracked files included) on a side ref. h.mu held.
-func (h *Harness) restoreLocked(ctx context.Context, repo *gitrepo.Repo, commit string) error {
+func (h *Harness) restoreLocked(ctx context.Context, repo *gitrepo.Repo, commit, what string) error {
 	head, err := repo.Head(ctx)
 	if err != nil {
 		return err
@@ -270,7 +297,7 @@ func (h *Harness) restoreLocked(ctx context.Context, repo *gitrepo.Repo, commit 
 		return err
 	}
 	ref := fmt.Sprintf("refs/harness-edge/%s/inflight-%d", h.ID(), n)
-	args := []string{"commit-tree", tree, "-m", fmt.Sprintf("harness %s: the step in flight when it was interrupted\n\nHarness-Id: %s\nCheckpoint: %d\n", h.ID(), h.ID(), h.st.CheckpointCount)}
+	args := []string{"commit-tree", tree, "-m", fmt.Sprintf("harness %s: %s\n\nHarness-Id: %s\nCheckpoint: %d\n", h.ID(), what, h.ID(), h.st.CheckpointCount)}
 	if head != "" {
 		args = append(args, "-p", head)
 	}
@@ -288,7 +315,7 @@ func (h *Harness) restoreLocked(ctx context.Context, repo *gitrepo.Repo, commit 
 	if err := repo.Run(ctx, nil, "clean", "-d", "--force", "--quiet"); err != nil {
 		return fmt.Errorf("workspace: bringing it back to %s: %w", commit, err)
 	}
-	h.emit(event.Event{Type: event.Warning, Message: fmt.Sprintf("workspace brought back to commit %s (the last checkpoint's); what the interrupted step had changed is kept at %s (%s)", short(commit), ref, short(saved))})
+	h.emit(event.Event{Type: event.Warning, Message: fmt.Sprintf("workspace brought back to commit %s (the last checkpoint's); %s is kept at %s (%s)", short(commit), what, ref, short(saved))})
 	return nil
 }
 

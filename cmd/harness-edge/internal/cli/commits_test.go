@@ -350,3 +350,44 @@ func TestIsolatedHarnessesWorkInTheirOwnWorktrees(t *testing.T) {
 		t.Fatalf("the repository's work tree after the merge: m.txt %q", got)
 	}
 }
+
+// A rollback takes the files back with the state: resumed after a rollback to the checkpoint
+// where s0 had completed, the harness runs s1 and s2 again on s0's commit (the journal gets
+// each once), and the work it had done after that point is kept on a side ref.
+func TestRollbackBringsTheWorkspaceBackWithTheState(t *testing.T) {
+	dir := t.TempDir()
+	ws, db := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
+	f := writeTask(t, dir, "rb.yaml", commitTask("rb", ws, 3, "1ms"))
+	if code, out := binary(t, db, "run", f); code != ExitOK {
+		t.Fatalf("run: exit %d\n%s", code, out)
+	}
+	oldHead := git(t, ws, "rev-parse", "HEAD")
+	// The first checkpoint at which s0 is completed and s1 is not.
+	s, err := store.OpenStore(db, store.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq uint64
+	for i := uint64(1); seq == 0; i++ {
+		st, err := s.RestoreAt("rb", i)
+		if err != nil {
+			s.Close()
+			t.Fatalf("no checkpoint with s0 alone completed: %v", err)
+		}
+		if st.Plan != nil && st.Plan.Steps[0].Status == statefmt.StepCompleted && st.Plan.Steps[1].Status != statefmt.StepCompleted {
+			seq = i
+		}
+	}
+	s.Close()
+	if code, out := binary(t, db, "rollback", "rb", "--to", fmt.Sprint(seq)); code != ExitOK {
+		t.Fatalf("rollback: exit %d\n%s", code, out)
+	}
+	if code, out := binary(t, db, "resume", "rb"); code != ExitOK {
+		t.Fatalf("resume after the rollback: exit %d\n%s", code, out)
+	}
+	checkStepCommits(t, db, ws, "rb", 3)
+	refs := git(t, ws, "for-each-ref", "--format=%(refname)", "refs/harness-edge/rb/")
+	if refs == "" || git(t, ws, "rev-parse", refs+"^") != oldHead {
+		t.Fatalf("the work after the rollback's checkpoint is not kept on a side ref over %s: %q", oldHead, refs)
+	}
+}
