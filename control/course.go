@@ -122,6 +122,8 @@ type Removed struct {
 	// StoredBytes is what its records took (with its sub-agents'), before compression of the
 	// store's tables.
 	StoredBytes int `json:"storedBytes"`
+	// Worktree is the git worktree of an isolated harness, removed with it (its branch stays).
+	Worktree string `json:"worktree,omitempty"`
 }
 
 // Skipped is a harness prune matched but did not remove.
@@ -213,6 +215,16 @@ func (s *Server) removeLocked(ctx context.Context, out *DeleteResult) error {
 		out.BytesBefore = s.store.DiskUsage()
 		out.BytesAfter = out.BytesBefore
 		return nil
+	}
+	// Worktrees go first, while the tasks that name them can still be read; a harness whose
+	// worktree cannot be removed is not deleted.
+	for i := range out.Harnesses {
+		r := &out.Harnesses[i]
+		dir, err := s.m.RemoveWorktree(r.ID)
+		if err != nil {
+			return fmt.Errorf("harness %s: %w (the store was not changed)", r.ID, err)
+		}
+		r.Worktree = dir
 	}
 	sum, err := s.store.DeleteHarnesses(ctx, ids)
 	for _, id := range sum.Deleted {

@@ -2,11 +2,13 @@ package harness
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/harness-edge/harness-edge/runtime/gitrepo"
 	"github.com/harness-edge/harness-edge/runtime/task"
@@ -105,4 +107,32 @@ func (h *Harness) mergeWorktreeLocked() {
 		return
 	}
 	h.emit(event.Event{Type: event.Warning, Message: fmt.Sprintf("branch %s fast-forwarded into %s", branch, w.Repo)})
+}
+
+// RemoveWorktree removes the worktree of harness id when its task isolates it (delete does
+// this): the directory and git's record of it go; the branch stays, with the harness's
+// commits, for review. It returns the directory removed, "" when there was none.
+func (m *Manager) RemoveWorktree(id string) (string, error) {
+	h, err := m.Get(id)
+	if err != nil {
+		return "", err
+	}
+	w := h.Task().Workspace
+	if !w.Isolated() {
+		return "", nil
+	}
+	dir := WorktreeDir(w.Repo, id)
+	if _, err := os.Lstat(dir); err != nil {
+		return "", nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	repo, err := gitrepo.Open(ctx, w.Repo, nil)
+	if err != nil {
+		return "", fmt.Errorf("workspace.repo: %w", err)
+	}
+	if err := repo.Run(ctx, nil, "worktree", "remove", "--force", dir); err != nil {
+		return "", fmt.Errorf("removing the worktree %s: %w", dir, err)
+	}
+	return dir, nil
 }

@@ -349,6 +349,22 @@ func TestIsolatedHarnessesWorkInTheirOwnWorktrees(t *testing.T) {
 	if got := readFile(t, filepath.Join(repo, "m.txt")); got != "by m" {
 		t.Fatalf("the repository's work tree after the merge: m.txt %q", got)
 	}
+
+	// delete removes the worktree; the branch stays for review.
+	wt := filepath.Join(dir, ".repo.harness-edge-worktrees", "a")
+	code, out, stderr := run(t, "--store", db, "delete", "a")
+	if code != ExitOK || !strings.Contains(out, "its worktree "+wt+" was removed") {
+		t.Fatalf("delete a: exit %d: %s%s", code, out, stderr)
+	}
+	if _, err := os.Stat(wt); !os.IsNotExist(err) {
+		t.Fatalf("the worktree of a deleted harness is still there: %v", err)
+	}
+	if list := git(t, repo, "worktree", "list", "--porcelain"); strings.Contains(list, wt) {
+		t.Fatalf("git still lists the deleted harness's worktree:\n%s", list)
+	}
+	if files := git(t, repo, "ls-tree", "--name-only", "harness-edge/a"); files != "README\na.txt" {
+		t.Fatalf("branch harness-edge/a after the delete holds %q", files)
+	}
 }
 
 // A rollback takes the files back with the state: resumed after a rollback to the checkpoint

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/sysinfo"
 )
@@ -83,6 +84,9 @@ func printRemoved(w io.Writer, r control.DeleteResult) {
 			subs = fmt.Sprintf(" with %d sub-agent(s) (%s)", len(h.SubAgents), strings.Join(h.SubAgents, ", "))
 		}
 		fmt.Fprintf(w, "%s %s (%s, last changed %s)%s: %s of records\n", verb, h.ID, h.Status, h.UpdatedAt.Local().Format(time.RFC3339), subs, sysinfo.FormatBytes(uint64(h.StoredBytes)))
+		if h.Worktree != "" {
+			fmt.Fprintf(w, "  its worktree %s was removed; its branch %s%s stays\n", h.Worktree, harness.BranchPrefix, h.ID)
+		}
 	}
 	for _, s := range r.Skipped {
 		fmt.Fprintf(w, "skipped %s: %s\n", s.ID, s.Why)
