@@ -131,7 +131,7 @@ func StartDaemon(ctx context.Context, cfg DaemonConfig) (d *Daemon, err error) {
 			return nil, fmt.Errorf("--http %s: %w", cfg.HTTPAddr, err)
 		}
 		d.httpAddr = l.Addr()
-		d.serve(ctx, l, Handler(srv, tok), HTTPLimits)
+		d.serve(ctx, l, webHandler(srv, tok), HTTPLimits)
 		log.Info("HTTP API listening", "addr", l.Addr().String(), "token", filepath.Join(cfg.Dir, TokenName))
 	}
 	if d.resumed, err = srv.Recover(); err != nil {

@@ -32,6 +32,7 @@ var layers = map[string]int{
 	"runtime/driver/command":        5,
 	"runtime/driver/openai":         5,
 	"runtime/harness":               6,
+	"control/console":               1,
 	"control":                       7,
 	"bench":                         8,
 	"fleet":                         8,

@@ -1,0 +1,309 @@
+// The harness-edge console: every action is a call to the daemon's HTTP API, sent with the
+// session cookie and, when it changes anything, the session's CSRF token.
+"use strict";
+
+const state = { csrf: "", stream: null, refreshTimer: 0 };
+
+// el builds an element: el("div", {class: "card"}, child, "text", ...). Text is always text.
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? "" : v);
+  }
+  for (const k of kids.flat()) {
+    if (k === undefined || k === null || k === false) continue;
+    e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  }
+  return e;
+}
+
+function flash(msg, bad) {
+  const f = document.getElementById("flash");
+  f.textContent = msg;
+  f.className = bad ? "flash bad" : "flash";
+  f.hidden = !msg;
+}
+
+class APIError extends Error {
+  constructor(status, message) { super(message); this.status = status; }
+}
+
+async function api(method, path, body) {
+  const opts = { method, headers: {}, credentials: "same-origin" };
+  if (method !== "GET") {
+    opts.headers["X-CSRF-Token"] = state.csrf;
+    opts.headers["Content-Type"] = "application/json";
+    opts.body = JSON.stringify(body || {});
+  }
+  const r = await fetch(path, opts);
+  const text = await r.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch (_) { data = text; }
+  if (r.status === 401) { showSignIn(); throw new APIError(401, "signed out"); }
+  if (!r.ok) throw new APIError(r.status, (data && data.error) || r.statusText);
+  return data;
+}
+
+function age(t) {
+  if (!t || t.startsWith("0001")) return "";
+  const s = Math.max(0, (Date.now() - new Date(t).getTime()) / 1000);
+  if (s < 90) return Math.round(s) + "s";
+  if (s < 5400) return Math.round(s / 60) + "m";
+  if (s < 129600) return Math.round(s / 3600) + "h";
+  return Math.round(s / 86400) + "d";
+}
+
+function bytes(n) {
+  if (n < 1024) return n + " B";
+  if (n < 1048576) return (n / 1024).toFixed(1) + " KiB";
+  return (n / 1048576).toFixed(1) + " MiB";
+}
+
+function badge(s) { return el("span", { class: "badge " + s, "data-status": s }, s); }
+
+function budgetText(st) {
+  const b = st.budget || {};
+  const parts = [];
+  parts.push("tool calls " + (st.totalToolCalls || 0) + (b.toolCalls ? "/" + b.toolCalls : ""));
+  if (b.tokens || b.tokensUsed) parts.push("tokens " + (b.tokensUsed || 0) + (b.tokens ? "/" + b.tokens : ""));
+  if (b.wallClockMs || b.wallClockUsedMs) parts.push("time " + Math.round((b.wallClockUsedMs || 0) / 1000) + "s" + (b.wallClockMs ? "/" + Math.round(b.wallClockMs / 1000) + "s" : ""));
+  return parts.join(" · ");
+}
+
+// act runs an action and says how it went; then the view refreshes.
+async function act(what, fn) {
+  try {
+    await fn();
+    flash(what + ": done");
+  } catch (e) {
+    if (e.status !== 401) flash(what + ": " + e.message, true);
+  }
+  route();
+}
+
+function gateCard(g) {
+  const reason = el("input", { placeholder: "reason (required to reject)", "aria-label": "reason", class: "reason" });
+  const path = "/v1/harnesses/" + encodeURIComponent(g.harnessId);
+  return el("div", { class: "card gate", "data-gate": g.harnessId + "/" + g.gate },
+    el("div", { class: "row" }, el("strong", {}, "Gate " + g.gate), badge("waiting_for_human"), el("span", { class: "muted" }, g.kind + " · step " + g.stepId + " · " + age(g.since))),
+    el("div", {}, el("a", { href: "#/h/" + encodeURIComponent(g.harnessId) }, g.harnessId)),
+    g.why ? el("div", { class: "muted" }, g.why) : null,
+    reason,
+    el("div", { class: "row" },
+      el("button", { class: "primary approve", type: "button", onclick: () => act("approve " + g.gate, () => api("POST", path + "/approve", { gate: g.gate })) }, "Approve"),
+      el("button", { class: "danger reject", type: "button", onclick: () => {
+        if (!reason.value.trim()) { flash("A rejection needs a reason.", true); reason.focus(); return; }
+        act("reject " + g.gate, () => api("POST", path + "/reject", { gate: g.gate, reason: reason.value }));
+      } }, "Reject")));
+}
+
+async function viewHome(v) {
+  const [health, report, list] = await Promise.all([api("GET", "/v1/health"), api("GET", "/v1/report?since=0s"), api("GET", "/v1/harnesses")]);
+  const states = {};
+  await Promise.all(report.harnesses.slice(0, 40).map(async (h) => {
+    try { states[h.id] = await api("GET", "/v1/harnesses/" + encodeURIComponent(h.id)); } catch (_) { /* shown without its budget */ }
+  }));
+  const children = {};
+  for (const e of list) if (e.parentHarnessId) (children[e.parentHarnessId] = children[e.parentHarnessId] || []).push(e);
+
+  v.append(el("h1", {}, "Waiting for you (" + report.waiting.length + ")"));
+  if (!report.waiting.length) v.append(el("p", { class: "muted" }, "No gate waits for a human."));
+  report.waiting.forEach((g) => v.append(gateCard(g)));
+
+  v.append(el("h2", {}, "Daemon"), healthCard(health));
+
+  const order = ["running", "paused", "pending", "failed", "completed"];
+  const byStatus = {};
+  for (const h of report.harnesses) (byStatus[h.status] = byStatus[h.status] || []).push(h);
+  const statuses = Object.keys(byStatus).sort((a, b) => (order.indexOf(a) + 99 * (order.indexOf(a) < 0)) - (order.indexOf(b) + 99 * (order.indexOf(b) < 0)));
+  if (!statuses.length) v.append(el("p", { class: "muted" }, "No harnesses yet: submit a task."));
+  for (const s of statuses) {
+    v.append(el("h2", {}, s + " (" + byStatus[s].length + ")"));
+    for (const h of byStatus[s]) {
+      const st = states[h.id];
+      v.append(el("div", { class: "card harness", "data-id": h.id },
+        el("div", { class: "row" }, el("a", { href: "#/h/" + encodeURIComponent(h.id) }, h.id), badge(h.status), h.phase ? el("span", { class: "badge" }, "phase " + h.phase) : null),
+        el("div", { class: "muted" }, h.task + " · agent " + h.agent + " · age " + age(h.createdAt) + " · updated " + age(h.updatedAt) + " ago"),
+        el("progress", { max: h.steps || 1, value: h.stepsDone }),
+        el("div", { class: "muted" }, h.stepsDone + "/" + h.steps + " steps" + (st ? " · " + budgetText(st) : "") + (h.reason ? " · " + h.reason : "")),
+        (children[h.id] || []).length ? el("div", { class: "muted" }, "sub-agents: ", (children[h.id]).map((c) => [el("a", { href: "#/h/" + encodeURIComponent(c.id) }, c.id), " ", badge(c.status), " "])) : null));
+    }
+  }
+}
+
+function healthCard(h) {
+  return el("div", { class: "card" },
+    el("dl", { class: "kv" },
+      el("dt", {}, "owner"), el("dd", {}, h.owner + " (pid " + h.pid + ", " + h.version + ")"),
+      el("dt", {}, "engine"), el("dd", {}, String(h.engine)),
+      el("dt", {}, "frozen"), el("dd", { id: "frozen" }, h.frozen ? "yes" : "no"),
+      el("dt", {}, "running"), el("dd", {}, (h.running || []).join(", ") || "none"),
+      el("dt", {}, "queued"), el("dd", {}, (h.queued || []).join(", ") || "none"),
+      (h.waitingForRoom || []).length ? [el("dt", {}, "waiting for disk"), el("dd", {}, h.waitingForRoom.join(", "))] : null,
+      el("dt", {}, "up since"), el("dd", {}, age(h.started))),
+    el("div", { class: "row" },
+      h.frozen
+        ? el("button", { type: "button", id: "unfreeze", onclick: () => act("unfreeze", () => api("POST", "/v1/unfreeze")) }, "Unfreeze")
+        : [el("button", { type: "button", id: "freeze", onclick: () => act("freeze", () => api("POST", "/v1/freeze")) }, "Freeze"),
+           el("button", { type: "button", id: "freeze-pause", onclick: () => act("freeze and pause", () => api("POST", "/v1/freeze", { running: "pause" })) }, "Freeze and pause running")]));
+}
+
+async function viewHarness(v, id) {
+  const path = "/v1/harnesses/" + encodeURIComponent(id);
+  const [st, report] = await Promise.all([api("GET", path), api("GET", "/v1/report?since=0s")]);
+  const entry = report.harnesses.find((h) => h.id === id);
+  v.append(el("h1", {}, id), el("div", { class: "row" }, badge(st.status), st.phase ? el("span", { class: "badge" }, "phase " + st.phase) : null,
+    st.statusReason ? el("span", { class: "muted" }, st.statusReason) : null));
+  if (st.parentHarnessId) v.append(el("p", {}, "sub-agent of ", el("a", { href: "#/h/" + encodeURIComponent(st.parentHarnessId) }, st.parentHarnessId)));
+
+  for (const g of report.waiting.filter((g) => g.harnessId === id || (st.subAgentIds || []).includes(g.harnessId))) v.append(gateCard(g));
+
+  v.append(el("div", { class: "row" },
+    el("button", { type: "button", id: "pause", onclick: () => act("pause", () => api("POST", path + "/pause")) }, "Pause"),
+    el("button", { type: "button", id: "resume", onclick: () => act("resume", () => api("POST", path + "/resume")) }, "Resume"),
+    el("button", { type: "button", id: "stop", class: "danger", onclick: () => { if (confirm("Stop " + id + "? It cannot go on after.")) act("stop", () => api("POST", path + "/stop")); } }, "Stop")));
+
+  v.append(el("dl", { class: "kv" },
+    el("dt", {}, "task"), el("dd", {}, st.taskId + " · agent " + st.agentName),
+    el("dt", {}, "budget"), el("dd", {}, budgetText(st)),
+    el("dt", {}, "checkpoints"), el("dd", { id: "checkpoints" }, String(st.checkpointCount) + (entry ? " · " + bytes(entry.storedBytes) + " stored" : "")),
+    el("dt", {}, "age"), el("dd", {}, age(st.createdAt) + " (updated " + age(st.updatedAt) + " ago)")));
+
+  const steps = (st.plan && st.plan.steps) || [];
+  v.append(el("h2", {}, "Plan (" + steps.filter((s) => s.status === "completed").length + "/" + steps.length + ")"),
+    el("ol", { class: "steps" }, steps.map((s) => el("li", { "data-step": s.id }, badge(s.status), " ", el("strong", {}, s.id), " ", s.description,
+      s.childHarnessId ? [" → ", el("a", { href: "#/h/" + encodeURIComponent(s.childHarnessId) }, s.childHarnessId)] : null,
+      s.error ? el("div", { class: "error" }, s.error) : null))));
+
+  if ((st.subAgentIds || []).length) {
+    v.append(el("h2", {}, "Sub-agents"), el("ul", {}, st.subAgentIds.map((c) => {
+      const r = (st.subAgentResults || {})[c];
+      return el("li", {}, el("a", { href: "#/h/" + encodeURIComponent(c) }, c), r ? [" ", badge(r.status), " step " + r.stepId] : null);
+    })));
+  }
+
+  const calls = st.toolCallHistory || [];
+  v.append(el("h2", {}, "Tool calls (" + (st.totalToolCalls || 0) + ")"),
+    el("table", {}, el("tr", {}, el("th", {}, "tool"), el("th", {}, "outcome"), el("th", {}, "ms"), el("th", {}, "when")),
+      calls.slice(-50).reverse().map((c) => el("tr", {}, el("td", {}, c.callName), el("td", {}, c.result.success ? "ok" : (c.result.errorKind || "error") + ": " + (c.result.error || "")),
+        el("td", {}, String(Math.round(c.duration || 0))), el("td", {}, age(c.timestamp) + " ago")))));
+
+  const list = el("ul", { class: "events", id: "events" });
+  v.append(el("h2", {}, "Events ", el("span", { class: "muted", id: "live" }, "(connecting)")), list);
+  // Live events: the API's SSE stream. Each event is listed; the rest of the page refreshes
+  // (at most once a second) so statuses follow.
+  const es = new EventSource(path + "/events?follow=1");
+  state.stream = es;
+  const live = document.getElementById("live");
+  es.onopen = () => { live.textContent = "(live)"; };
+  const onEvent = (m) => {
+    let e = {};
+    try { e = JSON.parse(m.data); } catch (_) { return; }
+    const bits = [e.n, e.type, e.stepId, e.action || e.outcome, e.tool, e.gateId, e.message || e.reason].filter((x) => x !== undefined && x !== "");
+    list.prepend(el("li", { "data-type": e.type }, bits.join(" · ")));
+    if (!state.refreshTimer) state.refreshTimer = setTimeout(() => { state.refreshTimer = 0; refreshStatus(id); }, 1000);
+  };
+  ["state_transition", "step_started", "step_completed", "step_retry", "step_failed", "plan_completed", "tool_call", "checkpoint", "warning",
+    "gate", "sub_agent", "side_effect", "iteration", "compaction", "phase", "governor"].forEach((t) => es.addEventListener(t, onEvent));
+  es.onmessage = onEvent;
+  es.addEventListener("end", () => { live.textContent = "(ended)"; es.close(); refreshStatus(id); });
+  es.onerror = () => { if (es.readyState === EventSource.CLOSED) live.textContent = "(closed)"; };
+}
+
+// refreshStatus redraws a harness page in place when the page is still that harness's.
+async function refreshStatus(id) {
+  if (location.hash !== "#/h/" + encodeURIComponent(id)) return;
+  const list = document.getElementById("events");
+  const kept = list ? Array.from(list.childNodes) : [];
+  const v = document.getElementById("view");
+  const fresh = el("section", {});
+  const es = state.stream;
+  state.stream = null;
+  try {
+    await viewHarness(fresh, id);
+  } catch (e) { return; }
+  // The new page opened its own stream from the start; keep the old one's list until it fills.
+  if (es) es.close();
+  v.replaceChildren(...fresh.childNodes);
+  if (kept.length && document.getElementById("events").childNodes.length < kept.length) document.getElementById("events").replaceChildren(...kept);
+}
+
+function viewSubmit(v) {
+  const task = el("textarea", { id: "task", name: "task", placeholder: "id: fix-tests\nagent: A\n...", required: true });
+  const name = el("input", { id: "task-name", placeholder: "task.yaml (for errors)" });
+  const dir = el("input", { id: "task-dir", placeholder: "directory a relative workspace is resolved against (optional)" });
+  const file = el("input", { type: "file", accept: ".yaml,.yml,.json", onchange: async () => {
+    const f = file.files[0];
+    if (f) { task.value = await f.text(); if (!name.value) name.value = f.name; }
+  } });
+  v.append(el("h1", {}, "Submit a task"),
+    el("label", {}, "Task file ", file), el("label", {}, "or its text ", task), el("label", {}, "Name ", name), el("label", {}, "Directory ", dir),
+    el("button", { type: "button", class: "primary", id: "submit", onclick: async () => {
+      try {
+        const r = await api("POST", "/v1/harnesses", { task: task.value, name: name.value || undefined, dir: dir.value || undefined });
+        flash("submitted: " + r.id);
+        location.hash = "#/h/" + encodeURIComponent(r.id);
+      } catch (e) { if (e.status !== 401) flash("submit: " + e.message, true); }
+    } }, "Submit"));
+}
+
+async function viewReport(v) {
+  const since = new URLSearchParams(location.hash.split("?")[1] || "").get("since") || "12h";
+  const [r, health] = await Promise.all([api("GET", "/v1/report?since=" + encodeURIComponent(since)), api("GET", "/v1/health")]);
+  const sel = el("select", { id: "since", onchange: () => { location.hash = "#/report?since=" + sel.value; } },
+    ["1h", "12h", "24h", "168h", "0s"].map((s) => el("option", { value: s, selected: s === since }, s === "0s" ? "everything" : "last " + s)));
+  v.append(el("h1", {}, "Morning report"), sel,
+    el("p", {}, Object.entries(r.counts).map(([k, n]) => [badge(k), " " + n + "  "])),
+    el("p", { class: "muted" }, r.checkpoints + " checkpoints · " + bytes(r.storedBytes) + " stored · " + r.waiting.length + " gates waiting"),
+    (r.damaged || []).length ? el("div", { class: "card" }, el("strong", { class: "error" }, "Damaged"), el("ul", {}, r.damaged.map((d) => el("li", {}, d.id + ": " + d.reason)))) : null,
+    el("table", {}, el("tr", {}, el("th", {}, "harness"), el("th", {}, "status"), el("th", {}, "steps"), el("th", {}, "tools"), el("th", {}, "updated")),
+      r.harnesses.map((h) => el("tr", {}, el("td", {}, el("a", { href: "#/h/" + encodeURIComponent(h.id) }, h.id)), el("td", {}, badge(h.status)),
+        el("td", {}, h.stepsDone + "/" + h.steps), el("td", {}, String(h.toolCalls)), el("td", {}, age(h.updatedAt) + " ago")))),
+    r.harnesses.some((h) => (h.failures || []).length) ? el("h2", {}, "Failures") : null,
+    r.harnesses.filter((h) => (h.failures || []).length).map((h) => el("div", { class: "card" }, el("strong", {}, h.id), el("ul", {}, h.failures.map((f) => el("li", {}, f))))),
+    el("h2", {}, "Health"), healthCard(health));
+}
+
+function showSignIn() {
+  document.getElementById("signin").hidden = false;
+  document.getElementById("nav").hidden = true;
+  document.getElementById("view").replaceChildren();
+  if (new URLSearchParams(location.search).get("signin") === "wrong") document.getElementById("signin-error").hidden = false;
+}
+
+async function route() {
+  if (state.stream) { state.stream.close(); state.stream = null; }
+  const v = document.getElementById("view");
+  const fresh = el("section", {});
+  const h = location.hash || "#/";
+  try {
+    if (h.startsWith("#/h/")) await viewHarness(fresh, decodeURIComponent(h.slice(4)));
+    else if (h === "#/submit") viewSubmit(fresh);
+    else if (h.startsWith("#/report")) await viewReport(fresh);
+    else await viewHome(fresh);
+  } catch (e) {
+    if (e.status === 401) return;
+    fresh.append(el("p", { class: "error" }, e.message));
+  }
+  v.replaceChildren(...fresh.childNodes);
+}
+
+async function start() {
+  document.getElementById("signout").addEventListener("click", async () => {
+    await fetch("/console/logout", { method: "POST", headers: { "X-CSRF-Token": state.csrf }, credentials: "same-origin" });
+    state.csrf = "";
+    showSignIn();
+  });
+  const r = await fetch("/console/session", { credentials: "same-origin" });
+  if (!r.ok) { showSignIn(); return; }
+  state.csrf = (await r.json()).csrf;
+  document.getElementById("signin").hidden = true;
+  document.getElementById("nav").hidden = false;
+  if (location.search) history.replaceState(null, "", "/" + location.hash);
+  window.addEventListener("hashchange", () => { flash(""); route(); });
+  route();
+}
+
+start();
