@@ -161,7 +161,7 @@ func Own(dir string, cfg Config) (*Owned, error) {
 	o := &Owned{srv: srv, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(o.done)
-		_ = Serve(ctx, l, Handler(srv, ""), SocketLimits)
+		_ = Serve(ctx, l, withMetrics(Handler(srv, ""), srv, nil, "", true), SocketLimits)
 	}()
 	return o, nil
 }

@@ -208,6 +208,9 @@ func TestConsoleSignInSetsAStrictHttpOnlyCookieAndAWrongTokenSetsNothing(t *test
 	if a := send(t, c, "GET", base+"/v1/harnesses", nil, ""); a.code != 200 || strings.TrimSpace(a.body) != "[]" {
 		t.Fatalf("list with the session: %d %s", a.code, a.body)
 	}
+	if a := send(t, c, "GET", base+"/metrics", nil, ""); a.code != 200 || !strings.Contains(a.body, "harness_edge_gates_waiting 0") {
+		t.Fatalf("metrics with the session: %d %s", a.code, a.body)
+	}
 }
 
 func TestConsoleRefusesAStateChangeWithoutItsCSRFTokenOrFromAnotherSite(t *testing.T) {

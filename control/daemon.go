@@ -25,6 +25,8 @@ type DaemonConfig struct {
 	// An address beyond loopback needs AllowRemote.
 	HTTPAddr    string
 	AllowRemote bool
+	// MetricsPublic serves GET /metrics on HTTPAddr without the token.
+	MetricsPublic bool
 	// Concurrency is how many harnesses run at once: at least one.
 	Concurrency int
 	// Grace is how long a stopping daemon waits for its running harnesses to pause (0: not at all).
@@ -54,6 +56,8 @@ func (cfg DaemonConfig) Validate() error {
 		if err := CheckBind(cfg.HTTPAddr, cfg.AllowRemote); err != nil {
 			return err
 		}
+	} else if cfg.MetricsPublic {
+		return fmt.Errorf("--metrics-public serves metrics on the HTTP address: give --http too")
 	}
 	if cfg.Concurrency < 1 {
 		return fmt.Errorf("--concurrency %d: run at least one harness at a time", cfg.Concurrency)
@@ -102,7 +106,8 @@ func StartDaemon(ctx context.Context, cfg DaemonConfig) (d *Daemon, err error) {
 		return nil, err
 	}
 	o := cfg.Options
-	o.Sinks = append(slices.Clone(o.Sinks), event.Slog{L: log})
+	live := &liveCounters{}
+	o.Sinks = append(slices.Clone(o.Sinks), event.Slog{L: log}, live)
 	srv := NewServer(db, Config{Owner: OwnerDaemon, Concurrency: cfg.Concurrency, Options: o, Version: cfg.Version, Logger: log, RoomPoll: cfg.RoomPoll})
 	d = &Daemon{srv: srv, log: log, served: make(chan error, 2), stopped: make(chan struct{})}
 	// The listeners serve until ctx ends, or until a failure below stops them. A failure
@@ -120,7 +125,7 @@ func StartDaemon(ctx context.Context, cfg DaemonConfig) (d *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	d.serve(ctx, sock, Handler(srv, ""), SocketLimits)
+	d.serve(ctx, sock, withMetrics(Handler(srv, ""), srv, live, "", true), SocketLimits)
 	if cfg.HTTPAddr != "" {
 		tok, err := Token(cfg.Dir)
 		if err != nil {
@@ -131,7 +136,7 @@ func StartDaemon(ctx context.Context, cfg DaemonConfig) (d *Daemon, err error) {
 			return nil, fmt.Errorf("--http %s: %w", cfg.HTTPAddr, err)
 		}
 		d.httpAddr = l.Addr()
-		d.serve(ctx, l, webHandler(srv, tok), HTTPLimits)
+		d.serve(ctx, l, webHandler(srv, tok, live, cfg.MetricsPublic), HTTPLimits)
 		log.Info("HTTP API listening", "addr", l.Addr().String(), "token", filepath.Join(cfg.Dir, TokenName))
 	}
 	if d.resumed, err = srv.Recover(); err != nil {

@@ -7,7 +7,8 @@ import (
 )
 
 // webHandler is everything the daemon serves on its HTTP address: the web console at "/"
-// (its sign-in turns a session cookie into the token for the API below it) and the API.
-func webHandler(api API, token string) http.Handler {
-	return console.Handler(Handler(api, token), token, console.Options{})
+// (its sign-in turns a session cookie into the token for the requests below it), GET
+// /metrics, and the API.
+func webHandler(api API, token string, live *liveCounters, metricsPublic bool) http.Handler {
+	return console.Handler(withMetrics(Handler(api, token), api, live, token, metricsPublic), token, console.Options{})
 }

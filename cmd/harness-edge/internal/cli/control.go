@@ -39,6 +39,7 @@ func newServeCmd(g *globals, stdout, stderr io.Writer) *cobra.Command {
 	var (
 		httpAddr     string
 		allowRemote  bool
+		metricsPub   bool
 		concurrency  int
 		dream        bool
 		grace        time.Duration
@@ -71,7 +72,7 @@ memory, load per CPU or temperature is over its limit.`,
 			if err != nil {
 				return err
 			}
-			cfg := control.DaemonConfig{Dir: dir, HTTPAddr: httpAddr, AllowRemote: allowRemote, Concurrency: concurrency,
+			cfg := control.DaemonConfig{Dir: dir, HTTPAddr: httpAddr, AllowRemote: allowRemote, MetricsPublic: metricsPub, Concurrency: concurrency,
 				Grace: grace, Version: version, Options: harness.Options{Dream: dream, GovernorPoll: governorPoll}}
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
@@ -107,6 +108,7 @@ memory, load per CPU or temperature is over its limit.`,
 	f := c.Flags()
 	f.StringVar(&httpAddr, "http", "", "also serve the HTTP API on ADDR (e.g. 127.0.0.1:8484); the bearer token is in http.token in the store directory")
 	f.BoolVar(&allowRemote, "allow-remote", false, "allow --http on an address beyond loopback")
+	f.BoolVar(&metricsPub, "metrics-public", false, "serve GET /metrics on --http without the token (the web console and the API still need it)")
 	f.IntVar(&concurrency, "concurrency", 2, "harnesses to run at once")
 	f.BoolVar(&dream, "dream", false, "Dream Mode for every task: auto-checkpoint at checkpoint.interval, inside long steps too")
 	f.DurationVar(&grace, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long to wait for running harnesses to pause")

@@ -135,7 +135,7 @@ func newRoot(g *globals, stdin io.Reader, stdout, stderr io.Writer) *cobra.Comma
 		newLsCmd(g, stdout), newInspectCmd(g, stdout), newVerifyCmd(g, stdout), newExportCmd(g, stdout), newImportCmd(g, stdin, stdout),
 		newRunCmd(g, stdout), newResumeCmd(g, stdout), newShowCmd(g, stdout), newEventsCmd(g, stdout), newStopCmd(g, stdout),
 		newDecideCmd(g, stdout, true), newDecideCmd(g, stdout, false),
-		newServeCmd(g, stdout, stderr), newSubmitCmd(g, stdin, stdout), newLoopCmd(g, stdin, stdout), newLogsCmd(g, stdout), newTellCmd(g, stdin, stdout), newPauseCmd(g, stdout), newReportCmd(g, stdout),
+		newServeCmd(g, stdout, stderr), newSubmitCmd(g, stdin, stdout), newLoopCmd(g, stdin, stdout), newLogsCmd(g, stdout), newTellCmd(g, stdin, stdout), newPauseCmd(g, stdout), newReportCmd(g, stdout), newMetricsCmd(g, stdout),
 		newFreezeCmd(g, stdout, true), newFreezeCmd(g, stdout, false), newBenchCmd(g, stdout, stderr),
 		newRetryCmd(g, stdout), newDeleteCmd(g, stdout), newPruneCmd(g, stdout),
 		newPlanCmd(g, stdout), newReplanCmd(g, stdin, stdout),
