@@ -113,7 +113,8 @@ func securityHeaders(w http.ResponseWriter) {
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	// With no-referrer a browser sends "Origin: null" on the page's own form posts.
+	h.Set("Referrer-Policy", "same-origin")
 }
 
 func (c *console) page(w http.ResponseWriter, r *http.Request) {

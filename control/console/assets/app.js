@@ -2,7 +2,8 @@
 // session cookie and, when it changes anything, the session's CSRF token.
 "use strict";
 
-const state = { csrf: "", stream: null, refreshTimer: 0 };
+// refresh redraws what the current view shows after an action.
+const state = { csrf: "", stream: null, refreshTimer: 0, refresh: () => route() };
 
 // el builds an element: el("div", {class: "card"}, child, "text", ...). Text is always text.
 function el(tag, attrs, ...kids) {
@@ -80,14 +81,14 @@ async function act(what, fn) {
   } catch (e) {
     if (e.status !== 401) flash(what + ": " + e.message, true);
   }
-  route();
+  state.refresh();
 }
 
 function gateCard(g) {
   const reason = el("input", { placeholder: "reason (required to reject)", "aria-label": "reason", class: "reason" });
   const path = "/v1/harnesses/" + encodeURIComponent(g.harnessId);
   return el("div", { class: "card gate", "data-gate": g.harnessId + "/" + g.gate },
-    el("div", { class: "row" }, el("strong", {}, "Gate " + g.gate), badge("waiting_for_human"), el("span", { class: "muted" }, g.kind + " · step " + g.stepId + " · " + age(g.since))),
+    el("div", { class: "row" }, el("strong", {}, "Gate " + g.gate), badge("waiting_for_human"), el("span", { class: "muted" }, g.kind + " gate on step " + g.stepId + " · waiting " + age(g.since))),
     el("div", {}, el("a", { href: "#/h/" + encodeURIComponent(g.harnessId) }, g.harnessId)),
     g.why ? el("div", { class: "muted" }, g.why) : null,
     reason,
@@ -150,11 +151,52 @@ function healthCard(h) {
            el("button", { type: "button", id: "freeze-pause", onclick: () => act("freeze and pause", () => api("POST", "/v1/freeze", { running: "pause" })) }, "Freeze and pause running")]));
 }
 
+// viewHarness shows one harness: its body (refreshed in place as its events come) and its
+// events, live, from one stream for as long as the page shows it.
 async function viewHarness(v, id) {
+  const path = "/v1/harnesses/" + encodeURIComponent(id);
+  const body = el("div", { id: "harness-body" });
+  await renderHarness(body, id);
+  const list = el("ul", { class: "events", id: "events" });
+  const live = el("span", { class: "muted", id: "live" }, "(connecting)");
+  v.append(body, el("h2", {}, "Events ", live), list);
+  state.refresh = () => refreshHarness(id);
+  // The API's server-sent events: the logged ones first, then each new one as it happens.
+  // Each is listed once; the body refreshes (at most once a second) so statuses follow.
+  const es = new EventSource(path + "/events?follow=1");
+  state.stream = es;
+  let lastN = 0;
+  es.onopen = () => { live.textContent = "(live)"; };
+  const onEvent = (m) => {
+    let e = {};
+    try { e = JSON.parse(m.data); } catch (_) { return; }
+    if (e.n <= lastN) return;
+    lastN = e.n;
+    const bits = [e.n, e.type, e.stepId, e.action || e.outcome || (e.to ? (e.from ? e.from + " -> " : "") + e.to : ""), e.tool, e.gateId, e.message || e.reason].filter((x) => x !== undefined && x !== "");
+    list.prepend(el("li", { "data-type": e.type }, bits.join(" · ")));
+    if (!state.refreshTimer) state.refreshTimer = setTimeout(() => { state.refreshTimer = 0; refreshHarness(id); }, 1000);
+  };
+  ["state_transition", "step_started", "step_completed", "step_retry", "step_failed", "plan_completed", "tool_call", "checkpoint", "warning",
+    "gate", "sub_agent", "side_effect", "iteration", "compaction", "phase", "governor"].forEach((t) => es.addEventListener(t, onEvent));
+  es.onmessage = onEvent;
+  es.addEventListener("end", () => { live.textContent = "(ended)"; es.close(); refreshHarness(id); });
+  es.onerror = () => { if (es.readyState === EventSource.CLOSED) live.textContent = "(closed)"; };
+}
+
+// refreshHarness redraws a harness's body in place while the page still shows it.
+async function refreshHarness(id) {
+  if (location.hash !== "#/h/" + encodeURIComponent(id)) return;
+  const fresh = el("div", {});
+  try { await renderHarness(fresh, id); } catch (e) { if (e.status !== 401) flash(e.message, true); return; }
+  const body = document.getElementById("harness-body");
+  if (body) body.replaceChildren(...fresh.childNodes);
+}
+
+async function renderHarness(v, id) {
   const path = "/v1/harnesses/" + encodeURIComponent(id);
   const [st, report] = await Promise.all([api("GET", path), api("GET", "/v1/report?since=0s")]);
   const entry = report.harnesses.find((h) => h.id === id);
-  v.append(el("h1", {}, id), el("div", { class: "row" }, badge(st.status), st.phase ? el("span", { class: "badge" }, "phase " + st.phase) : null,
+  v.append(el("h1", {}, id), el("div", { class: "row", id: "status" }, badge(st.status), st.phase ? el("span", { class: "badge" }, "phase " + st.phase) : null,
     st.statusReason ? el("span", { class: "muted" }, st.statusReason) : null));
   if (st.parentHarnessId) v.append(el("p", {}, "sub-agent of ", el("a", { href: "#/h/" + encodeURIComponent(st.parentHarnessId) }, st.parentHarnessId)));
 
@@ -189,45 +231,6 @@ async function viewHarness(v, id) {
     el("table", {}, el("tr", {}, el("th", {}, "tool"), el("th", {}, "outcome"), el("th", {}, "ms"), el("th", {}, "when")),
       calls.slice(-50).reverse().map((c) => el("tr", {}, el("td", {}, c.callName), el("td", {}, c.result.success ? "ok" : (c.result.errorKind || "error") + ": " + (c.result.error || "")),
         el("td", {}, String(Math.round(c.duration || 0))), el("td", {}, age(c.timestamp) + " ago")))));
-
-  const list = el("ul", { class: "events", id: "events" });
-  v.append(el("h2", {}, "Events ", el("span", { class: "muted", id: "live" }, "(connecting)")), list);
-  // Live events: the API's SSE stream. Each event is listed; the rest of the page refreshes
-  // (at most once a second) so statuses follow.
-  const es = new EventSource(path + "/events?follow=1");
-  state.stream = es;
-  const live = document.getElementById("live");
-  es.onopen = () => { live.textContent = "(live)"; };
-  const onEvent = (m) => {
-    let e = {};
-    try { e = JSON.parse(m.data); } catch (_) { return; }
-    const bits = [e.n, e.type, e.stepId, e.action || e.outcome, e.tool, e.gateId, e.message || e.reason].filter((x) => x !== undefined && x !== "");
-    list.prepend(el("li", { "data-type": e.type }, bits.join(" · ")));
-    if (!state.refreshTimer) state.refreshTimer = setTimeout(() => { state.refreshTimer = 0; refreshStatus(id); }, 1000);
-  };
-  ["state_transition", "step_started", "step_completed", "step_retry", "step_failed", "plan_completed", "tool_call", "checkpoint", "warning",
-    "gate", "sub_agent", "side_effect", "iteration", "compaction", "phase", "governor"].forEach((t) => es.addEventListener(t, onEvent));
-  es.onmessage = onEvent;
-  es.addEventListener("end", () => { live.textContent = "(ended)"; es.close(); refreshStatus(id); });
-  es.onerror = () => { if (es.readyState === EventSource.CLOSED) live.textContent = "(closed)"; };
-}
-
-// refreshStatus redraws a harness page in place when the page is still that harness's.
-async function refreshStatus(id) {
-  if (location.hash !== "#/h/" + encodeURIComponent(id)) return;
-  const list = document.getElementById("events");
-  const kept = list ? Array.from(list.childNodes) : [];
-  const v = document.getElementById("view");
-  const fresh = el("section", {});
-  const es = state.stream;
-  state.stream = null;
-  try {
-    await viewHarness(fresh, id);
-  } catch (e) { return; }
-  // The new page opened its own stream from the start; keep the old one's list until it fills.
-  if (es) es.close();
-  v.replaceChildren(...fresh.childNodes);
-  if (kept.length && document.getElementById("events").childNodes.length < kept.length) document.getElementById("events").replaceChildren(...kept);
 }
 
 function viewSubmit(v) {
@@ -275,6 +278,7 @@ function showSignIn() {
 
 async function route() {
   if (state.stream) { state.stream.close(); state.stream = null; }
+  state.refresh = () => route();
   const v = document.getElementById("view");
   const fresh = el("section", {});
   const h = location.hash || "#/";
