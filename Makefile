@@ -38,6 +38,8 @@ GO_LDFLAGS  := -X github.com/harness-edge/harness-edge/cmd/harness-edge/internal
 STATIC_LDFLAGS := $(GO_LDFLAGS) -s -w -linkmode external -extldflags -static
 
 HOST_PACKAGES  := cbindgen file git
+# The browser test's: Debian's chromium, and a font so the screenshots have text.
+BROWSER_PACKAGES := chromium fonts-dejavu-core
 CROSS_PACKAGES := rustc-web libstd-rust-web-dev:arm64 libc6:arm64 gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
 DEBIAN_RUSTC   := /usr/bin/rustc
 
@@ -61,6 +63,10 @@ deps: ## Install missing host packages (cbindgen, file, git) and check go, cargo
 	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust with rustup (https://rustup.rs)"; exit 1; }
 	@command -v gcc >/dev/null || { echo "gcc not found: apt-get install -y gcc"; exit 1; }
 	@cross/ensure-packages $(HOST_PACKAGES)
+
+.PHONY: deps-browser
+deps-browser: ## Install missing browser-test packages (Debian's chromium)
+	@cross/ensure-packages $(BROWSER_PACKAGES)
 
 .PHONY: deps-cross
 deps-cross: ## Install missing arm64 cross packages (Debian rustc + arm64 std, gcc, qemu)
@@ -130,6 +136,14 @@ cross: deps engine-arm64 ## Build bin/harness-edge-linux-arm64: static arm64 bin
 
 .PHONY: test
 test: deps header-check test-rust test-go ## Rust tests, Go tests on every backend (fuzz seeds included), header check
+
+# The web console in headless Chromium (chromedp) against a real daemon, under the `browser`
+# build tag so that `make test` needs no browser. Here a missing chromium fails the test rather
+# than skipping it; the screenshots go to docs/img.
+.PHONY: test-browser
+test-browser: engine deps-browser ## The web console in headless Chromium against a real daemon; screenshots in docs/img
+	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) HARNESS_EDGE_EXPECT_BACKEND=cgo HARNESS_EDGE_BROWSER_REQUIRED=1 SCREENSHOTS=$(ROOT)/docs/img \
+		CGO_ENABLED=1 $(GO) test -count=1 -tags invariants,eternal_purego,browser -run 'InABrowser' -v ./control/
 
 .PHONY: test-rust
 test-rust: ## cargo test (release) for the engine

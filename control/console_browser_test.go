@@ -1,0 +1,184 @@
+//go:build browser
+
+package control_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// chromium finds the browser: $CHROMIUM, else Debian's chromium on PATH. Without one the test
+// skips, saying so, unless HARNESS_EDGE_BROWSER_REQUIRED is set (make test-browser sets it,
+// after installing chromium): then a missing browser fails.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	msg := "no chromium on PATH (apt-get install -y chromium, or `make test-browser`, which installs it)"
+	if os.Getenv("HARNESS_EDGE_BROWSER_REQUIRED") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// evalAsync evaluates a JavaScript expression that may be a promise.
+func evalAsync(js string, res any) chromedp.Action {
+	return chromedp.Evaluate(js, res, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) })
+}
+
+// TestConsoleInABrowser drives the console in headless Chromium against a real daemon, on a
+// phone-sized screen: sign in, find the harness waiting at its gate, approve it and watch it
+// complete through the live events; reject another with a reason (and not without one); and
+// check that the page's requests without the cookie or with a forged CSRF token are refused.
+// With SCREENSHOTS set it saves its screenshots there (make test-browser: docs/img).
+func TestConsoleInABrowser(t *testing.T) {
+	browserPath := chromium(t)
+	dir := storeDir(t)
+	d, _, _ := startDaemon(t, dir)
+	base := "http://" + d.HTTPAddr().String()
+	tok, err := control.Token(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := control.NewHTTPClient(base, tok)
+	submitToGate(t, api, "ship")
+	submitToGate(t, api, "hold")
+
+	shots := os.Getenv("SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browserPath), chromedp.NoSandbox, chromedp.Headless,
+		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(390, 844))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	defer cancelBrowser()
+	ctx, cancel := context.WithTimeout(bctx, 120*time.Second)
+	defer cancel()
+	shot := func(name string) chromedp.Action {
+		return chromedp.ActionFunc(func(ctx context.Context) error {
+			var png []byte
+			if err := chromedp.FullScreenshot(&png, 100).Do(ctx); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(shots, name), png, 0o644)
+		})
+	}
+	run := func(what string, actions ...chromedp.Action) {
+		t.Helper()
+		if err := chromedp.Run(ctx, actions...); err != nil {
+			var html string
+			_ = chromedp.Run(ctx, chromedp.OuterHTML("body", &html))
+			t.Fatalf("%s: %v\npage:\n%s", what, err, html)
+		}
+	}
+
+	// Sign in: a wrong token first (the form says so), then the right one.
+	run("sign in with a wrong token",
+		chromedp.EmulateViewport(390, 844),
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible("#signin"),
+		chromedp.SendKeys("#token", "not-the-token"),
+		chromedp.Click("#signin-button"),
+		chromedp.WaitVisible("#signin-error"),
+	)
+	run("sign in",
+		shot("console-signin.png"),
+		chromedp.SetValue("#token", tok),
+		chromedp.Click("#signin-button"),
+		chromedp.WaitVisible(`div[data-gate="ship/g1"]`),
+		chromedp.WaitVisible(`div[data-gate="hold/g1"]`),
+		chromedp.WaitVisible(`div.harness[data-id="ship"]`),
+		shot("console-gates.png"),
+	)
+	var cookie string
+	run("read document.cookie", chromedp.Evaluate(`document.cookie`, &cookie))
+	if strings.Contains(cookie, "harness_edge_session") {
+		t.Fatalf("the page's script can read the session cookie: %q", cookie)
+	}
+
+	// Approve from the harness's page and watch it complete through the live events.
+	run("approve ship",
+		chromedp.Navigate(base+"/#/h/ship"),
+		chromedp.WaitVisible(`#live`),
+		chromedp.Poll(`document.getElementById("live") && document.getElementById("live").textContent === "(live)"`, nil, chromedp.WithPollingTimeout(20*time.Second)),
+		chromedp.Click(`div[data-gate="ship/g1"] button.approve`),
+		chromedp.WaitVisible(`#events li[data-type="plan_completed"]`),
+		chromedp.WaitVisible(`li[data-step="ship"] .badge.completed`),
+		chromedp.WaitVisible(`#status .badge.completed`),
+		shot("console-harness.png"),
+	)
+	if st, err := api.State(ctx, "ship"); err != nil || st.Status != statefmt.StatusCompleted {
+		t.Fatalf("ship after Approve: %v %v", st.Status, err)
+	}
+
+	// Reject: without a reason the page refuses and nothing is sent; with one the gate is
+	// rejected with it.
+	run("reject hold without a reason",
+		chromedp.Navigate(base+"/#/"),
+		chromedp.WaitVisible(`div[data-gate="hold/g1"]`),
+		chromedp.Click(`div[data-gate="hold/g1"] button.reject`),
+		chromedp.WaitVisible(`#flash.bad`),
+	)
+	if n := pendingGates(t, api, "hold"); n != 1 {
+		t.Fatalf("a rejection without a reason changed the gates: %d pending", n)
+	}
+	run("reject hold with a reason",
+		chromedp.SendKeys(`div[data-gate="hold/g1"] input.reason`, "not tonight"),
+		chromedp.Click(`div[data-gate="hold/g1"] button.reject`),
+		chromedp.WaitNotPresent(`div[data-gate="hold/g1"]`),
+	)
+	st, err := api.State(ctx, "hold")
+	if err != nil || len(st.Gates) != 1 || st.Gates[0].Status != statefmt.GateRejected || st.Gates[0].Reason != "not tonight" {
+		t.Fatalf("hold after Reject: %+v %v", st, err)
+	}
+
+	// The page's own requests: without the cookie, or with a forged CSRF token, refused; with
+	// its session's token, let through.
+	var statuses []int
+	run("requests from the page", evalAsync(`(async () => {
+		const csrf = (await (await fetch("/console/session")).json()).csrf;
+		const post = (path, headers, credentials) => fetch(path, {method: "POST", headers, credentials, body: "{}"}).then((r) => r.status);
+		return [
+			await post("/v1/freeze", {"X-CSRF-Token": csrf}, "omit"),
+			await post("/v1/freeze", {"X-CSRF-Token": "f".repeat(64)}, "same-origin"),
+			await post("/v1/freeze", {}, "same-origin"),
+			await fetch("/v1/harnesses", {credentials: "omit"}).then((r) => r.status),
+			await post("/v1/unfreeze", {"X-CSRF-Token": csrf, "Content-Type": "application/json"}, "same-origin"),
+		];
+	})()`, &statuses))
+	if fmt.Sprint(statuses) != "[401 403 403 401 200]" {
+		t.Fatalf("requests from the page: %v, want [401 403 403 401 200]", statuses)
+	}
+	if h, err := api.Health(ctx); err != nil || h.Frozen {
+		t.Fatalf("a refused freeze froze the daemon: %+v %v", h, err)
+	}
+
+	run("the report", chromedp.Navigate(base+"/#/report?since=0s"), chromedp.WaitVisible(`#since`), shot("console-report.png"))
+	run("sign out", chromedp.Navigate(base+"/#/"), chromedp.WaitVisible("#signout"), chromedp.Click("#signout"), chromedp.WaitVisible("#signin"))
+	var after int
+	run("after sign-out", evalAsync(`fetch("/v1/harnesses").then((r) => r.status)`, &after))
+	if after != 401 {
+		t.Fatalf("the API after sign-out: %d, want 401", after)
+	}
+}
