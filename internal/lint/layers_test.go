@@ -33,6 +33,7 @@ var layers = map[string]int{
 	"runtime/driver/openai":         5,
 	"runtime/harness":               6,
 	"control/console":               1,
+	"control/tracing":               2,
 	"control":                       7,
 	"bench":                         8,
 	"fleet":                         8,

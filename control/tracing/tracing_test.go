@@ -1,0 +1,305 @@
+package tracing_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/control/tracing"
+	"github.com/harness-edge/harness-edge/runtime/harness"
+	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+)
+
+// receiver is an OTLP/HTTP trace receiver: it decodes each export as a collector does.
+type receiver struct {
+	mu    sync.Mutex
+	spans []*tracepb.Span
+	paths []string
+}
+
+func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body io.Reader = r.Body
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		body = zr
+	}
+	b, err := io.ReadAll(body)
+	var req coltrace.ExportTraceServiceRequest
+	if err == nil {
+		err = proto.Unmarshal(b, &req)
+	}
+	if err != nil || r.Header.Get("Content-Type") != "application/x-protobuf" {
+		http.Error(w, fmt.Sprintf("not an OTLP export: %v %s", err, r.Header.Get("Content-Type")), 400)
+		return
+	}
+	rc.mu.Lock()
+	rc.paths = append(rc.paths, r.URL.Path)
+	for _, rs := range req.GetResourceSpans() {
+		for _, ss := range rs.GetScopeSpans() {
+			rc.spans = append(rc.spans, ss.GetSpans()...)
+		}
+	}
+	rc.mu.Unlock()
+	out, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	w.Write(out)
+}
+
+var errDone = errors.New("done")
+
+// A harness of two steps, each with one tool call, run by a real daemon: one trace (the
+// harness's own id), the harness's span at its root, a span per step under it, a span per
+// tool call under its step.
+func TestTracesAreAHarnessWithItsStepsAndToolCalls(t *testing.T) {
+	rc := &receiver{}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	ctx := context.Background()
+	tr, err := tracing.New(ctx, tracing.Config{Endpoint: srv.URL, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "store")
+	dctx, cancel := context.WithCancel(ctx)
+	d, err := control.StartDaemon(dctx, control.DaemonConfig{Dir: dir, Concurrency: 1, Version: "test", Logger: slog.New(slog.DiscardHandler),
+		Options: harness.Options{Sinks: []event.Sink{tr}}})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			d.Wait()
+		}
+	}
+	defer stop()
+	c, err := control.Connect(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ws := t.TempDir()
+	if _, err := c.Submit(ctx, control.Submission{Task: []byte(fmt.Sprintf(`id: traced
+agent: A
+autonomy: 5
+workspace: %s
+agents:
+  A:
+    driver: script
+    tools: [write_file, read_file]
+    script:
+      steps:
+        s1: [{tool: write_file, args: {path: a.txt, content: a}}, {output: one}]
+        s2: [{tool: read_file, args: {path: missing.txt}}, {output: two}]
+plan: [{id: s1, description: write, agent: A}, {id: s2, description: read, agent: A, dependsOn: [s1]}]
+`, ws))}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	var final statefmt.Status
+	err = c.Events(wctx, "traced", 0, true, func(e event.Event) error {
+		if e.Type == event.StateTransition && (e.To == statefmt.StatusCompleted || e.To == statefmt.StatusFailed) {
+			final = e.To
+			return errDone
+		}
+		return nil
+	})
+	if !errors.Is(err, errDone) {
+		t.Fatalf("following the harness: %v", err)
+	}
+	// The live sinks get an event just after the log the stream reads: the daemon's stop waits
+	// for its harnesses, and so for their last events.
+	c.Close()
+	stop()
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	defer scancel()
+	if err := tr.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for _, p := range rc.paths {
+		if p != "/v1/traces" {
+			t.Fatalf("exported to %s, want /v1/traces", p)
+		}
+	}
+	traceID := tracing.TraceID("traced")
+	rootID := tracing.RootSpanID("traced")
+	byID := map[string]*tracepb.Span{}
+	var tree []string
+	for _, s := range rc.spans {
+		if !bytes.Equal(s.GetTraceId(), traceID[:]) {
+			t.Fatalf("span %q in trace %x, want %s", s.GetName(), s.GetTraceId(), traceID)
+		}
+		byID[hex.EncodeToString(s.GetSpanId())] = s
+	}
+	for _, s := range rc.spans {
+		parent := "-"
+		if p, ok := byID[hex.EncodeToString(s.GetParentSpanId())]; ok {
+			parent = p.GetName()
+		} else if len(s.GetParentSpanId()) > 0 {
+			parent = "missing " + hex.EncodeToString(s.GetParentSpanId())
+		}
+		status := ""
+		if s.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+			status = " (error)"
+		}
+		tree = append(tree, s.GetName()+status+" <- "+parent)
+		if s.GetEndTimeUnixNano() < s.GetStartTimeUnixNano() || s.GetStartTimeUnixNano() == 0 {
+			t.Errorf("span %q ends before it starts", s.GetName())
+		}
+	}
+	sort.Strings(tree)
+	// The harness fails: its second step's tool call fails, and so the step (its read is all it
+	// does), after its retries.
+	got := strings.Join(tree, "\n")
+	t.Logf("harness %s; span tree:\n%s", final, got)
+	for _, want := range []string{
+		"harness traced" + map[bool]string{true: " (error)", false: ""}[final == statefmt.StatusFailed] + " <- -",
+		"step s1 <- harness traced",
+		"tool write_file <- step s1",
+		"tool read_file (error) <- step s2",
+	} {
+		if !strings.Contains(got+"\n", want+"\n") {
+			t.Errorf("no span %q in the tree:\n%s", want, got)
+		}
+	}
+	if root, ok := byID[hex.EncodeToString(rootID[:])]; !ok || len(root.GetParentSpanId()) != 0 {
+		t.Errorf("the harness's span is not the root with its fixed id:\n%s", got)
+	}
+	for _, s := range rc.spans {
+		if strings.HasPrefix(s.GetName(), "step ") && !bytes.Equal(s.GetParentSpanId(), rootID[:]) {
+			t.Errorf("step span %q is not under the harness's span", s.GetName())
+		}
+	}
+}
+
+func TestABadEndpointIsRefusedClearly(t *testing.T) {
+	for _, bad := range []string{"::bad", "127.0.0.1:4318", "ftp://collector/", "http://"} {
+		if _, err := tracing.New(context.Background(), tracing.Config{Endpoint: bad}); err == nil || !strings.Contains(err.Error(), "not an http:// or https:// URL") {
+			t.Errorf("endpoint %q: %v", bad, err)
+		}
+	}
+}
+
+// Without an endpoint, in the flag or the standard variables, there are no traces.
+func TestTracingIsOffUnlessConfigured(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	if (tracing.Config{}).Enabled() {
+		t.Fatal("tracing on with nothing configured")
+	}
+	if !(tracing.Config{Endpoint: "http://127.0.0.1:4318"}).Enabled() {
+		t.Fatal("tracing off with an endpoint")
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+	if !(tracing.Config{}).Enabled() {
+		t.Fatal("tracing off with OTEL_EXPORTER_OTLP_ENDPOINT")
+	}
+	t.Setenv("OTEL_SDK_DISABLED", "true")
+	if (tracing.Config{}).Enabled() {
+		t.Fatal("tracing on with OTEL_SDK_DISABLED=true")
+	}
+}
+
+// A collector that takes the connection and never answers holds no step back: the harness
+// completes while the export still waits.
+func TestAnExportThatHangsDoesNotHoldAStepBack(t *testing.T) {
+	// Small batches sent at once and a small queue: the first export hangs at once and the
+	// queue fills, so every later span meets a full queue.
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "1")
+	t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2")
+	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "4")
+	hang := make(chan struct{})
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1); <-hang }))
+	defer srv.Close()
+	defer close(hang)
+	ctx := context.Background()
+	tr, err := tracing.New(ctx, tracing.Config{Endpoint: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		_ = tr.Shutdown(sctx) // the collector never answers: give up on what is left
+	}()
+	dir := filepath.Join(t.TempDir(), "store")
+	dctx, cancel := context.WithCancel(ctx)
+	d, err := control.StartDaemon(dctx, control.DaemonConfig{Dir: dir, Concurrency: 1, Version: "test", Logger: slog.New(slog.DiscardHandler),
+		Options: harness.Options{Sinks: []event.Sink{tr}}})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	defer func() { cancel(); d.Wait() }()
+	c, err := control.Connect(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var plan strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&plan, "  - {id: s%d, description: step %d, agent: A}\n", i, i)
+	}
+	start := time.Now()
+	if _, err := c.Submit(ctx, control.Submission{Task: []byte(fmt.Sprintf(`id: quick
+agent: A
+autonomy: 5
+workspace: %s
+agents:
+  A:
+    driver: script
+    tools: [write_file]
+    script: {steps: {"*": [{tool: write_file, args: {path: a.txt, content: a}}, {output: ok}]}}
+plan:
+%s`, t.TempDir(), plan.String()))}); err != nil {
+		t.Fatal(err)
+	}
+	// The exporter's own timeout is 10 s: a step that waited for it would take at least that.
+	wctx, wcancel := context.WithTimeout(ctx, 8*time.Second)
+	defer wcancel()
+	err = c.Events(wctx, "quick", 0, true, func(e event.Event) error {
+		if e.Type == event.StateTransition && e.To == statefmt.StatusCompleted {
+			return errDone
+		}
+		return nil
+	})
+	if !errors.Is(err, errDone) {
+		t.Fatalf("20 steps with a hanging collector: %v after %v", err, time.Since(start))
+	}
+	if requests.Load() == 0 {
+		t.Fatal("no export was attempted: the test proves nothing")
+	}
+	t.Logf("20 steps in %v with a collector that never answers (%d exports hanging)", time.Since(start).Round(time.Millisecond), requests.Load())
+}
