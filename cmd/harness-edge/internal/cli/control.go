@@ -20,7 +20,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/harness-edge/harness-edge/control"
-	"github.com/harness-edge/harness-edge/control/tracing"
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/sysinfo"
@@ -104,20 +103,13 @@ memory, load per CPU or temperature is over its limit.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if tc := (tracing.Config{Endpoint: otlpEndpoint, Version: version, Logger: cfg.Logger}); tc.Enabled() {
-				tr, err := tracing.New(ctx, tc)
-				if err != nil {
-					return usageError{err}
-				}
-				cfg.Options.Sinks = append(cfg.Options.Sinks, tr)
-				defer func() {
-					// What the daemon's last steps made is sent, within a bound.
-					sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					defer cancel()
-					if err := tr.Shutdown(sctx); err != nil {
-						cfg.Logger.Warn("traces export at exit", "err", err)
-					}
-				}()
+			sink, stopTracing, err := startTracing(ctx, otlpEndpoint, cfg.Logger)
+			if err != nil {
+				return usageError{err}
+			}
+			if sink != nil {
+				cfg.Options.Sinks = append(cfg.Options.Sinks, sink)
+				defer stopTracing()
 			}
 			return control.RunDaemon(ctx, cfg)
 		},
@@ -125,7 +117,7 @@ memory, load per CPU or temperature is over its limit.`,
 	f := c.Flags()
 	f.StringVar(&httpAddr, "http", "", "also serve the HTTP API on ADDR (e.g. 127.0.0.1:8484); the bearer token is in http.token in the store directory")
 	f.BoolVar(&allowRemote, "allow-remote", false, "allow --http on an address beyond loopback")
-	f.StringVar(&otlpEndpoint, "otlp-endpoint", "", "export traces over OTLP/HTTP to URL (e.g. http://127.0.0.1:4318); default: the standard OTEL_EXPORTER_OTLP_* variables, else no traces")
+	f.StringVar(&otlpEndpoint, "otlp-endpoint", "", "export traces over OTLP/HTTP to URL (e.g. http://127.0.0.1:4318); default: the standard OTEL_EXPORTER_OTLP_* variables, else no traces (binaries built with TAGS=otel)")
 	f.BoolVar(&metricsPub, "metrics-public", false, "serve GET /metrics on --http without the token (the web console and the API still need it)")
 	f.IntVar(&concurrency, "concurrency", 2, "harnesses to run at once")
 	f.BoolVar(&dream, "dream", false, "Dream Mode for every task: auto-checkpoint at checkpoint.interval, inside long steps too")
