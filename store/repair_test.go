@@ -28,15 +28,17 @@ func TestRepairRecoversOrQuarantinesDamagedHarnesses(t *testing.T) {
 	dir := t.TempDir()
 	oracle := realStore(t, dir)
 	ssts, _ := filepath.Glob(filepath.Join(dir, "db", "*.sst"))
-	cases := map[string]func(d string){
-		"log": func(d string) { flipAt(t, newest(t, d, "*.log"), 0.10, 3) },
+	cases := map[string]func(t *testing.T, d string){
+		"log": func(t *testing.T, d string) { flipAt(t, newest(t, d, "*.log"), 0.10, 3) },
 	}
 	for _, frac := range []float64{0.05, 0.3, 0.6} {
-		cases[fmt.Sprint("table ", frac)] = func(d string) { flipAt(t, filepath.Join(d, "db", filepath.Base(ssts[0])), frac, 5) }
+		cases[fmt.Sprint("table ", frac)] = func(t *testing.T, d string) { flipAt(t, filepath.Join(d, "db", filepath.Base(ssts[0])), frac, 5) }
 	}
 	// A record whose own checksum fails (the table block around it is whole): the checkpoint
-	// before it still restores.
-	cases["record"] = func(d string) {
+	// before it still restores, when the chain holds one (the Go fallback writes keyframes only,
+	// and a chain keeps nothing before its newest keyframe: then the harness is quarantined).
+	headIsKeyframe := false
+	cases["record"] = func(t *testing.T, d string) {
 		db, err := pebble.Open(filepath.Join(d, "db"), &pebble.Options{Logger: silent{}})
 		if err != nil {
 			t.Fatal(err)
@@ -49,9 +51,10 @@ func TestRepairRecoversOrQuarantinesDamagedHarnesses(t *testing.T) {
 		}
 		err = json.Unmarshal(v, &idx)
 		closer.Close()
-		if err != nil || idx.HeadSeq <= idx.KeyframeSeq {
-			t.Fatalf("h2's head %d is its keyframe %d (%v): the record case needs a delta", idx.HeadSeq, idx.KeyframeSeq, err)
+		if err != nil {
+			t.Fatal(err)
 		}
+		headIsKeyframe = idx.HeadSeq == idx.KeyframeSeq
 		key := binary.BigEndian.AppendUint64([]byte("c/h2/"), idx.HeadSeq)
 		v, closer, err = db.Get(key)
 		if err != nil {
@@ -68,10 +71,16 @@ func TestRepairRecoversOrQuarantinesDamagedHarnesses(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			d := t.TempDir()
 			copyDir(t, dir, d)
-			damage(d)
+			damage(t, d)
 			before := check(d, oracle)
 			expectNoSilentLoss(t, before)
-			if before.refused != nil || len(before.reported) == 0 {
+			if before.refused != nil {
+				// Pebble refused a log it cannot read past (on some backends' record sizes the
+				// flip lands in a chunk it checks): a store that does not open is not repaired.
+				t.Logf("the store refuses to open, naming why; nothing to repair: %v", before.refused)
+				return
+			}
+			if len(before.reported) == 0 {
 				t.Fatalf("the damage was not found: %+v", before)
 			}
 			s, err := store.OpenStore(d, store.StoreOptions{Policy: bridgePolicy(), ErrorLog: discard{}})
@@ -124,7 +133,11 @@ func TestRepairRecoversOrQuarantinesDamagedHarnesses(t *testing.T) {
 					t.Fatalf("%s was whole and changed in the repair: %v", id, err)
 				}
 			}
-			if name == "record" && (got["h2"].Action != "recovered" || got["h2"].Seq != got["h2"].Acknowledged-1) {
+			switch {
+			case name != "record":
+			case headIsKeyframe && got["h2"].Action != "quarantined":
+				t.Fatalf("h2, whose only record is damaged, was not quarantined: %+v", got["h2"])
+			case !headIsKeyframe && (got["h2"].Action != "recovered" || got["h2"].Seq != got["h2"].Acknowledged-1):
 				t.Fatalf("h2, whose newest record is damaged, was not recovered to the one before: %+v", got["h2"])
 			}
 			t.Logf("repaired: %+v", rep.Harnesses)
