@@ -367,40 +367,31 @@ func TestIsolatedHarnessesWorkInTheirOwnWorktrees(t *testing.T) {
 	}
 }
 
-// A rollback takes the files back with the state: resumed after a rollback to the checkpoint
-// where s0 had completed, the harness runs s1 and s2 again on s0's commit (the journal gets
-// each once), and the work it had done after that point is kept on a side ref.
+// A rollback takes the files back with the state: resumed after a rollback to a checkpoint
+// named when s0 had completed (at s1's gate), the harness runs s1 and s2 again on s0's commit
+// (the journal gets each once), and the work it had done after that point is kept on a side
+// ref.
 func TestRollbackBringsTheWorkspaceBackWithTheState(t *testing.T) {
 	dir := t.TempDir()
 	ws, db := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
-	f := writeTask(t, dir, "rb.yaml", commitTask("rb", ws, 3, "1ms"))
-	if code, out := binary(t, db, "run", f); code != ExitOK {
-		t.Fatalf("run: exit %d\n%s", code, out)
+	src := strings.Replace(commitTask("rb", ws, 3, "1ms"), "autonomy: 5", "autonomy: 3", 1)
+	src = strings.Replace(src, "{id: s1, description: step 1,", "{id: s1, critical: true, description: step 1,", 1)
+	f := writeTask(t, dir, "rb.yaml", src)
+	must := func(want int, args ...string) {
+		t.Helper()
+		if code, out := binary(t, db, args...); code != want {
+			t.Fatalf("%s: exit %d, want %d\n%s", strings.Join(args, " "), code, want, out)
+		}
 	}
+	must(ExitWaiting, "run", f) // s0 done, s1's gate waits
+	must(ExitOK, "checkpoint", "rb", "--name", "after-s0")
+	must(ExitOK, "approve", "rb", "g1")
+	must(ExitOK, "resume", "rb")
 	oldHead := git(t, ws, "rev-parse", "HEAD")
-	// The first checkpoint at which s0 is completed and s1 is not.
-	s, err := store.OpenStore(db, store.StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seq uint64
-	for i := uint64(1); seq == 0; i++ {
-		st, err := s.RestoreAt("rb", i)
-		if err != nil {
-			s.Close()
-			t.Fatalf("no checkpoint with s0 alone completed: %v", err)
-		}
-		if st.Plan != nil && st.Plan.Steps[0].Status == statefmt.StepCompleted && st.Plan.Steps[1].Status != statefmt.StepCompleted {
-			seq = i
-		}
-	}
-	s.Close()
-	if code, out := binary(t, db, "rollback", "rb", "--to", fmt.Sprint(seq)); code != ExitOK {
-		t.Fatalf("rollback: exit %d\n%s", code, out)
-	}
-	if code, out := binary(t, db, "resume", "rb"); code != ExitOK {
-		t.Fatalf("resume after the rollback: exit %d\n%s", code, out)
-	}
+	must(ExitOK, "rollback", "rb", "--to", "after-s0")
+	must(ExitWaiting, "resume", "rb") // the gate is asked again
+	must(ExitOK, "approve", "rb", "g1")
+	must(ExitOK, "resume", "rb")
 	checkStepCommits(t, db, ws, "rb", 3)
 	refs := git(t, ws, "for-each-ref", "--format=%(refname)", "refs/harness-edge/rb/")
 	if refs == "" || git(t, ws, "rev-parse", refs+"^") != oldHead {
