@@ -168,13 +168,15 @@ test-go: engine ## Go tests: cgo (+purego in-process), purego-only (CGO_ENABLED=
 		CGO_ENABLED=0 $(GO) test -json -count=1 -short -tags invariants$(if $(TAGS),$(comma)$(TAGS)) $(ABOVE_ENGINE_PKGS) | $(TESTFMT)
 
 .PHONY: test-arm64
+# Under emulation the CLI package's tests (each runs the binary many times) take over go test's
+# default 10 minutes.
 test-arm64: deps engine-arm64 ## Rust and Go tests cross-compiled for arm64 (static), run under qemu-aarch64
 	cd eternal && RUSTC=$(DEBIAN_RUSTC) CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
 		CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=$(ROOT)/cross/qemu-run \
 		$(CARGO) test --lib --release --quiet --target $(RUST_TARGET_arm64)
 	CGO_ENABLED=1 GOARCH=arm64 CC=aarch64-linux-gnu-gcc HARNESS_EDGE_EXPECT_BACKEND=cgo \
 		$(GO) test -json -count=1 -tags invariants,$(STATIC_TAGS) -ldflags '-linkmode external -extldflags -static' \
-		-short -exec $(ROOT)/cross/qemu-run $(GO_PKGS) | $(TESTFMT)
+		-short -timeout 30m -exec $(ROOT)/cross/qemu-run $(GO_PKGS) | $(TESTFMT)
 
 .PHONY: test-safety
 test-safety: engine ## cgocheck2 + race over the engine bridge (all backends); race over the store
