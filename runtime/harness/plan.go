@@ -126,15 +126,7 @@ func (x *planIndex) fail(id, msg string) []string {
 	i := x.step(id)
 	s := &x.p.Steps[i]
 	s.Status, s.Error = statefmt.StepFailed, &msg
-	doomed := map[int]bool{i: true}
-	for queue := []int{i}; len(queue) > 0; queue = queue[1:] {
-		for _, j := range x.dependents[queue[0]] {
-			if !doomed[j] {
-				doomed[j] = true
-				queue = append(queue, j)
-			}
-		}
-	}
+	doomed := x.downstream([]int{i})
 	order := make([]int, 0, len(doomed))
 	for j := range doomed {
 		if st := x.p.Steps[j].Status; j != i && (st == statefmt.StepPending || st == statefmt.StepReady) {
@@ -148,6 +140,32 @@ func (x *planIndex) fail(id, msg string) []string {
 		blocked = append(blocked, x.p.Steps[j].ID)
 	}
 	return blocked
+}
+
+// downstream returns the steps that depend on any of roots, directly or through other steps
+// (roots themselves only when one depends on another).
+func (x *planIndex) downstream(roots []int) map[int]bool {
+	out := map[int]bool{}
+	for queue := roots; len(queue) > 0; queue = queue[1:] {
+		for _, j := range x.dependents[queue[0]] {
+			if !out[j] {
+				out[j] = true
+				queue = append(queue, j)
+			}
+		}
+	}
+	return out
+}
+
+// failedSteps are the indexes of the plan's failed steps.
+func failedSteps(p *statefmt.ExecutionPlan) []int {
+	var out []int
+	for i, s := range p.Steps {
+		if s.Status == statefmt.StepFailed {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // next returns the index of the first ready step in plan order, or -1.

@@ -150,21 +150,7 @@ func (m *Manager) Replan(id, name string, data []byte, by, reason string) (Repla
 // otherwise.
 func restatus(p *statefmt.ExecutionPlan) {
 	x := indexPlan(p)
-	doomed := map[int]bool{}
-	var queue []int
-	for i, s := range p.Steps {
-		if s.Status == statefmt.StepFailed {
-			queue = append(queue, i)
-		}
-	}
-	for ; len(queue) > 0; queue = queue[1:] {
-		for _, j := range x.dependents[queue[0]] {
-			if !doomed[j] {
-				doomed[j] = true
-				queue = append(queue, j)
-			}
-		}
-	}
+	doomed := x.downstream(failedSteps(p))
 	for i := range p.Steps {
 		s := &p.Steps[i]
 		switch s.Status {

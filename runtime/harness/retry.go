@@ -135,21 +135,7 @@ func (m *Manager) Retry(id, stepID, by, reason string) (RetryResult, error) {
 // failed, and returns them in plan order.
 func unblock(p *statefmt.ExecutionPlan) []string {
 	x := indexPlan(p)
-	doomed := map[int]bool{}
-	var queue []int
-	for i, s := range p.Steps {
-		if s.Status == statefmt.StepFailed {
-			queue = append(queue, i)
-		}
-	}
-	for ; len(queue) > 0; queue = queue[1:] {
-		for _, j := range x.dependents[queue[0]] {
-			if !doomed[j] {
-				doomed[j] = true
-				queue = append(queue, j)
-			}
-		}
-	}
+	doomed := x.downstream(failedSteps(p))
 	var out []string
 	for i := range p.Steps {
 		if s := &p.Steps[i]; s.Status == statefmt.StepBlocked && !doomed[i] {
