@@ -117,7 +117,13 @@ agents:
 	}
 	done := make(chan error, 1)
 	go func() { done <- h.Run(context.Background()) }()
-	for !h.Running() {
+	// Wait for the step's start to be stored: after it the harness writes nothing until the
+	// half-second step ends, so any checkpoint in between would be the retry's.
+	for {
+		st, err := e.store.Restore("busy")
+		if err == nil && h.Running() && st.Plan != nil && len(st.Plan.Steps) > 0 && st.Plan.Steps[0].Status == statefmt.StepRunning {
+			break
+		}
 		time.Sleep(time.Millisecond)
 	}
 	before, _ := e.store.Index("busy")
