@@ -47,6 +47,89 @@ const (
 type writer struct {
 	b   []byte
 	err error
+	// memo, when set, lets rest copy the bytes of plan steps that did not change since the
+	// previous encoding instead of encoding (and validating) them again.
+	memo *stepMemo
+}
+
+// stepMemo is the plan's steps as the previous encoding wrote them: their fields and where their
+// bytes are in src. A plan of thousands of steps, most of them done, changes one step per
+// checkpoint; comparing a step's fields costs a few word compares when they are unchanged (Go
+// compares equal string pointers without reading the bytes), encoding it costs its length.
+type stepMemo struct {
+	src  []byte     // the previous encoding's rest (the bytes offsets refer to)
+	old  []stepSeen // by index in the plan
+	next []stepSeen // filled by this encoding
+	base int        // where this encoding's rest begins in the writer's buffer
+}
+
+// stepSeen is one step as encoded: its fields by value and its bytes' span.
+type stepSeen struct {
+	st       ExecutionStep
+	output   string
+	hasOut   bool
+	errText  string
+	hasErr   bool
+	off, end int
+}
+
+// executionStepFields is how many fields stepSeen.same compares: a test checks it against the
+// struct, so that a field added to ExecutionStep cannot be left out of the comparison.
+const executionStepFields = 11
+
+// same reports whether st has every field value the memo holds.
+func (m *stepSeen) same(st *ExecutionStep) bool {
+	a := &m.st
+	if a.ID != st.ID || a.Description != st.Description || a.AssignedAgent != st.AssignedAgent ||
+		a.Critical != st.Critical || a.Status != st.Status || a.Phase != st.Phase ||
+		a.Attempts != st.Attempts || a.ChildHarnessID != st.ChildHarnessID ||
+		len(a.Dependencies) != len(st.Dependencies) ||
+		m.hasOut != (st.Output != nil) || (st.Output != nil && m.output != *st.Output) ||
+		m.hasErr != (st.Error != nil) || (st.Error != nil && m.errText != *st.Error) {
+		return false
+	}
+	for i, d := range a.Dependencies {
+		if d != st.Dependencies[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// seen records step st as just written at w.b[start:].
+func (m *stepMemo) seen(st *ExecutionStep, prev *stepSeen, start, end int) {
+	s := stepSeen{st: *st, off: start - m.base, end: end - m.base}
+	s.st.Output, s.st.Error = nil, nil
+	if st.Output != nil {
+		s.output, s.hasOut = *st.Output, true
+	}
+	if st.Error != nil {
+		s.errText, s.hasErr = *st.Error, true
+	}
+	if prev != nil {
+		s.st.Dependencies = prev.st.Dependencies // equal: keep the copy already made
+	} else {
+		s.st.Dependencies = slices.Clone(st.Dependencies)
+	}
+	m.next = append(m.next, s)
+}
+
+// step writes one plan step.
+func (w *writer) step(st *ExecutionStep) {
+	w.str("plan.steps.id", st.ID)
+	w.str("plan.steps.description", st.Description)
+	w.str("plan.steps.assignedAgent", st.AssignedAgent)
+	w.uv(uint64(len(st.Dependencies)))
+	for _, d := range st.Dependencies {
+		w.str("plan.steps.dependencies", d)
+	}
+	w.flag(st.Critical)
+	enumCode(w, "plan.steps.status", st.Status, StepStatuses)
+	w.optStr("plan.steps.output", st.Output)
+	w.optStr("plan.steps.error", st.Error)
+	w.str("plan.steps.phase", st.Phase)
+	w.n("plan.steps.attempts", int64(st.Attempts))
+	w.str("plan.steps.childHarnessId", st.ChildHarnessID)
 }
 
 func (w *writer) fail(format string, args ...any) {
@@ -171,20 +254,20 @@ func (w *writer) rest(s *HarnessState) {
 		w.uv(uint64(len(p.Steps)))
 		for i := range p.Steps {
 			st := &p.Steps[i]
-			w.str("plan.steps.id", st.ID)
-			w.str("plan.steps.description", st.Description)
-			w.str("plan.steps.assignedAgent", st.AssignedAgent)
-			w.uv(uint64(len(st.Dependencies)))
-			for _, d := range st.Dependencies {
-				w.str("plan.steps.dependencies", d)
+			m := w.memo
+			if m == nil {
+				w.step(st)
+				continue
 			}
-			w.flag(st.Critical)
-			enumCode(w, "plan.steps.status", st.Status, StepStatuses)
-			w.optStr("plan.steps.output", st.Output)
-			w.optStr("plan.steps.error", st.Error)
-			w.str("plan.steps.phase", st.Phase)
-			w.n("plan.steps.attempts", int64(st.Attempts))
-			w.str("plan.steps.childHarnessId", st.ChildHarnessID)
+			start := len(w.b)
+			var prev *stepSeen
+			if i < len(m.old) && m.old[i].same(st) {
+				prev = &m.old[i]
+				w.b = append(w.b, m.src[prev.off:prev.end]...)
+			} else {
+				w.step(st)
+			}
+			m.seen(st, prev, start, len(w.b))
 		}
 		w.time(p.CreatedAt)
 	}
@@ -310,6 +393,7 @@ type BinaryEncoder struct {
 	histCount int
 	lastRec   []byte
 	prevTail  []byte
+	memo      stepMemo
 }
 
 // Reset makes the next Encode start from nothing.
@@ -317,6 +401,7 @@ func (e *BinaryEncoder) Reset() {
 	e.w.b = e.w.b[:0]
 	e.histEnd, e.histCount = 0, 0
 	e.lastRec = e.lastRec[:0]
+	e.memo.old, e.memo.next = e.memo.old[:0], e.memo.next[:0]
 }
 
 // Encode encodes s, reusing what it can of the previous encoding.
@@ -354,7 +439,16 @@ func (e *BinaryEncoder) Encode(s *HarnessState) (Incremental, error) {
 		return Incremental{}, err
 	}
 	e.histEnd, e.histCount = len(e.w.b), len(hist)
+	// The steps' memo refers to the previous rest, which prevTail holds; after a restart
+	// (prefix 0) there is none, and every step is encoded.
+	if prefix == 0 {
+		e.memo.old = e.memo.old[:0]
+	}
+	e.memo.src, e.memo.base, e.memo.next = e.prevTail, e.histEnd, e.memo.next[:0]
+	e.w.memo = &e.memo
 	e.w.rest(s)
+	e.w.memo = nil
+	e.memo.old, e.memo.next = e.memo.next, e.memo.old
 	e.w.b = binary.LittleEndian.AppendUint64(e.w.b, uint64(e.histEnd))
 	e.w.b = binary.LittleEndian.AppendUint64(e.w.b, uint64(e.histCount))
 	if e.w.err != nil {

@@ -168,3 +168,11 @@ func TestBudgetCostRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+// The encoder copies an unchanged plan step's bytes from its previous encoding when every field
+// compares equal; a field it does not compare would be written stale.
+func TestStepMemoComparesEveryFieldOfAStep(t *testing.T) {
+	if n := reflect.TypeOf(statefmt.ExecutionStep{}).NumField(); n != statefmt.ExecutionStepFields {
+		t.Fatalf("ExecutionStep has %d fields, the encoder's memo compares %d: compare the new ones in stepSeen.same", n, statefmt.ExecutionStepFields)
+	}
+}

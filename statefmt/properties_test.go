@@ -3,6 +3,7 @@ package statefmt_test
 import (
 	"bytes"
 	"math/rand/v2"
+	"slices"
 	"reflect"
 	"testing"
 
@@ -109,6 +110,52 @@ func TestPropertyDeterminism(t *testing.T) {
 	ps.TestingRun(t)
 }
 
+// mutatePlan changes the plan the way a run, a retry or a replan does: a step's fields set,
+// cleared or edited in place, steps inserted or removed, or a new plan.
+func mutatePlan(r *rand.Rand, s *statefmt.HarnessState) {
+	if s.Plan == nil || len(s.Plan.Steps) == 0 || r.IntN(8) == 0 {
+		s.Plan = stategen.Plan(r, stategen.Small)
+		return
+	}
+	steps := s.Plan.Steps
+	st := &steps[r.IntN(len(steps))]
+	text := stategen.String(r, stategen.Small)
+	switch r.IntN(11) {
+	case 0:
+		st.Output = &text
+	case 1:
+		if st.Output != nil {
+			*st.Output += "!" // in place, through the same pointer
+		} else {
+			st.Error = &text
+		}
+	case 2:
+		st.Output, st.Error = nil, nil
+	case 3:
+		st.Status = statefmt.StepStatuses[r.IntN(len(statefmt.StepStatuses))]
+	case 4:
+		st.Attempts++
+	case 5:
+		if len(st.Dependencies) > 0 {
+			st.Dependencies[0] += "x" // in place, in the same slice
+		} else {
+			st.Dependencies = append(st.Dependencies, steps[0].ID)
+		}
+	case 6:
+		st.Description, st.Phase, st.ChildHarnessID = text, text, text
+	case 7:
+		st.Critical, st.AssignedAgent = !st.Critical, text
+	case 8:
+		st.ID = text
+	case 9:
+		i := r.IntN(len(steps))
+		s.Plan.Steps = slices.Insert(steps, i, statefmt.ExecutionStep{ID: text, AssignedAgent: "a", Status: statefmt.StepPending, Dependencies: []string{}})
+	default:
+		i := r.IntN(len(steps))
+		s.Plan.Steps = slices.Delete(steps, i, i+1)
+	}
+}
+
 // TestPropertyIncrementalEqualsFull drives one BinaryEncoder through a random history of a
 // harness (records appended, the rest mutated, sometimes a shrink or an in-place edit that must
 // force a restart) and checks every encoding against a fresh full one, and the Prefix/PrevTail
@@ -131,6 +178,8 @@ func TestPropertyIncrementalEqualsFull(t *testing.T) {
 				s.ToolCallHistory = s.ToolCallHistory[:r.IntN(len(s.ToolCallHistory))]
 			case k == 7 && len(s.ToolCallHistory) > 0:
 				s.ToolCallHistory[len(s.ToolCallHistory)-1].Result.Output += "!"
+			case k >= 8:
+				mutatePlan(r, s)
 			}
 			s.CheckpointCount++
 			s.UpdatedAt = stategen.Time(r)
