@@ -14,14 +14,22 @@ import (
 // sorted), indented for people, schemaVersion always written, times in RFC 3339 with their full
 // sub-second precision. The core array and object fields are written as [] and {} when
 // empty; harness-edge's additions are left out when zero.
+//
+// It is what a json.Encoder with SetIndent("", "  ") and SetEscapeHTML(false) writes, made
+// with fewer passes over the bytes: encoding/json re-reads (compacts) the output of every
+// MarshalJSON it calls, at every level of nesting, so the state's compact form is made by
+// calling MarshalJSON here and indented once.
 func EncodeJSON(s *HarnessState) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(s); err != nil {
+	compact, err := s.MarshalJSON()
+	if err != nil {
 		return nil, err
 	}
+	var b bytes.Buffer
+	b.Grow(len(compact) + len(compact)/4 + 1)
+	if err := json.Indent(&b, compact, "", "  "); err != nil {
+		return nil, err
+	}
+	b.WriteByte('\n')
 	return b.Bytes(), nil
 }
 
@@ -144,23 +152,31 @@ func (s HarnessState) MarshalJSON() ([]byte, error) {
 	return marshal(p)
 }
 
-func (p ExecutionPlan) MarshalJSON() ([]byte, error) {
-	type plain ExecutionPlan
-	q := plain(p)
-	if q.Steps == nil {
-		q.Steps = []ExecutionStep{}
-	}
-	return marshal(q)
-}
+// plainStep is ExecutionStep without its MarshalJSON: a plan writes its steps as plainSteps so
+// that encoding/json does not re-read each step's output.
+type plainStep ExecutionStep
 
-func (st ExecutionStep) MarshalJSON() ([]byte, error) {
-	type plain ExecutionStep
-	q := plain(st)
+func (st ExecutionStep) plain() plainStep {
+	q := plainStep(st)
 	if q.Dependencies == nil {
 		q.Dependencies = []string{}
 	}
-	return marshal(q)
+	return q
 }
+
+func (p ExecutionPlan) MarshalJSON() ([]byte, error) {
+	steps := make([]plainStep, len(p.Steps))
+	for i := range p.Steps {
+		steps[i] = p.Steps[i].plain()
+	}
+	return marshal(struct {
+		TaskID    string      `json:"taskId"`
+		Steps     []plainStep `json:"steps"`
+		CreatedAt time.Time   `json:"createdAt"`
+	}{p.TaskID, steps, p.CreatedAt})
+}
+
+func (st ExecutionStep) MarshalJSON() ([]byte, error) { return marshal(st.plain()) }
 
 // toolCallJSON is ToolCallRecord as JSON: the duration in (fractional) milliseconds.
 type toolCallJSON struct {

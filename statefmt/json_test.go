@@ -1,6 +1,8 @@
 package statefmt_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"reflect"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/leanovate/gopter/prop"
 )
 
 func readSeed(t *testing.T) []byte {
@@ -171,5 +174,32 @@ func TestCanonicalJSON(t *testing.T) {
 		if _, err := statefmt.CanonicalJSON([]byte(bad)); err == nil {
 			t.Errorf("CanonicalJSON(%q) accepted", bad)
 		}
+	}
+}
+
+// EncodeJSON makes in fewer passes exactly what encoding/json's indenting encoder writes.
+func TestPropertyEncodeJSONIsTheIndentingEncodersOutput(t *testing.T) {
+	props(t, 200).Property("EncodeJSON == json.Encoder with SetIndent", prop.ForAll(func(s *statefmt.HarnessState) bool {
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(s); err != nil {
+			t.Log(err)
+			return false
+		}
+		got, err := statefmt.EncodeJSON(s)
+		if err != nil || !bytes.Equal(got, want.Bytes()) {
+			t.Logf("EncodeJSON differs (%v)", err)
+			return false
+		}
+		return true
+	}, genState()))
+}
+
+// A plan writes its steps itself; a field added to ExecutionPlan must be written there too.
+func TestPlanJSONWritesEveryFieldOfAPlan(t *testing.T) {
+	if n := reflect.TypeOf(statefmt.ExecutionPlan{}).NumField(); n != 3 {
+		t.Fatalf("ExecutionPlan has %d fields; ExecutionPlan.MarshalJSON writes 3: add the new ones there", n)
 	}
 }
