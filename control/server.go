@@ -217,10 +217,16 @@ type Server struct {
 	// roomWait holds the harnesses a full disk paused: they are queued again when the store
 	// has room (see Schedule).
 	roomWait map[string]bool
+	// approvedWhileRunning holds the harnesses whose last gate was approved while their run was
+	// still stopping at it: they are queued again when that run ends paused.
+	approvedWhileRunning map[string]bool
 	wake     chan struct{}
 	runs     sync.WaitGroup
 	// beforeRun, when set (by tests), is called as a scheduled run starts, before its Run.
 	beforeRun func(id string)
+	// afterRun, when set (by tests), is called as a scheduled run's Run returns, before the run
+	// is over for the scheduler.
+	afterRun func(id string)
 	// blocked are queued harnesses whose workspace another harness holds (see workspace.go).
 	blocked map[string]blockedRun
 }
@@ -231,7 +237,7 @@ func NewServer(db *store.Store, cfg Config) *Server {
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 2)
 	cfg.RoomPoll = cmp.Or(cfg.RoomPoll, 5*time.Second)
 	s := &Server{store: db, cfg: cfg, notify: newBroker(), log: cfg.Logger, start: time.Now().UTC(),
-		running: map[string]bool{}, cancels: map[string]context.CancelCauseFunc{}, roomWait: map[string]bool{}, wake: make(chan struct{}, 1),
+		running: map[string]bool{}, cancels: map[string]context.CancelCauseFunc{}, roomWait: map[string]bool{}, approvedWhileRunning: map[string]bool{}, wake: make(chan struct{}, 1),
 		blocked: map[string]blockedRun{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -338,7 +344,7 @@ func (s *Server) Decide(_ context.Context, id, gate string, approve bool, reason
 	if approve && s.daemon() {
 		root := s.root(id)
 		if gates, err := s.m.PendingGates(root); err == nil && len(gates) == 0 {
-			out.Resumed = s.enqueue(root)
+			out.Resumed = s.resumeApproved(root)
 		}
 	}
 	return out, nil
@@ -586,6 +592,24 @@ func (s *Server) enqueue(id string) bool {
 	return true
 }
 
+// resumeApproved queues a harness whose gates are all answered. One whose run has not ended
+// yet (it is stopping at the gate just approved) is queued when that run ends paused; without
+// this an approval in that instant would leave the harness paused with nothing to wait for.
+func (s *Server) resumeApproved(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closing || slices.Contains(s.queue, id):
+		return false
+	case s.running[id]:
+		s.approvedWhileRunning[id] = true
+		return true
+	}
+	s.queue = append(s.queue, id)
+	s.kickLocked()
+	return true
+}
+
 // unqueue takes a harness out of the queue and returns where it was (-1: it was not queued).
 func (s *Server) unqueue(id string) int {
 	s.mu.Lock()
@@ -741,7 +765,7 @@ func (s *Server) requeueWithRoom() {
 
 func (s *Server) run(ctx context.Context, id string) {
 	defer s.runs.Done()
-	busy := false
+	busy, paused := false, false
 	defer func() {
 		s.mu.Lock()
 		s.cancels[id](nil)
@@ -750,6 +774,13 @@ func (s *Server) run(ctx context.Context, id string) {
 		if !busy {
 			delete(s.blocked, id)
 			s.unblockAllLocked() // the workspace this run held is free now
+		}
+		if s.approvedWhileRunning[id] {
+			delete(s.approvedWhileRunning, id)
+			if paused && !s.closing && !slices.Contains(s.queue, id) {
+				s.log.Info("its gate was approved as it stopped there: resuming", "harness", id)
+				s.queue = append(s.queue, id)
+			}
 		}
 		s.mu.Unlock()
 		s.kick()
@@ -764,6 +795,9 @@ func (s *Server) run(ctx context.Context, id string) {
 	}
 	s.log.Info("running", "harness", id, "status", h.Status())
 	err = h.Run(ctx)
+	if s.afterRun != nil {
+		s.afterRun(id)
+	}
 	if errors.Is(err, harness.ErrWorkspaceBusy) {
 		busy = true
 		s.waitForWorkspace(id, err)
@@ -771,6 +805,9 @@ func (s *Server) run(ctx context.Context, id string) {
 		return
 	}
 	st := h.State()
+	// Paused by itself, at a gate: not by a pause or a shutdown (those cancel ctx), nor by a
+	// full disk.
+	paused = st.Status == statefmt.StatusPaused && ctx.Err() == nil && !harness.PausedForDiskFull(st)
 	switch {
 	case harness.PausedForDiskFull(st):
 		s.log.Warn("harness paused: the store's disk is full; it resumes when there is room", "harness", id, "err", err)
