@@ -81,8 +81,12 @@ func TestLoopAroundTheRealClaudeCodeWritesTheFileAndKeepsThePromise(t *testing.T
 	if srv.Turns() != 3 {
 		t.Fatalf("the model was asked %d agent turns, not 3\n%s", srv.Turns(), srv.Log())
 	}
-	// The second session is a fresh one whose prompt carries the first one's answer.
 	reqs := srv.Requests()
+	// The tool's result went back to the model.
+	if second := string(reqs[len(reqs)-2].Body); !strings.Contains(second, `"type":"tool_result"`) {
+		t.Fatalf("the second turn does not carry the tool's result:\n%.2000s", second)
+	}
+	// The second session is a fresh one whose prompt carries the first one's answer.
 	if last := string(reqs[len(reqs)-1].Body); !strings.Contains(last, "I wrote notes/hello.txt; checking it is next.") ||
 		!strings.Contains(last, "iteration 2 of at most 3") || strings.Contains(last, "toolu_") {
 		t.Fatalf("iteration 2's request does not carry iteration 1's feedback in a fresh session:\n%.3000s", last)

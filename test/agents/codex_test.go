@@ -67,7 +67,7 @@ func TestLoopAroundTheRealCodexWritesTheFileAndKeepsThePromise(t *testing.T) {
 	code, out := loop(t, env, "--store", db, "--id", "codex1", "--promise", "NOTES_WRITTEN", "--max-iterations", "3",
 		"--iteration-timeout", "2m", "--prompt", "Write notes/hello.txt.", "--workspace", ws,
 		"--env", "CODEX_HOME", "--env", "SCRIPTED_MODEL_API_KEY",
-		"--", codex, "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "-")
+		"--", codex, "exec", "--json", "--skip-git-repo-check", "-s", "workspace-write", "-")
 	if code != 0 {
 		t.Fatalf("loop: exit %d\n%s\nrequests:\n%s\nagent log:\n%s", code, out, srv.Log(), agentLog(t, env, db, "codex1"))
 	}
