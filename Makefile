@@ -68,6 +68,22 @@ deps: ## Install missing host packages (cbindgen, file, git) and check go, cargo
 deps-browser: ## Install missing browser-test packages (Debian's chromium)
 	@cross/ensure-packages $(BROWSER_PACKAGES)
 
+# The real agent CLIs the test-agents target runs: the versions pinned in test/agents/package.json
+# (and its lock), installed with `npm ci` into AGENTS_DIR. nodejs and npm come from Debian when
+# missing. A failed install is reported and the tests skip, saying why.
+AGENTS_DIR ?= $(ROOT)/.cache/agents
+
+.PHONY: deps-agents
+deps-agents: ## Install the pinned Claude Code and Codex CLIs (npm ci of test/agents into .cache/agents; nodejs/npm from Debian if missing)
+	@command -v npm >/dev/null || cross/ensure-packages nodejs npm
+	@mkdir -p $(AGENTS_DIR)
+	@if cmp -s test/agents/package-lock.json $(AGENTS_DIR)/package-lock.json && [ -x $(AGENTS_DIR)/node_modules/.bin/claude ] \
+		&& [ -x $(AGENTS_DIR)/node_modules/.bin/codex ]; then echo "deps-agents: $(AGENTS_DIR) is up to date"; exit 0; fi; \
+	cp test/agents/package.json test/agents/package-lock.json $(AGENTS_DIR)/ && cd $(AGENTS_DIR) && \
+	if npm ci --no-audit --no-fund --loglevel=error; then \
+		echo "deps-agents: $$(node_modules/.bin/claude --version), $$(node_modules/.bin/codex --version 2>/dev/null) in $(AGENTS_DIR)"; \
+	else echo "deps-agents: npm ci failed in $(AGENTS_DIR): the agent CLI tests will skip"; fi
+
 .PHONY: deps-cross
 deps-cross: ## Install missing arm64 cross packages (Debian rustc + arm64 std, gcc, qemu)
 	@cross/ensure-packages --arch arm64 $(CROSS_PACKAGES)
@@ -144,6 +160,14 @@ test: deps header-check test-rust test-go ## Rust tests, Go tests on every backe
 test-browser: engine deps-browser ## The web console in headless Chromium against a real daemon; screenshots in docs/img
 	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) HARNESS_EDGE_EXPECT_BACKEND=cgo HARNESS_EDGE_BROWSER_REQUIRED=1 SCREENSHOTS=$(ROOT)/docs/img \
 		CGO_ENABLED=1 $(GO) test -count=1 -tags invariants,eternal_purego,browser -run 'InABrowser' -v ./control/
+
+# `loop` around the real Claude Code and Codex CLIs (the npm packages deps-agents installs) against
+# scripted model servers on loopback, under the `agents` build tag so that `make test` needs
+# neither node nor the install. A CLI that is not installed skips its test, saying so.
+.PHONY: test-agents
+test-agents: engine deps-agents ## loop around the real Claude Code and Codex CLIs against scripted local model servers
+	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) HARNESS_EDGE_AGENTS_DIR=$(AGENTS_DIR) \
+		CGO_ENABLED=1 $(GO) test -count=1 -tags agents -v ./test/agents/
 
 .PHONY: test-rust
 test-rust: ## cargo test (release) for the engine
