@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/harness-edge/harness-edge/runtime/harness"
+	"github.com/harness-edge/harness-edge/runtime/inbox"
+	"github.com/harness-edge/harness-edge/runtime/itlog"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/statefmt/event"
 	"github.com/harness-edge/harness-edge/store"
@@ -229,6 +231,10 @@ func (s *Server) removeLocked(ctx context.Context, out *DeleteResult) error {
 	sum, err := s.store.DeleteHarnesses(ctx, ids)
 	for _, id := range sum.Deleted {
 		s.m.Release(id)
+		// Their iteration logs and unread messages go too (a new harness may take the id).
+		if rerr := errors.Join(itlog.RemoveHarness(s.logDir, id), inbox.RemoveHarness(s.inboxDir, id)); rerr != nil {
+			s.log.Warn("deleted harness: its logs or inbox could not be removed", "harness", id, "err", rerr)
+		}
 	}
 	out.BytesBefore, out.BytesAfter, out.Freed = sum.BytesBefore, sum.BytesAfter, sum.Freed()
 	return err

@@ -180,6 +180,12 @@ func Remove(dir, id string, names []string) error {
 	return errors.Join(errs...)
 }
 
+// RemoveHarness deletes harness id's inbox with the messages still in it (a harness deleted
+// from the store leaves none for a new one with its id).
+func RemoveHarness(dir, id string) error {
+	return os.RemoveAll(filepath.Join(dir, safe(id)))
+}
+
 // Exists reports whether a message of harness id is still in its inbox.
 func Exists(dir, id, name string) bool {
 	_, err := os.Stat(filepath.Join(dir, safe(id), name+".msg"))

@@ -60,6 +60,11 @@ func safe(id string) string {
 	return s
 }
 
+// RemoveHarness deletes every iteration log of a harness (nothing to delete is fine).
+func RemoveHarness(dir, harnessID string) error {
+	return os.RemoveAll(filepath.Join(dir, safe(harnessID)))
+}
+
 func stepDir(dir, harnessID, stepID string) string {
 	return filepath.Join(dir, safe(harnessID), safe(stepID))
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/runtime/harness"
+	"github.com/harness-edge/harness-edge/runtime/inbox"
+	"github.com/harness-edge/harness-edge/runtime/itlog"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/statefmt/event"
 	"github.com/harness-edge/harness-edge/store"
@@ -302,7 +304,25 @@ func TestDeleteAndPruneGiveTheDiskBack(t *testing.T) {
 	if json.Unmarshal([]byte(out), &res) != nil || len(res.Harnesses) != 1 || strings.Join(res.Harnesses[0].SubAgents, ",") != "fam.s29" {
 		t.Fatalf("delete --json:\n%s", out)
 	}
+	// A harness's iteration logs and unread messages go with it; another's stay.
+	var leftovers []string
+	for _, id := range []string{"done1", "done2"} {
+		for _, f := range []string{filepath.Join(itlog.Dir(db), id, "s1", "1.log"), filepath.Join(inbox.Dir(db), id, "1.msg")} {
+			if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(f, []byte("left over\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			leftovers = append(leftovers, f)
+		}
+	}
 	expectIn(t, db, ExitOK, "deleted done1", "delete", "done1")
+	for i, f := range leftovers {
+		if _, err := os.Stat(f); (err == nil) != (i >= 2) {
+			t.Errorf("after delete done1, %s: %v", f, err)
+		}
+	}
 	after := store.DirUsage(db)
 	t.Logf("store on disk: %d bytes before deleting 4 of 6 harnesses (and a sub-agent), %d after", before, after)
 	if after >= before || ids() != "done2,http1" {
