@@ -144,6 +144,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}{
 		{"per-step overhead", stepOverhead},
 		{"reference workload", referenceWorkload},
+		{"end-to-end step", endToEnd},
 		{"restore", restore},
 		{"fsync", fsync},
 		{"direct path", directPath},

@@ -1,0 +1,345 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/harness-edge/harness-edge/internal/workload"
+	"github.com/harness-edge/harness-edge/runtime/harness"
+	"github.com/harness-edge/harness-edge/runtime/task"
+	"github.com/harness-edge/harness-edge/statefmt/event"
+	"github.com/harness-edge/harness-edge/store"
+)
+
+// textDirs are where a Linux machine keeps plain text that no one wrote for this benchmark.
+var textDirs = []string{"/usr/share/common-licenses", "/usr/share/doc"}
+
+// textCorpus copies up to limit bytes of real text found on this machine into dir (files of at
+// least 60 lines, as read_file reads them) and returns their names with their line counts and
+// where the text came from. With none found it writes generated text and says so.
+func textCorpus(dir string, limit int) (files []string, lines []int, source string, err error) {
+	total := 0
+	add := func(name string, b []byte) error {
+		n := bytes.Count(b, []byte("\n"))
+		if n < 60 || !utf8Text(b) {
+			return nil
+		}
+		f := fmt.Sprintf("t%04d.txt", len(files))
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
+			return err
+		}
+		files, lines, total = append(files, f), append(lines, n), total+len(b)
+		return nil
+	}
+	for _, root := range textDirs {
+		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, werr error) error {
+			if werr != nil || total >= limit {
+				return filepath.SkipDir
+			}
+			if d.IsDir() || !d.Type().IsRegular() {
+				return nil
+			}
+			if fi, err := d.Info(); err != nil || fi.Size() > 256<<10 {
+				return nil
+			}
+			b, rerr := os.ReadFile(p)
+			if rerr != nil {
+				return nil
+			}
+			return add(p, b)
+		})
+		if err != nil {
+			return nil, nil, "", err
+		}
+	}
+	if len(files) >= 3 {
+		return files, lines, fmt.Sprintf("%d text files of this machine's %v, %d KB", len(files), textDirs, total>>10), nil
+	}
+	files, lines = nil, nil
+	r := rand.New(rand.NewPCG(5, 5))
+	for range 8 {
+		var b []byte
+		for range 400 {
+			b = append(append(b, workload.Text(r, 30+r.IntN(70))...), '\n')
+		}
+		if err := add("generated", b); err != nil {
+			return nil, nil, "", err
+		}
+	}
+	return files, lines, "generated text (no text files found under " + fmt.Sprint(textDirs) + ")", nil
+}
+
+func utf8Text(b []byte) bool { return utf8.Valid(b) && !bytes.ContainsRune(b, 0) }
+
+// e2eTask is a task of n steps, each reading 20-60 lines of the corpus through read_file and
+// recording them as its output, each depending on the one before.
+func e2eTask(id, workspace string, files []string, lines []int, n int, seed uint64) ([]byte, error) {
+	type action struct {
+		Tool string         `json:"tool"`
+		Args map[string]any `json:"args"`
+	}
+	r := rand.New(rand.NewPCG(seed, 11))
+	steps := make(map[string][]action, n)
+	plan := make([]map[string]any, 0, n)
+	for i := range n {
+		sid := fmt.Sprintf("s%05d", i+1)
+		f := r.IntN(len(files))
+		limit := 20 + r.IntN(41)
+		steps[sid] = []action{{Tool: "read_file", Args: map[string]any{"path": files[f], "offset": 1 + r.IntN(max(1, lines[f]-limit)), "limit": limit}}}
+		s := map[string]any{"id": sid, "description": "read " + files[f], "agent": "A"}
+		if i > 0 {
+			s["dependsOn"] = []string{fmt.Sprintf("s%05d", i)}
+		}
+		plan = append(plan, s)
+	}
+	return json.Marshal(map[string]any{
+		"id": id, "agent": "A", "autonomy": 5, "workspace": map[string]any{"path": workspace, "shared": "read-only"}, "budget": map[string]any{"toolCalls": n},
+		"agents": map[string]any{"A": map[string]any{"driver": "script", "tools": []string{"read_file"},
+			"script": map[string]any{"steps": steps}}},
+		"plan": plan,
+	})
+}
+
+// stepClock records, for every harness, when each of its steps completed and the process's CPU
+// time then; it cancels a harness's run once it has completed enough steps.
+type stepClock struct {
+	mu     sync.Mutex
+	upTo   int
+	at     map[string][]time.Time
+	cpu    map[string][]time.Duration
+	cancel map[string]context.CancelFunc
+}
+
+func (c *stepClock) Emit(e event.Event) {
+	if e.Type != event.StepCompleted {
+		return
+	}
+	now, cpu := time.Now(), cpuTime()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at[e.HarnessID] = append(c.at[e.HarnessID], now)
+	c.cpu[e.HarnessID] = append(c.cpu[e.HarnessID], cpu)
+	if len(c.at[e.HarnessID]) >= c.upTo && c.cancel[e.HarnessID] != nil {
+		c.cancel[e.HarnessID]()
+	}
+}
+
+// e2eRun is what running harnesses of a plan size measured: the times between consecutive step
+// completions (every harness's), wall time and CPU over the measured steps, bytes on disk.
+type e2eRun struct {
+	gaps      []time.Duration
+	steps     int
+	wall, cpu time.Duration
+	disk      int64
+	outputs   [][]byte // each measured step's output, for the floor
+}
+
+// runE2E runs `harnesses` harnesses of a plan of planSize steps at once in one manager on a fresh
+// store, each up to `upTo` completed steps, and measures from every harness's second completed
+// step (the first carries the plan's keyframe and warms the caches).
+func runE2E(ctx context.Context, o Options, files []string, lines []int, ws string, planSize, upTo, harnesses int) (e2eRun, error) {
+	var res e2eRun
+	dir, done, err := scratch(o, "e2e")
+	if err != nil {
+		return res, err
+	}
+	defer done()
+	s, err := store.OpenStore(filepath.Join(dir, "store"), store.StoreOptions{})
+	if err != nil {
+		return res, err
+	}
+	defer s.Close()
+	clk := &stepClock{upTo: upTo, at: map[string][]time.Time{}, cpu: map[string][]time.Duration{}, cancel: map[string]context.CancelFunc{}}
+	m := harness.NewManager(s, harness.Options{Sinks: []event.Sink{clk}})
+	var hs []*harness.Harness
+	for i := range harnesses {
+		src, err := e2eTask(fmt.Sprintf("e2e-%d", i), ws, files, lines, planSize, uint64(i))
+		if err != nil {
+			return res, err
+		}
+		t, err := task.ParseAt("e2e.json", src, dir)
+		if err != nil {
+			return res, err
+		}
+		h, err := m.Create(t)
+		if err != nil {
+			return res, err
+		}
+		hs = append(hs, h)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(hs))
+	for i, h := range hs {
+		rctx, cancel := context.WithCancel(ctx)
+		clk.mu.Lock()
+		clk.cancel[h.ID()] = cancel
+		clk.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cancel()
+			if err := h.Run(rctx); err != nil && rctx.Err() == nil {
+				errs[i] = fmt.Errorf("harness %s: %w", h.ID(), err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	for _, err := range errs {
+		if err != nil {
+			return res, err
+		}
+	}
+	var first, last time.Time
+	var cpu0, cpu1 time.Duration
+	for _, h := range hs {
+		at, cpu := clk.at[h.ID()], clk.cpu[h.ID()]
+		if len(at) < min(upTo, planSize) {
+			return res, fmt.Errorf("harness %s completed %d steps of %d", h.ID(), len(at), min(upTo, planSize))
+		}
+		for i := 2; i < len(at); i++ {
+			res.gaps = append(res.gaps, at[i].Sub(at[i-1]))
+		}
+		res.steps += len(at) - 1
+		if first.IsZero() || at[0].Before(first) {
+			first, cpu0 = at[0], cpu[0]
+		}
+		if at[len(at)-1].After(last) {
+			last, cpu1 = at[len(at)-1], cpu[len(cpu)-1]
+		}
+		st, err := s.Restore(h.ID())
+		if err != nil {
+			return res, err
+		}
+		for _, ps := range st.Plan.Steps {
+			if ps.Output != nil && len(res.outputs) < 2000 {
+				res.outputs = append(res.outputs, []byte(*ps.Output))
+			}
+		}
+	}
+	res.wall, res.cpu = last.Sub(first), cpu1-cpu0
+	res.disk = int64(store.DirUsage(filepath.Join(dir, "store")))
+	return res, nil
+}
+
+// bareFloor commits each output in its own synced Pebble batch on a fresh store: one fsync per
+// step and nothing else, the floor a durable step cannot go under.
+func bareFloor(o Options, outputs [][]byte) (time.Duration, error) {
+	dir, done, err := scratch(o, "floor")
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quiet{}})
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var d []time.Duration
+	for i, out := range outputs {
+		t0 := time.Now()
+		if err := db.Set(fmt.Appendf(nil, "step/%08d", i), out, pebble.Sync); err != nil {
+			return 0, err
+		}
+		d = append(d, time.Since(t0))
+	}
+	return pct(d, .5), nil
+}
+
+func medianOf(d []time.Duration) time.Duration {
+	d = slices.Clone(d)
+	slices.Sort(d)
+	return d[len(d)/2]
+}
+
+// endToEnd measures a durable step as `run` makes it, whole: the script driver reads real text
+// through read_file, the harness records the output, writes its events and index, and
+// checkpoints, fsync included, on a real store. At plan sizes 10, 1,000 and 10,000 (the first
+// steps of the larger plans), then 50 harnesses at once in one manager, beside the floor (a bare
+// Pebble Sync batch of the same outputs) measured in the same run.
+func endToEnd(ctx context.Context, o Options, rep *Report) error {
+	ws, done, err := scratch(o, "e2e-text")
+	if err != nil {
+		return err
+	}
+	defer done()
+	files, lines, source, err := textCorpus(ws, 2<<20)
+	if err != nil {
+		return err
+	}
+	upTo, many, manyUpTo := 300, 50, 40
+	sizes := []int{10, 1000, 10000}
+	if o.Quick {
+		upTo, many, manyUpTo = 120, 20, 20
+	}
+	if o.Emulated != "" {
+		sizes = sizes[:2] // parsing and planning 10,000 steps under an emulator takes minutes
+	}
+	per := map[int]time.Duration{}
+	var floorOutputs [][]byte
+	for _, size := range sizes {
+		// A 10-step plan is run again and again, so that its figure has as many steps as the
+		// others.
+		var gaps []time.Duration
+		var steps int
+		var cpu time.Duration
+		var disk int64
+		for len(gaps) < upTo-2 {
+			r, err := runE2E(ctx, o, files, lines, ws, size, min(upTo, size), 1)
+			if err != nil {
+				return fmt.Errorf("plan of %d steps: %w", size, err)
+			}
+			gaps, steps, cpu, disk = append(gaps, r.gaps...), steps+r.steps, cpu+r.cpu, r.disk
+			if size == 1000 {
+				floorOutputs = r.outputs
+			}
+		}
+		per[size] = medianOf(gaps)
+		label := fmt.Sprintf("plan%d", size)
+		rep.add(info("e2e_step_ms_"+label, fmt.Sprintf("end-to-end durable step, p50, plan of %d steps", size), msf(per[size]), "ms",
+			fmt.Sprintf("%d steps of read_file on %s, script driver, one harness", len(gaps), source)))
+		rep.add(info("e2e_step_cpu_ms_"+label, fmt.Sprintf("end-to-end CPU per step, plan of %d steps", size), msf(cpu)/float64(max(1, steps)), "ms",
+			"the whole process's CPU over the measured steps, fdatasync's kernel time included"))
+		if size == 1000 {
+			rep.add(info("e2e_disk_per_step_plan1000", "store on disk per step, plan of 1,000 steps", float64(disk)/float64(min(upTo, size)), "B",
+				"every file of the store after the run, before any compaction, over the steps run"))
+		}
+	}
+	flat := float64(per[sizes[len(sizes)-1]]) / float64(per[10])
+	rep.add(atMost("e2e_plan_flatness", fmt.Sprintf("end-to-end step p50, plan of %d / plan of 10", sizes[len(sizes)-1]), flat, "x", 1.3, false,
+		"per-step cost flat in the plan's size; timing-sensitive: reported, not enforced"))
+	floor, err := bareFloor(o, floorOutputs)
+	if err != nil {
+		return err
+	}
+	rep.add(info("e2e_floor_ms", "bare Pebble Sync batch of one step's output, p50", msf(floor), "ms", "the floor: one fsync per step, measured in the same run"))
+	rep.add(atMost("e2e_over_floor", "end-to-end step p50 (plan of 1,000) / the floor", float64(per[1000])/float64(floor), "x", 1.2, false,
+		"timing-sensitive: reported, not enforced"))
+
+	r, err := runE2E(ctx, o, files, lines, ws, 100, manyUpTo, many)
+	if err != nil {
+		return fmt.Errorf("%d harnesses at once: %w", many, err)
+	}
+	one := 1 / per[1000].Seconds()
+	agg := float64(r.steps) / r.wall.Seconds()
+	rep.add(info(fmt.Sprintf("e2e_harnesses%d_steps_per_s", many), fmt.Sprintf("%d harnesses at once in one process: steps per second, all together", many), agg, "steps/s",
+		fmt.Sprintf("%d steps; one harness alone does %.0f", r.steps, one)))
+	rep.add(atMost(fmt.Sprintf("e2e_harnesses%d_p99_ms", many), fmt.Sprintf("%d harnesses at once: time between a harness's steps, p99", many), msf(pct(r.gaps, .99)), "ms", 50, false,
+		"timing-sensitive: reported, not enforced"))
+	rep.add(info(fmt.Sprintf("e2e_harnesses%d_speedup", many), fmt.Sprintf("%d harnesses at once: aggregate steps/s over one harness's", many), agg/one, "x",
+		"the bar is >= 5x: several harnesses' checkpoints share fsyncs (Pebble's group commit)"))
+	return nil
+}

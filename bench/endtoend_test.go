@@ -1,0 +1,53 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The end-to-end measurement runs real harnesses to the step count it asks for, each step's
+// output being the text read, and falls back to generated text where a machine has none.
+func TestEndToEndRunsRealStepsOnRealOrGeneratedText(t *testing.T) {
+	for _, dirs := range [][]string{textDirs, {filepath.Join(t.TempDir(), "none")}} {
+		saved := textDirs
+		textDirs = dirs
+		ws := t.TempDir()
+		files, lines, source, err := textCorpus(ws, 256<<10)
+		textDirs = saved
+		if err != nil || len(files) < 3 || len(files) != len(lines) {
+			t.Fatalf("corpus from %v: %d files, %v", dirs, len(files), err)
+		}
+		t.Logf("corpus: %s", source)
+		o := Options{Dir: t.TempDir(), Quick: true}
+		r, err := runE2E(context.Background(), o, files, lines, ws, 40, 12, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.steps != 3*11 || len(r.gaps) != 3*10 || r.wall <= 0 || r.disk <= 0 || len(r.outputs) != 3*12 {
+			t.Fatalf("steps %d, gaps %d, wall %v, disk %d, outputs %d", r.steps, len(r.gaps), r.wall, r.disk, len(r.outputs))
+		}
+		var text strings.Builder
+		for _, f := range files {
+			b, err := os.ReadFile(filepath.Join(ws, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			text.Write(b)
+		}
+		for _, out := range r.outputs {
+			if len(out) == 0 || !strings.Contains(text.String(), firstLine(string(out))) {
+				t.Fatalf("a step's output is not text it read: %.80q", out)
+			}
+		}
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
