@@ -511,6 +511,14 @@ func (s *Store) Import(data []byte, o ImportOptions) (TransferSummary, error) {
 	for _, m := range family {
 		gone = append(gone, m.id)
 	}
+	// The heads file forgets the harnesses the batch replaces before the batch commits, and
+	// learns the imported heads after: a crash between the writes leaves a file that names
+	// none of them (their heads come from the index again at the next close), never one that
+	// names a removed harness or an old head above an imported one's (the next open would
+	// report those harnesses lost).
+	if err := s.forgetHeads(gone, nil); err != nil {
+		return sum, fmt.Errorf("import of %s: the heads file was not written, nothing was imported: %w", hdr.Root, err)
+	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	for _, id := range gone {
@@ -544,7 +552,7 @@ func (s *Store) Import(data []byte, o ImportOptions) (TransferSummary, error) {
 	for _, m := range family {
 		now[m.id] = m.index.HeadSeq
 	}
-	if err := s.forgetHeads(gone, now); err != nil {
+	if err := s.forgetHeads(nil, now); err != nil {
 		return sum, fmt.Errorf("import of %s committed, but the heads file was not written: %w", hdr.Root, err)
 	}
 	return sum, nil
