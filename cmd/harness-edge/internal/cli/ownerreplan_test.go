@@ -227,11 +227,29 @@ func TestKill9WhileTheOwnerAgentReplans(t *testing.T) {
 	template := filepath.Join(dir, "template")
 	expectIn(t, template, ExitWaiting, "approve k g1", "run", writeTask(t, dir, "k.yaml", fmt.Sprintf(ownerTask, "k", "k", srv.Endpoint())))
 	expectIn(t, template, ExitOK, "rejected", "reject", "k", "--reason", "not to production")
+	// waitReplan waits until the server has had more than n replan requests and says when.
+	waitReplan := func(n int) time.Time {
+		for deadline := time.Now().Add(20 * time.Second); len(replanRequests(srv)) <= n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the owner was not asked to replan")
+			}
+		}
+		return time.Now()
+	}
+	// How long a resume goes on after the model is asked (the answer, the change applied, the
+	// replaced step, the next gate): the kills are spread over that time.
 	measure := filepath.Join(dir, "measure")
 	copyTree(t, template, measure)
-	start := time.Now()
-	expectIn(t, measure, ExitWaiting, "check-staging", "resume", "k")
-	took := time.Since(start)
+	cmd := child("--store", measure, "resume", "k")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	asked := waitReplan(len(replanRequests(srv)))
+	_ = cmd.Wait()
+	tail := time.Since(asked)
+	if !strings.Contains(stepIDs(storeState(t, measure, "k")), "check-staging") {
+		t.Fatal("the measured resume did not replan")
+	}
 	runs := 12
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	applied := 0
@@ -239,10 +257,12 @@ func TestKill9WhileTheOwnerAgentReplans(t *testing.T) {
 		db := filepath.Join(dir, fmt.Sprintf("run%d", i))
 		copyTree(t, template, db)
 		cmd := child("--store", db, "resume", "k")
+		n := len(replanRequests(srv))
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(r.Int64N(int64(took) * 12 / 10)))
+		waitReplan(n)
+		time.Sleep(time.Duration(r.Int64N(int64(tail) / 2)))
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
 		if code, out := binary(t, db, "verify"); code != ExitOK {
@@ -275,5 +295,5 @@ func TestKill9WhileTheOwnerAgentReplans(t *testing.T) {
 		expectIn(t, db, ExitWaiting, "check-staging", "resume", "k")
 		_ = os.RemoveAll(db)
 	}
-	t.Logf("%d runs, the kill came after the replan in %d (a resume takes %v)", runs, applied, took)
+	t.Logf("%d runs killed within %v of the model being asked (half a resume's tail): the change was there in %d, absent in %d", runs, tail/2, applied, runs-applied)
 }
