@@ -59,14 +59,14 @@ func (h *Harness) ownerReplanLocked(ctx context.Context, i int) (replanned bool,
 		return false, nil
 	}
 	owner := h.task.Agent
+	if !h.ownerReplans() {
+		return false, nil // the gate asks the human
+	}
 	a, err := h.agent(owner)
 	if err != nil {
-		return false, nil // the gate asks the human, as for any other agent
-	}
-	rp, ok := a.(agent.Replanner)
-	if !ok {
 		return false, nil
 	}
+	rp := a.(agent.Replanner)
 	gateID, reason := rejected.ID, rejected.Reason
 	by := OwnerBy(owner)
 	current, t := currentSteps(h.st.Plan), h.task
@@ -107,7 +107,7 @@ func (h *Harness) ownerReplanLocked(ctx context.Context, i int) (replanned bool,
 	}
 	why := fmt.Sprintf("%s could not replan after gate %s (step %s) was rejected (%s): %s; the plan is unchanged. "+
 		"Change it by hand (`harness-edge replan %s FILE`), or approve or reject this gate to go on with the plan as it is",
-		by, gateID, step.ID, reason, strings.TrimSpace(err.Error()), h.ID())
+		by, gateID, step.ID, reason, strings.Join(strings.Fields(err.Error()), " "), h.ID())
 	return false, h.openGateLocked(GateReplan, step.ID, why)
 }
 
@@ -146,8 +146,12 @@ func (h *Harness) answerRejectionsLocked(by, summary string) {
 	}
 }
 
-// ownerReplans says whether the task's agent replans by itself after a rejected gate. h.mu held.
+// ownerReplans says whether the task's agent replans by itself after a rejected gate: not in
+// a sub-agent, whose plan a human changes through its parent. h.mu held.
 func (h *Harness) ownerReplans() bool {
+	if h.st.ParentHarnessID != "" {
+		return false
+	}
 	a, err := h.agent(h.task.Agent)
 	if err != nil {
 		return false

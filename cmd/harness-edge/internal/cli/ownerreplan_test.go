@@ -297,3 +297,22 @@ func TestKill9WhileTheOwnerAgentReplans(t *testing.T) {
 	}
 	t.Logf("%d runs killed within %v of the model being asked (half a resume's tail): the change was there in %d, absent in %d", runs, tail/2, applied, runs-applied)
 }
+
+// A human who replans after the reject and before the resume has answered it: the owner agent
+// is not asked, and the human's change is the one that runs.
+func TestHumanReplanBeforeResumeAnswersTheRejection(t *testing.T) {
+	srv := modelServer(stagingChange)
+	defer srv.Close()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	expectIn(t, db, ExitWaiting, "approve h g1", "run", writeTask(t, dir, "h.yaml", fmt.Sprintf(ownerTask, "h", "h", srv.Endpoint())))
+	expectIn(t, db, ExitOK, "rejected", "reject", "h", "--reason", "not to production")
+	expectIn(t, db, ExitOK, "replanned: skip ship", "replan", "h", writeTask(t, dir, "skip.yaml", "skip: [ship]\n"), "--by", "ada")
+	expectIn(t, db, ExitOK, "harness h: completed", "resume", "h")
+	if n := len(replanRequests(srv)); n != 0 {
+		t.Fatalf("the owner was asked to replan %d times after a human did", n)
+	}
+	if st := storeState(t, db, "h"); deref(st.Plan.Steps[1].Output) != "(skipped by ada)" {
+		t.Fatalf("ship: %q", deref(st.Plan.Steps[1].Output))
+	}
+}
