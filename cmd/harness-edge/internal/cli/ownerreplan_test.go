@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/internal/openaitest"
 	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
@@ -314,5 +315,48 @@ func TestHumanReplanBeforeResumeAnswersTheRejection(t *testing.T) {
 	}
 	if st := storeState(t, db, "h"); deref(st.Plan.Steps[1].Output) != "(skipped by ada)" {
 		t.Fatalf("ship: %q", deref(st.Plan.Steps[1].Output))
+	}
+}
+
+// Through the daemon's HTTP API: the reject answer names the agent that will replan, a resume
+// queues the harness, the owner replans and the harness stops at the next gate with the new
+// plan; the socket's `plan` shows it.
+func TestOwnerAgentReplansThroughTheDaemonAndItsHTTPAPI(t *testing.T) {
+	srv := modelServer(stagingChange)
+	defer srv.Close()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	expectIn(t, db, ExitWaiting, "approve d g1", "run", writeTask(t, dir, "d.yaml", fmt.Sprintf(ownerTask, "d", "d", srv.Endpoint())))
+	d := startDaemon(t, db)
+	tok, err := os.ReadFile(filepath.Join(db, control.TokenName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(tok))
+	code, body := d.http("POST", "/v1/harnesses/d/reject", token, []byte(`{"reason": "production is frozen"}`))
+	if code != 200 || !strings.Contains(body, `"replanner":"agent:P"`) {
+		t.Fatalf("HTTP reject: %d %s", code, body)
+	}
+	if code, body := d.http("POST", "/v1/harnesses/d/resume", token, nil); code != 200 && code != 202 {
+		t.Fatalf("HTTP resume: %d %s", code, body)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, out, _ := run(t, "--store", db, "show", "d", "--json")
+		st, err := statefmt.DecodeJSON([]byte(out))
+		if err == nil && len(st.Gates) > 0 {
+			if g := st.Gates[len(st.Gates)-1]; g.Status == statefmt.GatePending && g.StepID == "check-staging" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the harness did not reach the check of staging:\n%s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	expectIn(t, db, ExitOK, "check-staging (critical)", "plan", "d")
+	reqs := replanRequests(srv)
+	if len(reqs) != 1 || !strings.Contains(reqs[0].Messages[1].Text(), "production is frozen") {
+		t.Fatalf("%d replan requests", len(reqs))
 	}
 }
