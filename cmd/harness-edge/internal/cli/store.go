@@ -265,10 +265,10 @@ func newImportCmd(g *globals, stdin io.Reader, stdout io.Writer) *cobra.Command 
 		Use:   "import FILE",
 		Short: "Import an export made with 'export --chain', or a HarnessState JSON file (- reads stdin); refuses to overwrite unless --replace",
 		Long: `import restores an export made with 'export --chain': the harness and its sub-agents, with
-their tasks, checkpoint records, event logs and named checkpoints. Every checksum is checked and every chain
-replayed before anything is written, and everything is written at once: after a refusal or a
-failure the store is as it was. With --replace, the harness and its sub-agents already in the
-store are replaced, event logs and named checkpoints included.
+their tasks, checkpoint records, event logs and named checkpoints. Every checksum is checked
+and every chain replayed before anything is written, and everything is written at once: after
+a refusal or a failure the store is as it was. With --replace, the harness and its sub-agents
+already in the store are replaced, event logs and named checkpoints included.
 
 A HarnessState JSON file becomes a new harness with that state (no task: it can be shown,
 inspected and exported, not resumed). With --replace over a harness of the same task, the
