@@ -207,6 +207,9 @@ func TestOwnerAgentWithNoValidChangeStopsAtAGate(t *testing.T) {
 			t.Fatalf("step %s changed: %+v -> %+v", s.ID, s, a)
 		}
 	}
+	if after.Budget == nil || after.Budget.TokensUsed <= before.Budget.TokensUsed {
+		t.Fatalf("the replan answers were not charged to the token budget: %+v -> %+v", before.Budget, after.Budget)
+	}
 	g := after.Gates[len(after.Gates)-1]
 	if len(after.Gates) != 2 || after.Gates[0].Status != statefmt.GateRejected || g.Kind != harness.GateReplan || g.Status != statefmt.GatePending {
 		t.Fatalf("gates: %+v", after.Gates)
