@@ -84,11 +84,11 @@ func (h *Harness) ownerReplanLocked(ctx context.Context, i int) (replanned bool,
 	h.mu.Unlock()
 	change, err := rp.Replan(ctx, rc)
 	h.mu.Lock()
+	if b := h.st.Budget; b != nil {
+		b.TokensUsed += tokens // what was spent is spent, whatever comes of it
+	}
 	if ctx.Err() != nil {
 		return false, h.haltLocked(ctx)
-	}
-	if b := h.st.Budget; b != nil {
-		b.TokensUsed += tokens
 	}
 	if err == nil {
 		_, err = h.replanLocked(name(), change, by, reason, gateID, func(summary string) {
