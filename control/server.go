@@ -119,6 +119,9 @@ type Decision struct {
 	Gate      statefmt.Gate `json:"gate"`
 	// Resumed says the daemon queued the harness to go on (approve with nothing else pending).
 	Resumed bool `json:"resumed"`
+	// Replanner names the agent that replans by itself on resume after a rejected step gate
+	// (empty: a human replans).
+	Replanner string `json:"replanner,omitempty"`
 }
 
 // FreezeMode says what a freeze does with the work already running.
@@ -341,6 +344,9 @@ func (s *Server) Decide(_ context.Context, id, gate string, approve bool, reason
 		return Decision{}, err
 	}
 	out := Decision{HarnessID: d.HarnessID, Gate: d.Gate}
+	if !approve && d.Gate.Kind == harness.GateStep {
+		out.Replanner = s.m.OwnerReplanner(d.HarnessID)
+	}
 	if approve && s.daemon() {
 		root := s.root(id)
 		if gates, err := s.m.PendingGates(root); err == nil && len(gates) == 0 {

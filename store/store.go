@@ -983,14 +983,17 @@ func (s *Store) Delete(id string) error {
 	if _, err := s.readIndex(id); err != nil && !errors.Is(err, ErrDamaged) {
 		return err
 	}
+	// The heads file forgets it first, as DeleteHarnesses does: a crash between the writes
+	// never leaves a file naming a harness deleted on purpose (the next open would report it
+	// lost).
+	if err := s.forgetHeads([]string{id}, nil); err != nil {
+		return fmt.Errorf("deleting %s: the heads file was not written, nothing was deleted: %w", id, err)
+	}
 	s.forget(id)
 	b := s.db.NewBatch()
 	defer b.Close()
 	deleteHarness(b, id)
-	if err := s.commit(b, true); err != nil {
-		return err
-	}
-	return s.forgetHeads([]string{id}, nil)
+	return s.commit(b, true)
 }
 
 // List returns every harness's index entry, ordered by id. A harness found damaged (an

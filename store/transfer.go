@@ -36,6 +36,7 @@ import (
 //	          [section 'T' (task, as stored)]
 //	          section 'R' * records (record envelope, as stored, oldest first)
 //	          section 'E' * events  (uvarint(event number) then the event JSON, as stored)
+//	          section 'N' * named checkpoints (uvarint(name length), name, the value as stored)
 //	end     = section 'Z', body: SHA-256 of every byte before this section
 //
 // Format 1 ("HECHAIN1\n": an unchecked index entry and one harness's records, without its task,
@@ -53,6 +54,7 @@ const (
 	secTask   = 'T'
 	secRecord = 'R'
 	secEvent  = 'E'
+	secNamed  = 'N'
 	secEnd    = 'Z'
 )
 
@@ -75,6 +77,9 @@ type ExportMember struct {
 	Task    bool   `json:"task"`
 	Records int    `json:"records"`
 	Events  int    `json:"events"`
+	// Named counts the named checkpoints that follow the events (absent: none, as in the
+	// exports of earlier versions).
+	Named int `json:"named,omitempty"`
 }
 
 // TransferSummary says what an export or an import carried.
@@ -83,6 +88,8 @@ type TransferSummary struct {
 	Harnesses []string // the family, root first
 	Records   int
 	Events    int
+	// Named are the named checkpoints carried, as HARNESS/NAME.
+	Named []string
 	// Replaced are the harnesses an import with replace removed (the old family and any
 	// member the store already held).
 	Replaced []string
@@ -112,7 +119,14 @@ type member struct {
 	task      []byte // nil: the harness has no stored task
 	records   [][]byte
 	events    []storedEvent
+	named     []storedNamed
 	state     *statefmt.HarnessState // the head state, decoded
+}
+
+// storedNamed is a named checkpoint as stored (see named.go).
+type storedNamed struct {
+	name  string
+	value []byte
 }
 
 type storedEvent struct {
@@ -164,8 +178,11 @@ func (s *Store) Export(id string, w io.Writer) (TransferSummary, error) {
 	}
 	hdr := ExportHeader{Format: exportFormat, Root: id}
 	for _, m := range family {
-		hdr.Members = append(hdr.Members, ExportMember{ID: m.id, Task: m.task != nil, Records: len(m.records), Events: len(m.events)})
+		hdr.Members = append(hdr.Members, ExportMember{ID: m.id, Task: m.task != nil, Records: len(m.records), Events: len(m.events), Named: len(m.named)})
 		sum.Harnesses = append(sum.Harnesses, m.id)
+		for _, n := range m.named {
+			sum.Named = append(sum.Named, m.id+"/"+n.name)
+		}
 		sum.Records += len(m.records)
 		sum.Events += len(m.events)
 	}
@@ -193,6 +210,9 @@ func (s *Store) Export(id string, w io.Writer) (TransferSummary, error) {
 		}
 		for _, e := range m.events {
 			section(secEvent, binary.AppendUvarint(nil, e.n), e.data)
+		}
+		for _, n := range m.named {
+			section(secNamed, binary.AppendUvarint(nil, uint64(len(n.name))), []byte(n.name), n.value)
 		}
 	}
 	if err := bw.Flush(); err != nil {
@@ -249,6 +269,22 @@ func (s *Store) readMember(r pebble.Reader, id string) (*member, error) {
 		m.events = append(m.events, storedEvent{n, bytes.Clone(v)})
 	})
 	if err != nil {
+		return m, fmt.Errorf("harness %s: %w", id, err)
+	}
+	lo := []byte(prefixNamed + id + "/")
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: []byte(prefixNamed + id + "0")})
+	if err != nil {
+		return m, err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return m, damaged(id, "checkpoint named "+string(it.Key()[len(lo):]), err)
+		}
+		m.named = append(m.named, storedNamed{string(it.Key()[len(lo):]), bytes.Clone(v)})
+	}
+	if err := it.Error(); err != nil {
 		return m, fmt.Errorf("harness %s: %w", id, err)
 	}
 	return m, nil
@@ -356,6 +392,26 @@ func (s *Store) verifyMember(m *member) error {
 			return fmt.Errorf("event %d belongs to harness %q", e.n, ev.HarnessID)
 		}
 	}
+	for i, n := range m.named {
+		if err := ValidName(n.name); err != nil {
+			return fmt.Errorf("named checkpoint %d: %w", i+1, err)
+		}
+		if i > 0 && n.name <= m.named[i-1].name {
+			return fmt.Errorf("named checkpoint %q follows %q (names are in order, each once)", n.name, m.named[i-1].name)
+		}
+		p, nst, task, err := s.decodeNamed(m.id, n.name, n.value)
+		if err != nil {
+			return err
+		}
+		switch {
+		case nst.HarnessID != m.id:
+			return fmt.Errorf("the checkpoint named %s is a state of harness %q", n.name, nst.HarnessID)
+		case p.Seq > idx.HeadSeq:
+			return fmt.Errorf("the checkpoint named %s is checkpoint %d, after the head %d", n.name, p.Seq, idx.HeadSeq)
+		case len(task) > 0 && !json.Valid(task):
+			return fmt.Errorf("the checkpoint named %s keeps a task that is not JSON", n.name)
+		}
+	}
 	return nil
 }
 
@@ -439,6 +495,9 @@ func (s *Store) Import(data []byte, o ImportOptions) (TransferSummary, error) {
 		sum.Harnesses = append(sum.Harnesses, m.id)
 		sum.Records += len(m.records)
 		sum.Events += len(m.events)
+		for _, n := range m.named {
+			sum.Named = append(sum.Named, m.id+"/"+n.name)
+		}
 	}
 	if err := checkFamily(hdr.Root, family); err != nil {
 		return sum, fmt.Errorf("export does not verify: %w; nothing was imported", err)
@@ -448,12 +507,20 @@ func (s *Store) Import(data []byte, o ImportOptions) (TransferSummary, error) {
 		return sum, err
 	}
 	sum.Replaced = remove
-	b := s.db.NewBatch()
-	defer b.Close()
 	gone := slices.Clone(remove)
 	for _, m := range family {
 		gone = append(gone, m.id)
 	}
+	// The heads file forgets the harnesses the batch replaces before the batch commits, and
+	// learns the imported heads after: a crash between the writes leaves a file that names
+	// none of them (their heads come from the index again at the next close), never one that
+	// names a removed harness or an old head above an imported one's (the next open would
+	// report those harnesses lost).
+	if err := s.forgetHeads(gone, nil); err != nil {
+		return sum, fmt.Errorf("import of %s: the heads file was not written, nothing was imported: %w", hdr.Root, err)
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
 	for _, id := range gone {
 		deleteHarness(b, id)
 	}
@@ -467,6 +534,9 @@ func (s *Store) Import(data []byte, o ImportOptions) (TransferSummary, error) {
 		}
 		for _, e := range m.events {
 			_ = b.Set(eventKey(m.id, e.n), e.data, nil)
+		}
+		for _, n := range m.named {
+			_ = b.Set(namedKey(m.id, n.name), n.value, nil)
 		}
 	}
 	for _, id := range gone {
@@ -482,7 +552,7 @@ func (s *Store) Import(data []byte, o ImportOptions) (TransferSummary, error) {
 	for _, m := range family {
 		now[m.id] = m.index.HeadSeq
 	}
-	if err := s.forgetHeads(gone, now); err != nil {
+	if err := s.forgetHeads(nil, now); err != nil {
 		return sum, fmt.Errorf("import of %s committed, but the heads file was not written: %w", hdr.Root, err)
 	}
 	return sum, nil
@@ -589,7 +659,7 @@ func parseExport(data []byte) (ExportHeader, []*member, error) {
 	}
 	family := make([]*member, 0, len(hdr.Members))
 	for _, hm := range hdr.Members {
-		if err := ValidID(hm.ID); err != nil || hm.Records < 1 || hm.Events < 0 {
+		if err := ValidID(hm.ID); err != nil || hm.Records < 1 || hm.Events < 0 || hm.Named < 0 {
 			return hdr, nil, &TransferError{What: "the header", Offset: len(exportMagic), Reason: fmt.Sprintf("member %q with %d records and %d events is not valid", hm.ID, hm.Records, hm.Events)}
 		}
 		m := &member{id: hm.ID}
@@ -624,6 +694,18 @@ func parseExport(data []byte) (ExportHeader, []*member, error) {
 				return hdr, nil, &TransferError{What: what, Offset: p.last, Reason: "its number does not decode"}
 			}
 			m.events = append(m.events, storedEvent{n, e[w:]})
+		}
+		for i := range hm.Named {
+			what := fmt.Sprintf("named checkpoint %d of %d of harness %s", i+1, hm.Named, hm.ID)
+			e, err := p.section(secNamed, what)
+			if err != nil {
+				return hdr, nil, err
+			}
+			n, w := binary.Uvarint(e)
+			if w <= 0 || n > uint64(len(e)-w) {
+				return hdr, nil, &TransferError{What: what, Offset: p.last, Reason: "its name does not decode"}
+			}
+			m.named = append(m.named, storedNamed{string(e[w : w+int(n)]), e[w+int(n):]})
 		}
 		family = append(family, m)
 	}

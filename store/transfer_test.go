@@ -186,6 +186,7 @@ func TestImportRefusesEveryFlippedBit(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	family(t, a, 2)
+	name(t, a, "quick", "kept")
 	data := export(t, a, "quick")
 	what := map[string]int{}
 	for bit := range len(data) * 8 {
@@ -201,7 +202,7 @@ func TestImportRefusesEveryFlippedBit(t *testing.T) {
 	if list, err := b.List(); err != nil || len(list) != 0 {
 		t.Fatalf("damaged imports left %v (%v)", list, err)
 	}
-	for _, w := range []string{"the magic", "the header", "the index", "the task", "record 1", "event 1", "the closing"} {
+	for _, w := range []string{"the magic", "the header", "the index", "the task", "record 1", "event 1", "named checkpoint", "the closing"} {
 		if what[w] == 0 {
 			t.Errorf("no flip was reported in %q: %v", w, what)
 		}

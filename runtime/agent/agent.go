@@ -34,6 +34,34 @@ type PlanContext struct {
 	Clock     clock.Clock
 }
 
+// Replanner is an Agent that can change its plan by itself. After a human rejected the gate
+// of a step (with a reason) and the harness is resumed, the harness asks the task's own agent,
+// when it is a Replanner, for a plan change instead of asking the human again. Drivers that
+// are not (the script and command drivers) leave the replanning to a human.
+type Replanner interface {
+	// Replan returns a plan change (task.PlanChange, as JSON or YAML) that rc.Check accepts.
+	// A change Check refuses is told to the model, with what is wrong, up to rc.Tries answers
+	// in all; then Replan returns an error saying so.
+	Replan(ctx context.Context, rc *ReplanContext) ([]byte, error)
+}
+
+// ReplanContext is what an agent knows when it replans after a rejected gate.
+type ReplanContext struct {
+	HarnessID string
+	Task      *task.Task
+	Clock     clock.Clock
+	// Plan is the plan as it is now.
+	Plan *statefmt.ExecutionPlan
+	// StepID is the step whose gate GateID a human rejected, and Reason why.
+	StepID, GateID, Reason string
+	// Check validates a change as `harness-edge replan` does; its error names every problem.
+	Check func(change []byte) error
+	// Tries is how many answers the model may give in all.
+	Tries int
+	// ReportTokens charges the model tokens used to the harness's token budget.
+	ReportTokens func(n int64)
+}
+
 // StepContext is what an agent knows when it runs a step attempt.
 type StepContext struct {
 	HarnessID string

@@ -49,6 +49,7 @@ func (h *Harness) gateLocked(step *statefmt.ExecutionStep) (bool, error) {
 	if last != nil && last.Status == statefmt.GateRejected {
 		why += fmt.Sprintf(" (gate %s rejected it: %s)", last.ID, last.Reason)
 	}
+	why += h.replanNoteLocked()
 	return true, h.openGateLocked(GateStep, step.ID, why)
 }
 
@@ -251,6 +252,9 @@ func (m *Manager) Decide(id, gateID string, approve bool, reason string) (Pendin
 	} else {
 		g.Status = statefmt.GateRejected
 		target.st.StatusReason = fmt.Sprintf("gate %s rejected: %s (replan, then resume; or stop)", g.ID, reason)
+		if g.Kind == GateStep && target.ownerReplans() {
+			target.st.StatusReason = fmt.Sprintf("gate %s rejected: %s (resume: %s replans by itself; or replan by hand, then resume)", g.ID, reason, OwnerBy(target.task.Agent))
+		}
 	}
 	target.emit(event.Event{Type: event.Gate, GateID: g.ID, StepID: g.StepID, Kind: g.Kind, Action: action, Reason: reason,
 		WaitMs: event.Ms(now.Sub(g.CreatedAt))})

@@ -270,7 +270,7 @@ func (h *Harness) step(ctx context.Context) (delay time.Duration, done bool, err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	i, ok, err := h.nextLocked()
+	i, ok, err := h.nextLocked(ctx)
 	if !ok {
 		return 0, true, err
 	}
@@ -298,8 +298,9 @@ func (h *Harness) step(ctx context.Context) (delay time.Duration, done bool, err
 
 // nextLocked picks the next ready step and checks that it may start (budget, gate). Without
 // one, it reports ok false with Run's result: the plan finished, or the harness stopped at a
-// gate or a used-up budget. h.mu held.
-func (h *Harness) nextLocked() (i int, ok bool, err error) {
+// gate or a used-up budget. A step whose gate a human rejected is first given to the owner
+// agent to replan, when it replans by itself (ownerReplanLocked). h.mu held.
+func (h *Harness) nextLocked(ctx context.Context) (i int, ok bool, err error) {
 	if h.st.Status != statefmt.StatusRunning { // failed while starting
 		return 0, false, nil
 	}
@@ -310,6 +311,11 @@ func (h *Harness) nextLocked() (i int, ok bool, err error) {
 	step := &h.st.Plan.Steps[i]
 	if be := h.overBudgetLocked(nil); be != nil {
 		return 0, false, h.budgetStopLocked(step, be)
+	}
+	if replanned, err := h.ownerReplanLocked(ctx, i); err != nil || h.st.Status != statefmt.StatusRunning {
+		return 0, false, err
+	} else if replanned {
+		return h.nextLocked(ctx)
 	}
 	if gated, err := h.gateLocked(step); gated {
 		return 0, false, err

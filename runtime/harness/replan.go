@@ -54,18 +54,53 @@ func (m *Manager) Replan(id, name string, data []byte, by, reason string) (Repla
 	case st.Plan == nil:
 		return ReplanResult{}, fmt.Errorf("harness %s has no plan yet: %w (resume it to plan)", id, ErrNothingToRetry)
 	}
-	current := make([]task.CurrentStep, len(st.Plan.Steps))
-	for i, s := range st.Plan.Steps {
+	return h.replanLocked(name, data, by, reason, "", func(summary string) {
+		h.answerRejectionsLocked(by, summary)
+		what := "replanned (" + summary + ") by " + orNone(by)
+		if reason != "" {
+			what += ": " + reason
+		}
+		switch st.Status {
+		case statefmt.StatusFailed:
+			st.StatusReason = what + "; retry it to run the new plan (`harness-edge retry " + id + "`)"
+		default:
+			st.StatusReason = what + "; resume to go on"
+		}
+	})
+}
+
+// currentSteps is a plan as a plan change sees it.
+func currentSteps(p *statefmt.ExecutionPlan) []task.CurrentStep {
+	current := make([]task.CurrentStep, len(p.Steps))
+	for i, s := range p.Steps {
 		current[i] = task.CurrentStep{PlanStep: task.PlanStep{ID: s.ID, Description: s.Description, Agent: s.AssignedAgent,
 			DependsOn: s.Dependencies, Critical: s.Critical, Phase: s.Phase}, Completed: s.Status == statefmt.StepCompleted}
 	}
-	change, steps, err := task.ParsePlanChange(name, data, current, h.task.Agents)
-	if err != nil {
-		return ReplanResult{}, fmt.Errorf("harness %s: %w:\n%w", id, ErrBadChange, err)
-	}
+	return current
+}
 
+// checkChange validates a plan change against a plan and a task whole, as replanLocked does
+// before it changes anything: the change itself, and the task it makes when it gives actions.
+func checkChange(name string, data []byte, current []task.CurrentStep, t *task.Task) (*task.PlanChange, []task.PlanStep, *task.Task, []byte, error) {
+	change, steps, err := task.ParsePlanChange(name, data, current, t.Agents)
+	if err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("%w:\n%w", ErrBadChange, err)
+	}
 	// The task changes only when the change gives script actions.
-	newTask, taskJSON, err := withActions(h.task, change, steps)
+	newTask, taskJSON, err := withActions(t, change, steps)
+	if err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("%w: %w", ErrBadChange, err)
+	}
+	return change, steps, newTask, taskJSON, nil
+}
+
+// replanLocked validates a plan change and applies it as one checkpoint (see Replan); by and
+// reason are who made it and why, gateID the rejected gate it answers (if any), and finish
+// sets what else the checkpoint records (the status reason) from the change's summary. A
+// refused or failed change leaves the harness as it was. h.mu held.
+func (h *Harness) replanLocked(name string, data []byte, by, reason, gateID string, finish func(summary string)) (ReplanResult, error) {
+	st, id := h.st, h.st.HarnessID
+	change, steps, newTask, taskJSON, err := checkChange(name, data, currentSteps(st.Plan), h.task)
 	if err != nil {
 		return ReplanResult{}, fmt.Errorf("harness %s: %w", id, err)
 	}
@@ -122,17 +157,8 @@ func (m *Manager) Replan(id, name string, data []byte, by, reason string) (Repla
 	if newTask != nil {
 		h.task, h.taskJSON, h.agents = newTask, taskJSON, map[string]agent.Agent{}
 	}
-	h.emit(event.Event{Type: event.Course, Action: CourseReplan, By: by, Reason: reason, Steps: len(p.Steps), Message: summary})
-	what := "replanned (" + summary + ") by " + who
-	if reason != "" {
-		what += ": " + reason
-	}
-	switch st.Status {
-	case statefmt.StatusFailed:
-		st.StatusReason = what + "; retry it to run the new plan (`harness-edge retry " + id + "`)"
-	default:
-		st.StatusReason = what + "; resume to go on"
-	}
+	h.emit(event.Event{Type: event.Course, Action: CourseReplan, By: by, Reason: reason, GateID: gateID, Steps: len(p.Steps), Message: summary})
+	finish(summary)
 	statefmt.Normalize(st)
 	if err := st.Validate(); err != nil {
 		undo()

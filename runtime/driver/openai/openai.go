@@ -49,6 +49,8 @@ func New(name string, cfg *task.Agent) *Agent {
 	return &Agent{name: name, cfg: cfg, client: &http.Client{}}
 }
 
+var _ agent.Replanner = (*Agent)(nil)
+
 // Plan asks the model for the task's plan, as JSON; an answer that is not a valid plan is sent
 // back once with what is wrong.
 func (a *Agent) Plan(ctx context.Context, pc *agent.PlanContext) ([]task.PlanStep, error) {
@@ -57,16 +59,12 @@ func (a *Agent) Plan(ctx context.Context, pc *agent.PlanContext) ([]task.PlanSte
 		clk = clock.RealClock{}
 	}
 	sc := &agent.StepContext{HarnessID: pc.HarnessID, Task: pc.Task, Clock: clk}
-	var agents strings.Builder
-	for _, name := range slices.Sorted(maps.Keys(pc.Task.Agents)) {
-		cfg := pc.Task.Agents[name]
-		fmt.Fprintf(&agents, "- %s (%s driver; tools: %s)\n", name, cfg.Driver, strings.Join(cfg.Tools, ", "))
-	}
+	agents := describeAgents(pc.Task)
 	msgs := []statefmt.Message{
 		{Role: "system", Content: "You plan work for a team of agents. Answer with JSON only: " +
 			`{"steps": [{"id": "short-id", "description": "what to do", "agent": "AGENT", "dependsOn": ["id"], "critical": false}]}. ` +
 			"Use only the agents listed; mark steps that change things outside the workspace critical."},
-		{Role: "user", Content: fmt.Sprintf("Task: %s\n\nAgents:\n%s", strings.TrimSpace(pc.Task.Prompt), agents.String())},
+		{Role: "user", Content: fmt.Sprintf("Task: %s\n\nAgents:\n%s", strings.TrimSpace(pc.Task.Prompt), agents)},
 	}
 	known := func(n string) bool { _, ok := pc.Task.Agents[n]; return ok }
 	for try := 1; ; try++ {
@@ -84,6 +82,84 @@ func (a *Agent) Plan(ctx context.Context, pc *agent.PlanContext) ([]task.PlanSte
 		}
 		msgs = append(msgs, statefmt.Message{Role: "assistant", Content: answer},
 			statefmt.Message{Role: "user", Content: "That is not a valid plan: " + problem + ". Answer with the corrected JSON only."})
+	}
+}
+
+// describeAgents lists a task's agents for a prompt, one a line.
+func describeAgents(t *task.Task) string {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(t.Agents)) {
+		cfg := t.Agents[name]
+		fmt.Fprintf(&b, "- %s (%s driver; tools: %s)\n", name, cfg.Driver, strings.Join(cfg.Tools, ", "))
+	}
+	return b.String()
+}
+
+// replanSystemPrompt tells the model what a plan change is.
+const replanSystemPrompt = "You change the plan of a team of agents after a human rejected one of its steps. " +
+	"Answer with JSON only, a plan change (every field optional, at least one given): " +
+	`{"skip": ["step-id"], "replace": {"step-id": {"description": "what to do instead", "agent": "AGENT", "critical": false}}, ` +
+	`"insert": [{"id": "new-id", "description": "what to do", "agent": "AGENT", "dependsOn": ["step-id"], "critical": false}], ` +
+	`"dependsOn": {"step-id": ["step-id"]}}. ` +
+	"skip marks a step done without running it; replace changes a step; insert adds steps; dependsOn sets a step's dependencies. " +
+	"Completed steps cannot be changed; use only the agents listed; address the human's reason."
+
+// Replan asks the model for a plan change after a human rejected the gate of a step: it is
+// given the task, the agents, the plan as it is (each step's id, description, agent,
+// dependencies, critical flag and status), the rejected step and the human's reason. An answer
+// that rc.Check refuses is sent back with every problem, up to rc.Tries answers in all.
+func (a *Agent) Replan(ctx context.Context, rc *agent.ReplanContext) ([]byte, error) {
+	clk := rc.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	sc := &agent.StepContext{HarnessID: rc.HarnessID, Task: rc.Task, Clock: clk}
+	type planned struct {
+		ID          string   `json:"id"`
+		Description string   `json:"description"`
+		Agent       string   `json:"agent"`
+		DependsOn   []string `json:"dependsOn,omitempty"`
+		Critical    bool     `json:"critical,omitempty"`
+		Status      string   `json:"status"`
+	}
+	var steps []planned
+	if rc.Plan != nil {
+		for _, s := range rc.Plan.Steps {
+			steps = append(steps, planned{s.ID, s.Description, s.AssignedAgent, s.Dependencies, s.Critical, string(s.Status)})
+		}
+	}
+	plan, err := json.MarshalIndent(map[string]any{"steps": steps}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", a.name, err)
+	}
+	msgs := []statefmt.Message{
+		{Role: "system", Content: replanSystemPrompt},
+		{Role: "user", Content: fmt.Sprintf("Task: %s\n\nAgents:\n%s\nThe plan now:\n%s\n\nA human rejected step %s (gate %s). Their reason: %s\n\nAnswer with the plan change.",
+			strings.TrimSpace(rc.Task.Prompt), describeAgents(rc.Task), plan, rc.StepID, rc.GateID, cmp.Or(strings.TrimSpace(rc.Reason), "(none given)"))},
+	}
+	tries := max(rc.Tries, 1)
+	for try := 1; ; try++ {
+		resp, err := a.complete(ctx, sc, msgs, nil)
+		if err != nil {
+			return nil, err
+		}
+		if rc.ReportTokens != nil {
+			rc.ReportTokens(int64(cmp.Or(resp.Usage.TotalTokens, resp.Usage.PromptTokens+resp.Usage.CompletionTokens)))
+		}
+		answer := resp.Choices[0].Message.Content
+		change := answer
+		if i, j := strings.IndexByte(change, '{'), strings.LastIndexByte(change, '}'); i >= 0 && j > i {
+			change = change[i : j+1]
+		}
+		problem := rc.Check([]byte(change))
+		if problem == nil {
+			return []byte(change), nil
+		}
+		if try >= tries {
+			return nil, fmt.Errorf("agent %s: no valid plan change after %d answers; the last: %w", a.name, try, problem)
+		}
+		msgs = append(msgs, statefmt.Message{Role: "assistant", Content: answer},
+			statefmt.Message{Role: "user", Content: "That plan change was refused:\n" + problem.Error() + "\nAnswer with the corrected JSON only."})
 	}
 }
 

@@ -247,7 +247,7 @@ parent: export the parent.`,
 		},
 	}
 	c.Flags().StringVarP(&out, "output", "o", "", "write to FILE instead of standard output")
-	c.Flags().BoolVar(&chain, "chain", false, "export the harness with its sub-agents, tasks, checkpoint records and event logs (to move it to another store)")
+	c.Flags().BoolVar(&chain, "chain", false, "export the harness with its sub-agents, tasks, checkpoint records, event logs and named checkpoints (to move it to another store)")
 	return c
 }
 
@@ -265,10 +265,10 @@ func newImportCmd(g *globals, stdin io.Reader, stdout io.Writer) *cobra.Command 
 		Use:   "import FILE",
 		Short: "Import an export made with 'export --chain', or a HarnessState JSON file (- reads stdin); refuses to overwrite unless --replace",
 		Long: `import restores an export made with 'export --chain': the harness and its sub-agents, with
-their tasks, checkpoint records and event logs. Every checksum is checked and every chain
-replayed before anything is written, and everything is written at once: after a refusal or a
-failure the store is as it was. With --replace, the harness and its sub-agents already in the
-store are replaced, event logs included.
+their tasks, checkpoint records, event logs and named checkpoints. Every checksum is checked
+and every chain replayed before anything is written, and everything is written at once: after
+a refusal or a failure the store is as it was. With --replace, the harness and its sub-agents
+already in the store are replaced, event logs and named checkpoints included.
 
 A HarnessState JSON file becomes a new harness with that state (no task: it can be shown,
 inspected and exported, not resumed). With --replace over a harness of the same task, the
@@ -296,6 +296,9 @@ state becomes the harness's next checkpoint: its task and event log are kept.`,
 					}
 					subs := len(sum.Harnesses) - 1
 					fmt.Fprintf(stdout, "imported %s with %d sub-agent(s): %d records, %d events", sum.Root, subs, sum.Records, sum.Events)
+					if len(sum.Named) > 0 {
+						fmt.Fprintf(stdout, ", named checkpoints %s", strings.Join(sum.Named, ", "))
+					}
 					if len(sum.Replaced) > 0 {
 						fmt.Fprintf(stdout, "; replaced %s", strings.Join(sum.Replaced, ", "))
 					}
