@@ -177,12 +177,16 @@ func StreamConfigs() []jetstream.StreamConfig {
 	}
 }
 
-// EnsureStreams creates the fleet's streams, or updates them to StreamConfigs.
+// EnsureStreams creates the fleet's streams and its fence bucket, or updates them to
+// StreamConfigs and FenceConfig.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
 	for _, cfg := range StreamConfigs() {
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("stream %s: %w", cfg.Name, err)
 		}
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, FenceConfig()); err != nil {
+		return fmt.Errorf("key-value bucket %s: %w", FenceBucket, err)
 	}
 	return nil
 }
