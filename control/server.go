@@ -834,6 +834,19 @@ func (s *Server) run(ctx context.Context, id string) {
 	s.m.Release(id)
 }
 
+// HandOver stops a harness that this daemon runs or has queued because another device owns it
+// now: a running one is paused with reason (at once: the step it is in is interrupted, and
+// runs again wherever the harness goes on), a queued one leaves the queue. It reports whether
+// there was one.
+func (s *Server) HandOver(id, reason string) bool {
+	at := s.unqueue(id)
+	if s.pauseRun(id, reason) {
+		s.log.Warn("pausing the harness: another device owns it now", "harness", id, "reason", reason)
+		return true
+	}
+	return at >= 0
+}
+
 // guardWait bounds how long a run waits for the RunGuard's answer.
 const guardWait = 3 * time.Second
 

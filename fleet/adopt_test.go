@@ -2,8 +2,12 @@ package fleet_test
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,5 +115,146 @@ func TestADeviceOfflineRunsWhatItHoldsWhateverTheFence(t *testing.T) {
 			return false, err.Error()
 		}
 		return e.Status == statefmt.StatusCompleted, string(e.Status)
+	})
+}
+
+// A connected device that runs a harness whose fence entry moves to another device pauses it
+// at once, saying which device owns it, and does not run it again.
+func TestARunningHarnessWhoseFenceMovesIsPausedAtOnce(t *testing.T) {
+	h := startHub(t, filepath.Join(t.TempDir(), "hub"), "127.0.0.1:0")
+	_, js := client(t, h.URL())
+	ctx := context.Background()
+	a := startDevice(t, h.URL(), "a", storeIn(t, "a"))
+	id := submit(t, a, taskYAML(t, "long", 200, "50ms", false))
+	var entry store.IndexEntry
+	waitFor(t, "a's harness running", 60*time.Second, func() (bool, string) {
+		e, err := a.db().Index(id)
+		entry = e
+		return err == nil && e.Status == statefmt.StatusRunning && e.HeadSeq > 3, fmt.Sprint(e.Status, err)
+	})
+	kv, err := js.KeyValue(ctx, fleet.FenceBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := time.Now()
+	if _, err := fleet.TakeFence(ctx, kv, entry, nil, fleet.Fence{Owner: "b", From: "a", Request: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a's harness paused", 10*time.Second, func() (bool, string) {
+		st, err := a.db().Restore(id)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.Status == statefmt.StatusPaused, string(st.Status) + " " + st.StatusReason
+	})
+	t.Logf("paused %v after the fence moved", time.Since(moved).Round(time.Millisecond))
+	st, err := a.db().Restore(id)
+	if err != nil || !strings.Contains(st.StatusReason, "adopted by device b (request r") {
+		t.Fatalf("a's harness: %+v, %v", st.StatusReason, err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if now, err := a.db().Restore(id); err != nil || now.Status != statefmt.StatusPaused || now.CheckpointCount != st.CheckpointCount {
+		t.Fatalf("a's harness went on after it was paused: %v, %v", now, err)
+	}
+}
+
+// cutter forwards TCP connections to a NATS server until it cuts them (a network partition
+// between a device and the hub), and again once it is mended.
+type cutter struct {
+	l     net.Listener
+	to    string
+	mu    sync.Mutex
+	cut   bool
+	conns []net.Conn
+}
+
+func newCutter(t *testing.T, to string) *cutter {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cutter{l: l, to: to}
+	t.Cleanup(func() { l.Close(); c.setCut(true) })
+	go func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.mu.Lock()
+			if c.cut {
+				c.mu.Unlock()
+				in.Close()
+				continue
+			}
+			out, err := net.Dial("tcp", to)
+			if err != nil {
+				c.mu.Unlock()
+				in.Close()
+				continue
+			}
+			c.conns = append(c.conns, in, out)
+			c.mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); out.Close() }()
+			go func() { _, _ = io.Copy(in, out); in.Close() }()
+		}
+	}()
+	return c
+}
+
+func (c *cutter) url() string { return "nats://" + c.l.Addr().String() }
+
+func (c *cutter) setCut(cut bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cut = cut
+	if cut {
+		for _, conn := range c.conns {
+			conn.Close()
+		}
+		c.conns = nil
+	}
+}
+
+// A device cut off from the hub runs on; when its link returns, a harness whose fence moved
+// to another device meanwhile is paused.
+func TestACutOffDevicePausesAHarnessAdoptedMeanwhileWhenItReconnects(t *testing.T) {
+	h := startHub(t, filepath.Join(t.TempDir(), "hub"), "127.0.0.1:0")
+	_, js := client(t, h.URL())
+	ctx := context.Background()
+	cut := newCutter(t, hostPort(t, h.URL()))
+	a := startDevice(t, cut.url(), "a", storeIn(t, "a"))
+	id := submit(t, a, taskYAML(t, "long", 400, "50ms", false))
+	var entry store.IndexEntry
+	waitFor(t, "a's harness running", 60*time.Second, func() (bool, string) {
+		e, err := a.db().Index(id)
+		entry = e
+		return err == nil && e.Status == statefmt.StatusRunning && e.HeadSeq > 3, fmt.Sprint(e.Status, err)
+	})
+	cut.setCut(true)
+	kv, err := js.KeyValue(ctx, fleet.FenceBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fleet.TakeFence(ctx, kv, entry, nil, fleet.Fence{Owner: "b", From: "a", Request: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	cutAt, err := a.db().Index(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	now, err := a.db().Index(id)
+	if err != nil || now.Status != statefmt.StatusRunning || now.HeadSeq <= cutAt.HeadSeq {
+		t.Fatalf("cut off, a's harness did not run on: %s at %d, then %s at %d (%v)", cutAt.Status, cutAt.HeadSeq, now.Status, now.HeadSeq, err)
+	}
+	cut.setCut(false)
+	waitFor(t, "a's harness paused once the link returned", 20*time.Second, func() (bool, string) {
+		st, err := a.db().Restore(id)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.Status == statefmt.StatusPaused && strings.Contains(st.StatusReason, "adopted by device b"), string(st.Status) + " " + st.StatusReason
 	})
 }

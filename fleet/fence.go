@@ -125,3 +125,77 @@ func guard(nc *nats.Conn, device string) func(ctx context.Context, e store.Index
 		return &HandedOverError{Fence: *f}
 	}
 }
+
+// parseFenceKey reverses FenceKey: the harness's generation (base 36) and id.
+func parseFenceKey(key string) (gen, id string, ok bool) {
+	gen, rest, ok := strings.Cut(key, ".")
+	if !ok {
+		return "", "", false
+	}
+	return gen, strings.ReplaceAll(rest, "=", "."), true
+}
+
+// watchFence hands over, while the device is connected, every harness it runs whose fence
+// entry names another device: the entries there are when the watch starts (after a
+// reconnection too) and every change after. Without a connection it waits; it never holds up
+// a step.
+func watchFence(ctx context.Context, nc *nats.Conn, device string, srv *control.Server, log func(msg string, args ...any)) {
+	for ctx.Err() == nil {
+		if nc.IsConnected() {
+			if err := watchFenceOnce(ctx, nc, device, srv); err != nil && ctx.Err() == nil {
+				log("fleet: watching the fence", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func watchFenceOnce(ctx context.Context, nc *nats.Conn, device string, srv *control.Server) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	kv, err := js.KeyValue(ctx, FenceBucket)
+	if err != nil {
+		return err
+	}
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	status := nc.StatusChanged(nats.DISCONNECTED, nats.CLOSED)
+	defer nc.RemoveStatusListener(status)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-status:
+			return nil // watched again once connected: the entries come again
+		case ent, ok := <-w.Updates():
+			if !ok {
+				return nil
+			}
+			if ent == nil || ent.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var f Fence
+			if json.Unmarshal(ent.Value(), &f) != nil || f.Owner == "" || f.Owner == device {
+				continue
+			}
+			gen, id, ok := parseFenceKey(ent.Key())
+			if !ok {
+				continue
+			}
+			e, err := srv.Store().Index(id)
+			if err != nil || strconv.FormatInt(e.CreatedAt.UnixNano(), 36) != gen {
+				continue
+			}
+			f.Revision = ent.Revision()
+			srv.HandOver(id, (&HandedOverError{Fence: f}).Error())
+		}
+	}
+}

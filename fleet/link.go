@@ -109,6 +109,12 @@ func (l *Link) Run(ctx context.Context, srv *control.Server) {
 		ensured = true
 	}
 	l.Replicator.before = ensure
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		watchFence(ctx, l.nc, l.cfg.Device, srv, log.Warn)
+	}()
+	defer func() { <-watched }()
 	log.Info("fleet: replicating", "device", l.cfg.Device, "nats", l.cfg.NATS.URL)
 	if err := l.Replicator.Run(ctx, srv.Store()); err != nil {
 		log.Error("fleet: replication stopped", "err", err)
