@@ -15,6 +15,7 @@ import (
 	"github.com/harness-edge/harness-edge/statefmt/event"
 
 	"github.com/harness-edge/harness-edge/runtime/harness"
+	"github.com/harness-edge/harness-edge/store"
 )
 
 // DaemonConfig configures the daemon.
@@ -47,6 +48,8 @@ type DaemonConfig struct {
 	// its context ends after the daemon has paused its harnesses, and the store is closed only
 	// once it has returned.
 	Beside func(ctx context.Context, srv *Server)
+	// RunGuard is the server's (see Config.RunGuard).
+	RunGuard func(ctx context.Context, e store.IndexEntry) error
 }
 
 // Validate checks what a caller may have got wrong: the HTTP address (CheckBind) and the
@@ -108,7 +111,7 @@ func StartDaemon(ctx context.Context, cfg DaemonConfig) (d *Daemon, err error) {
 	o := cfg.Options
 	live := &liveCounters{}
 	o.Sinks = append(slices.Clone(o.Sinks), event.Slog{L: log}, live)
-	srv := NewServer(db, Config{Owner: OwnerDaemon, Concurrency: cfg.Concurrency, Options: o, Version: cfg.Version, Logger: log, RoomPoll: cfg.RoomPoll})
+	srv := NewServer(db, Config{Owner: OwnerDaemon, Concurrency: cfg.Concurrency, Options: o, Version: cfg.Version, Logger: log, RoomPoll: cfg.RoomPoll, RunGuard: cfg.RunGuard})
 	d = &Daemon{srv: srv, log: log, served: make(chan error, 2), stopped: make(chan struct{})}
 	// The listeners serve until ctx ends, or until a failure below stops them. A failure
 	// returns a nil d: the cleanup keeps its own reference.

@@ -195,7 +195,16 @@ type Config struct {
 	Logger  *slog.Logger
 	// RoomPoll is how often a daemon checks whether a full disk has room again (default 5 s).
 	RoomPoll time.Duration
+	// RunGuard, when set, is asked before the daemon runs a harness (on start, on recovery and
+	// at every resume): an error that wraps ErrHandedOver means another device owns the
+	// harness now, and the daemon pauses it here with that error as its reason instead of
+	// running it. Any other error is logged and the harness runs: a guard that cannot tell
+	// must not keep a device from what it holds.
+	RunGuard func(ctx context.Context, e store.IndexEntry) error
 }
+
+// ErrHandedOver matches a RunGuard's answer that the harness belongs to another device now.
+var ErrHandedOver = errors.New("handed over")
 
 // Server owns a store: it runs the operations of API on it and, as a daemon, schedules the
 // harnesses it holds.
@@ -223,8 +232,8 @@ type Server struct {
 	// approvedWhileRunning holds the harnesses whose last gate was approved while their run was
 	// still stopping at it: they are queued again when that run ends paused.
 	approvedWhileRunning map[string]bool
-	wake     chan struct{}
-	runs     sync.WaitGroup
+	wake                 chan struct{}
+	runs                 sync.WaitGroup
 	// beforeRun, when set (by tests), is called as a scheduled run starts, before its Run.
 	beforeRun func(id string)
 	// afterRun, when set (by tests), is called as a scheduled run's Run returns, before the run
@@ -794,6 +803,9 @@ func (s *Server) run(ctx context.Context, id string) {
 	if s.beforeRun != nil {
 		s.beforeRun(id)
 	}
+	if s.handedOver(ctx, id) {
+		return
+	}
 	h, err := s.m.ResumeFromCheckpoint(id)
 	if err != nil {
 		s.log.Warn("cannot run", "harness", id, "err", err)
@@ -826,6 +838,53 @@ func (s *Server) run(ctx context.Context, id string) {
 		s.log.Error("harness run failed", "harness", id, "err", err)
 	}
 	s.m.Release(id)
+}
+
+// HandOver stops a harness that this daemon runs or has queued because another device owns it
+// now: a running one is paused with reason (at once: the step it is in is interrupted, and
+// runs again wherever the harness goes on), a queued one leaves the queue. It reports whether
+// there was one.
+func (s *Server) HandOver(id, reason string) bool {
+	at := s.unqueue(id)
+	if s.pauseRun(id, reason) {
+		s.log.Warn("pausing the harness: another device owns it now", "harness", id, "reason", reason)
+		return true
+	}
+	return at >= 0
+}
+
+// guardWait bounds how long a run waits for the RunGuard's answer.
+const guardWait = 3 * time.Second
+
+// handedOver asks the RunGuard whether the harness may run here; when another device owns it,
+// a running (interrupted) harness is paused with the guard's answer as its reason, and it
+// reports true: the run does not start.
+func (s *Server) handedOver(ctx context.Context, id string) bool {
+	if s.cfg.RunGuard == nil {
+		return false
+	}
+	e, err := s.store.Index(id)
+	if err != nil {
+		return false // the run reports it
+	}
+	gctx, cancel := context.WithTimeout(ctx, guardWait)
+	err = s.cfg.RunGuard(gctx, e)
+	cancel()
+	switch {
+	case err == nil:
+		return false
+	case !errors.Is(err, ErrHandedOver):
+		s.log.Warn("the fleet's fence could not be read; running the harness this device holds", "harness", id, "err", err)
+		return false
+	}
+	s.log.Warn("not running the harness: another device owns it now", "harness", id, "reason", err.Error())
+	if e.Status == statefmt.StatusRunning {
+		if perr := s.m.Pause(id, err.Error()); perr != nil {
+			s.log.Error("pausing a harness another device owns", "harness", id, "err", perr)
+		}
+	}
+	s.m.Release(id)
+	return true
 }
 
 // shutdown pauses every harness the scheduler started and waits for them, at most grace. The

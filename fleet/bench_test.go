@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/fleet"
 	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/store"
 )
 
 // BenchmarkStep measures a durable step (a tool call and a synced checkpoint, through a
@@ -84,4 +87,40 @@ func BenchmarkStep(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkFenceRead measures what checking the fence costs a device: one read of a harness's
+// entry (the guard's check before a run), from a hub in a process of its own on loopback.
+func BenchmarkFenceRead(b *testing.B) {
+	nc, err := fleet.Connect(fleet.Options{URL: hubProcess(b)}, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	kv, err := js.KeyValue(ctx, fleet.FenceBucket)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := store.IndexEntry{ID: "job", CreatedAt: time.Now()}
+	if _, err := fleet.TakeFence(ctx, kv, e, nil, fleet.Fence{Owner: "b", From: "a", Request: "r"}); err != nil {
+		b.Fatal(err)
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if f, err := fleet.ReadFence(ctx, kv, e); err != nil || f == nil {
+			b.Fatal(f, err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }

@@ -2,9 +2,12 @@
 // replicates its store (Replicator): every checkpoint record as stored, every event, each
 // harness's index entry and task, in order and deduplicated by JetStream (Nats-Msg-Id),
 // store-and-forward from a durable cursor kept beside the store, so that a step never waits
-// on the network. It also answers requests from anywhere to approve or reject a gate
-// (Responder), applying each request once. A hub (Hub) is an embedded nats-server with
-// JetStream on disk; any machine with NATS access reads the fleet (View) and sends requests.
+// on the network. It also answers requests from anywhere to approve or reject a gate, or to
+// adopt a harness of a device that is down (Responder), applying each request once. Adoption
+// moves a harness's entry in the fence (the key-value bucket HE_FLEET_FENCE) by compare-and-set;
+// each daemon asks the fence before a run and watches it while connected (Link.Guard). A hub
+// (Hub) is an embedded nats-server with JetStream on disk; any machine with NATS access reads
+// the fleet (View) and sends requests.
 //
 // Subjects (DEV is a device name, HID a harness id with '.' written '~'):
 //
@@ -13,7 +16,8 @@
 //	he.fleet.DEV.task.HID   the harness's task                   stream HE_FLEET
 //	he.fleet.DEV.idx.HID    the index entry (last one kept)      stream HE_FLEET_INDEX
 //	he.fleet.DEV.hb         the device's heartbeat (last kept)   stream HE_FLEET_INDEX
-//	he.fleet.DEV.ctl        approve/reject requests (request/reply, not stored)
+//	he.fleet.DEV.ctl        approve/reject/adopt requests (request/reply, not stored)
+//	$KV.HE_FLEET_FENCE.KEY  the owner of each adopted harness        bucket HE_FLEET_FENCE
 package fleet
 
 import (
@@ -177,12 +181,16 @@ func StreamConfigs() []jetstream.StreamConfig {
 	}
 }
 
-// EnsureStreams creates the fleet's streams, or updates them to StreamConfigs.
+// EnsureStreams creates the fleet's streams and its fence bucket, or updates them to
+// StreamConfigs and FenceConfig.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
 	for _, cfg := range StreamConfigs() {
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("stream %s: %w", cfg.Name, err)
 		}
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, FenceConfig()); err != nil {
+		return fmt.Errorf("key-value bucket %s: %w", FenceBucket, err)
 	}
 	return nil
 }

@@ -279,6 +279,11 @@ func TestBadRequestsAreRefusedAndChangeNothing(t *testing.T) {
 		{`{"id":"a","harness":"../h","approve":true}`, `harness id "../h" is not valid`},
 		{`{"id":"` + strings.Repeat("x", 129) + `","harness":"h","approve":true}`, "request has no id (1-128 characters)"},
 		{strings.Repeat(" ", 70<<10), "more than"},
+		{`{"id":"a","op":"move","harness":"h"}`, `request op "move" is not one this device knows`},
+		{`{"id":"a","op":"adopt","from":"board","harness":"h"}`, "harness h is on this device (board) already"},
+		{`{"id":"a","op":"adopt","from":"no good","harness":"h"}`, `adoption: device name "no good" is not valid`},
+		{`{"id":"a","op":"adopt","harness":"h"}`, `adoption: device name "" is not valid`},
+		{`{"op":"adopt","from":"pi","harness":"h"}`, "request has no id"},
 	} {
 		rep := r.Handle(context.Background(), []byte(c.body))
 		if rep.Kind != fleet.KindBadInput || !strings.Contains(rep.Error, c.want) || rep.Decision != nil {
@@ -287,6 +292,13 @@ func TestBadRequestsAreRefusedAndChangeNothing(t *testing.T) {
 	}
 	if dec.n != 0 {
 		t.Fatalf("bad requests reached the decider %d times", dec.n)
+	}
+	// A responder without an adopter refuses adoptions; a ping is answered and applies nothing.
+	if rep := r.Handle(context.Background(), []byte(`{"id":"a","op":"adopt","from":"pi","harness":"h"}`)); rep.Kind != fleet.KindRefused || rep.Adopted != nil {
+		t.Fatalf("adoption without an adopter: %+v", rep)
+	}
+	if rep := r.Handle(context.Background(), []byte(`{"op":"ping"}`)); rep.Error != "" || rep.Decision != nil || dec.n != 0 {
+		t.Fatalf("ping: %+v, %d decisions", rep, dec.n)
 	}
 	props := proptest.Props(t, 200)
 	props.Property("any bytes get an answer, never a panic, and apply nothing unless well formed", prop.ForAll(func(b []byte) bool {

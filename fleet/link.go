@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/store"
 )
 
 // LinkConfig configures a device's link to the fleet.
@@ -64,6 +65,13 @@ func NewLink(cfg LinkConfig) (*Link, error) {
 	return &Link{cfg: cfg, nc: nc, Replicator: r}, nil
 }
 
+// Guard is the daemon's run guard (control.DaemonConfig.RunGuard): a harness that was adopted
+// by another device (the fleet's fence names it) does not run here. Offline, the device runs
+// what it holds.
+func (l *Link) Guard() func(ctx context.Context, e store.IndexEntry) error {
+	return guard(l.nc, l.cfg.Device)
+}
+
 // Run answers requests and replicates the server's store until ctx ends; then, when the link
 // is up, it sends what the daemon's shutdown wrote (a few seconds at most), and closes the
 // connection.
@@ -75,6 +83,8 @@ func (l *Link) Run(ctx context.Context, srv *control.Server) {
 	if err != nil {
 		log.Error("fleet: requests will not be answered", "err", err)
 	} else {
+		a := &adopter{nc: l.nc, device: l.cfg.Device, srv: srv}
+		resp.adopt = a.adopt
 		defer resp.Close()
 		sub, err := resp.Subscribe(l.nc)
 		if err != nil {
@@ -99,6 +109,12 @@ func (l *Link) Run(ctx context.Context, srv *control.Server) {
 		ensured = true
 	}
 	l.Replicator.before = ensure
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		watchFence(ctx, l.nc, l.cfg.Device, srv, log.Warn)
+	}()
+	defer func() { <-watched }()
 	log.Info("fleet: replicating", "device", l.cfg.Device, "nats", l.cfg.NATS.URL)
 	if err := l.Replicator.Run(ctx, srv.Store()); err != nil {
 		log.Error("fleet: replication stopped", "err", err)

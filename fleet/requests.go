@@ -21,10 +21,14 @@ import (
 	"github.com/harness-edge/harness-edge/store"
 )
 
-// Request asks a device to approve or reject a gate. ID makes it idempotent: the device
-// applies a request once, and answers a repeat of it with the first answer.
+// Request asks a device to approve or reject a gate, or (Op OpAdopt) to adopt a harness of
+// another device. ID makes it idempotent: the device applies a request once, and answers a
+// repeat of it with the first answer.
 type Request struct {
-	ID      string `json:"id"`
+	ID string `json:"id"`
+	Op string `json:"op,omitempty"`
+	// From is the device whose harness an adoption takes.
+	From    string `json:"from,omitempty"`
 	Harness string `json:"harness"`
 	Gate    string `json:"gate,omitempty"`
 	Approve bool   `json:"approve"`
@@ -46,6 +50,7 @@ type Reply struct {
 	RequestID string            `json:"requestId"`
 	Device    string            `json:"device"`
 	Decision  *control.Decision `json:"decision,omitempty"`
+	Adopted   *Adoption         `json:"adopted,omitempty"`
 	// Repeated says the request was applied before: this is the answer it got then.
 	Repeated bool      `json:"repeated,omitempty"`
 	Error    string    `json:"error,omitempty"`
@@ -68,6 +73,9 @@ type Responder struct {
 	dec    Decider
 	dir    string
 	log    *slog.Logger
+
+	// adopt applies adoptions (nil: this responder refuses them).
+	adopt func(context.Context, Request) (Adoption, error)
 
 	mu   sync.Mutex
 	done map[string]Reply
@@ -144,9 +152,23 @@ func (r *Responder) Handle(ctx context.Context, data []byte) Reply {
 	}
 	rep.RequestID = req.ID
 	switch {
+	case req.Op == OpPing:
+		return rep
+	case req.Op != OpDecide && req.Op != OpAdopt:
+		rep.Error, rep.Kind = fmt.Sprintf("request op %q is not one this device knows (%q, %q, %q)", req.Op, OpDecide, OpAdopt, OpPing), KindBadInput
+		return rep
 	case req.ID == "" || len(req.ID) > 128:
 		rep.Error, rep.Kind = "request has no id (1-128 characters): a retry could not be told from a new request", KindBadInput
 		return rep
+	case req.Op == OpAdopt:
+		if err := ValidDevice(req.From); err != nil {
+			rep.Error, rep.Kind = "adoption: "+err.Error(), KindBadInput
+			return rep
+		}
+		if req.From == r.device {
+			rep.Error, rep.Kind = fmt.Sprintf("adoption: harness %s is on this device (%s) already", req.Harness, r.device), KindBadInput
+			return rep
+		}
 	case !req.Approve && strings.TrimSpace(req.Reason) == "":
 		rep.Error, rep.Kind = "a rejection needs a reason", KindBadInput
 		return rep
@@ -160,6 +182,9 @@ func (r *Responder) Handle(ctx context.Context, data []byte) Reply {
 	if prev, ok := r.done[req.ID]; ok {
 		prev.Repeated = true
 		return prev
+	}
+	if req.Op == OpAdopt {
+		return r.handleAdopt(ctx, req, rep)
 	}
 	d, err := r.dec.Decide(ctx, req.Harness, req.Gate, req.Approve, req.Reason)
 	if err != nil {
@@ -175,18 +200,49 @@ func (r *Responder) Handle(ctx context.Context, data []byte) Reply {
 		return rep
 	}
 	rep.Decision = &d
-	line, _ := json.Marshal(rep)
-	if _, err := r.file.Write(append(line, '\n')); err == nil {
-		err = r.file.Sync()
-	} else {
-		r.log.Error("fleet: the request log could not be written; a retry of this request would be refused as already decided", "request", req.ID, "err", err)
-	}
-	r.done[req.ID] = rep
+	r.remember(rep)
 	verb := "approved"
 	if !req.Approve {
 		verb = "rejected"
 	}
 	r.log.Info("fleet: gate "+verb+" by request", "request", req.ID, "harness", req.Harness, "gate", d.Gate.ID)
+	return rep
+}
+
+// remember writes an applied request's answer to the request log (synced) and keeps it.
+func (r *Responder) remember(rep Reply) {
+	line, _ := json.Marshal(rep)
+	if _, err := r.file.Write(append(line, '\n')); err == nil {
+		err = r.file.Sync()
+	} else {
+		r.log.Error("fleet: the request log could not be written; a retry of this request would be refused as already applied", "request", rep.RequestID, "err", err)
+	}
+	r.done[rep.RequestID] = rep
+}
+
+// handleAdopt applies an adoption; r.mu is held. A refused one is not remembered: it changed
+// nothing, and may be sent again.
+func (r *Responder) handleAdopt(ctx context.Context, req Request, rep Reply) Reply {
+	if r.adopt == nil {
+		rep.Error, rep.Kind = "this daemon does not adopt harnesses", KindRefused
+		return rep
+	}
+	a, err := r.adopt(ctx, req)
+	if err != nil {
+		rep.Error = "adoption of " + req.From + "/" + req.Harness + ": " + err.Error()
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			rep.Kind = KindNotFound
+		case errors.Is(err, control.ErrBadInput), errors.Is(err, store.ErrInvalidID):
+			rep.Kind = KindBadInput
+		default:
+			rep.Kind = KindRefused
+		}
+		return rep
+	}
+	rep.Adopted = &a
+	r.remember(rep)
+	r.log.Info("fleet: harness adopted by request", "request", req.ID, "harness", req.Harness, "from", req.From, "fence", a.FenceRevision, "resumed", a.Resumed)
 	return rep
 }
 

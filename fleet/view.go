@@ -222,23 +222,8 @@ func Show(ctx context.Context, js jetstream.JetStream, engine bridge.Engine, dev
 	if err != nil {
 		return nil, err
 	}
-	var chain [][]byte
-	var last uint64
-	gen := strconv.FormatInt(out.Entry.CreatedAt.UnixNano(), 36)
-	for _, r := range recs {
-		switch {
-		case r.Gen != gen:
-			continue // an earlier harness of the same id
-		case r.Seq <= last:
-			out.Duplicates++
-			continue
-		case r.Seq < out.Entry.KeyframeSeq || r.Seq > out.Entry.HeadSeq:
-		default:
-			chain = append(chain, r.Envelope)
-		}
-		out.Records++
-		last = r.Seq
-	}
+	chain, records, dups := chainOf(recs, out.Entry)
+	out.Records, out.Duplicates = records, dups
 	out.Verified = len(chain)
 	if out.State, err = store.Rebuild(engine, out.Entry, chain); err != nil {
 		return nil, fmt.Errorf("device %s: the replicated records do not rebuild: %w", device, err)

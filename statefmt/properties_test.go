@@ -3,8 +3,8 @@ package statefmt_test
 import (
 	"bytes"
 	"math/rand/v2"
-	"slices"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/leanovate/gopter"

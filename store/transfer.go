@@ -464,6 +464,8 @@ type ImportOptions struct {
 	// CheckTask, when set, checks each stored task (the runtime parses it); the store only
 	// checks that a task is a JSON object.
 	CheckTask func(id string, task []byte) error
+	// DryRun checks everything an import checks and writes nothing.
+	DryRun bool
 }
 
 // Import reads an export (see Export), checks every checksum, replays every chain and checks
@@ -472,15 +474,53 @@ type ImportOptions struct {
 // unless o.Replace is set; with it, the old family goes in the same batch, event logs included.
 // The store must not be running any harness of the family meanwhile.
 func (s *Store) Import(data []byte, o ImportOptions) (TransferSummary, error) {
-	var sum TransferSummary
 	hdr, family, err := parseExport(data)
 	if err != nil {
-		return sum, err
+		return TransferSummary{}, err
 	}
-	sum.Root = hdr.Root
+	return s.importFamily(hdr.Root, family, o, "export")
+}
+
+// Replica is one harness as a replica elsewhere holds it (a fleet's hub): its index entry as
+// stored (JSON), its task, its records from the entry's keyframe to its head and its events,
+// each exactly as the store that made them stored them.
+type Replica struct {
+	IndexJSON []byte
+	Task      []byte // nil: no task
+	Records   [][]byte
+	Events    []ReplicaEvent
+}
+
+// ReplicaEvent is one stored event of a Replica and its number.
+type ReplicaEvent struct {
+	N    uint64
+	Data []byte
+}
+
+// ImportReplica imports one harness (one without sub-agents, and no sub-agent) from a replica
+// the way Import imports an export: every record replayed and every hash and link checked, the
+// task and every event checked, then everything written in one synced batch, or nothing. A
+// harness the store holds is refused (ErrExists) unless o.Replace is set. With o.DryRun it
+// checks all that and writes nothing.
+func (s *Store) ImportReplica(r Replica, o ImportOptions) (TransferSummary, error) {
+	m := &member{indexJSON: r.IndexJSON, task: r.Task, records: r.Records}
+	dec := json.NewDecoder(bytes.NewReader(r.IndexJSON))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m.index); err != nil {
+		return TransferSummary{}, fmt.Errorf("the replicated index entry does not decode: %w; nothing was imported", err)
+	}
+	m.id = m.index.ID
+	for _, e := range r.Events {
+		m.events = append(m.events, storedEvent{e.N, e.Data})
+	}
+	return s.importFamily(m.id, []*member{m}, o, "replica")
+}
+
+func (s *Store) importFamily(root string, family []*member, o ImportOptions, what string) (TransferSummary, error) {
+	sum := TransferSummary{Root: root}
 	for _, m := range family {
 		if err := s.verifyMember(m); err != nil {
-			return sum, fmt.Errorf("export does not verify: harness %s: %w; nothing was imported", m.id, err)
+			return sum, fmt.Errorf("%s does not verify: harness %s: %w; nothing was imported", what, m.id, err)
 		}
 		if m.task != nil {
 			var obj map[string]json.RawMessage
@@ -489,7 +529,7 @@ func (s *Store) Import(data []byte, o ImportOptions) (TransferSummary, error) {
 				err = o.CheckTask(m.id, m.task)
 			}
 			if err != nil {
-				return sum, fmt.Errorf("export does not verify: harness %s: its task: %w; nothing was imported", m.id, err)
+				return sum, fmt.Errorf("%s does not verify: harness %s: its task: %w; nothing was imported", what, m.id, err)
 			}
 		}
 		sum.Harnesses = append(sum.Harnesses, m.id)
@@ -499,12 +539,15 @@ func (s *Store) Import(data []byte, o ImportOptions) (TransferSummary, error) {
 			sum.Named = append(sum.Named, m.id+"/"+n.name)
 		}
 	}
-	if err := checkFamily(hdr.Root, family); err != nil {
-		return sum, fmt.Errorf("export does not verify: %w; nothing was imported", err)
+	if err := checkFamily(root, family); err != nil {
+		return sum, fmt.Errorf("%s does not verify: %w; nothing was imported", what, err)
 	}
-	remove, err := s.replaced(hdr.Root, family, o.Replace)
+	remove, err := s.replaced(root, family, o.Replace)
 	if err != nil {
 		return sum, err
+	}
+	if o.DryRun {
+		return sum, nil
 	}
 	sum.Replaced = remove
 	gone := slices.Clone(remove)
@@ -517,7 +560,7 @@ func (s *Store) Import(data []byte, o ImportOptions) (TransferSummary, error) {
 	// names a removed harness or an old head above an imported one's (the next open would
 	// report those harnesses lost).
 	if err := s.forgetHeads(gone, nil); err != nil {
-		return sum, fmt.Errorf("import of %s: the heads file was not written, nothing was imported: %w", hdr.Root, err)
+		return sum, fmt.Errorf("import of %s: the heads file was not written, nothing was imported: %w", root, err)
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
@@ -543,7 +586,7 @@ func (s *Store) Import(data []byte, o ImportOptions) (TransferSummary, error) {
 		s.forget(id)
 	}
 	if err := s.commit(b, false); err != nil {
-		return sum, fmt.Errorf("import of %s not committed (nothing was imported): %w", hdr.Root, err)
+		return sum, fmt.Errorf("import of %s not committed (nothing was imported): %w", root, err)
 	}
 	for _, id := range gone {
 		s.forget(id) // anything read meanwhile is stale
@@ -553,7 +596,7 @@ func (s *Store) Import(data []byte, o ImportOptions) (TransferSummary, error) {
 		now[m.id] = m.index.HeadSeq
 	}
 	if err := s.forgetHeads(nil, now); err != nil {
-		return sum, fmt.Errorf("import of %s committed, but the heads file was not written: %w", hdr.Root, err)
+		return sum, fmt.Errorf("import of %s committed, but the heads file was not written: %w", root, err)
 	}
 	return sum, nil
 }

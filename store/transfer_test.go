@@ -2,10 +2,12 @@ package store_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -441,4 +443,90 @@ func TestImportIsAllOrNothingUnderIOErrors(t *testing.T) {
 		t.Fatalf("no injected error surfaced in %d runs", total)
 	}
 	t.Logf("%d operations, %d runs saw the injected error; every store was the old family or the new", total, failed)
+}
+
+// replicaOf reads a harness of s as a replica holds it: the index entry, the task, the records
+// from the keyframe to the head and the events, as stored.
+func replicaOf(t *testing.T, s *store.Store, id string) store.Replica {
+	t.Helper()
+	e, err := s.Index(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r store.Replica
+	if r.IndexJSON, err = json.Marshal(e); err != nil {
+		t.Fatal(err)
+	}
+	if r.Task, err = s.Task(id); err != nil {
+		t.Fatal(err)
+	}
+	err = s.StoredRecords(id, e.KeyframeSeq-1, func(seq uint64, env []byte) error {
+		r.Records = append(r.Records, env)
+		return nil
+	})
+	if err == nil {
+		err = s.StoredEvents(id, 0, func(n uint64, data []byte) error {
+			r.Events = append(r.Events, store.ReplicaEvent{N: n, Data: data})
+			return nil
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A replica (what a fleet's hub holds) imports as an export does: the harness reads the same
+// on the other store; a dry run, a record that does not verify, a chain with a record missing
+// and a harness the store holds are each refused or write nothing.
+func TestImportReplicaVerifiesTheChainAndIsAllOrNothing(t *testing.T) {
+	a := open(t, t.TempDir())
+	defer a.Close()
+	want := member(t, a, "solo", "", nil, statefmt.StatusRunning, 4)
+	rep := replicaOf(t, a, "solo")
+	bdir := t.TempDir()
+	b := open(t, bdir)
+	member(t, b, "other", "", nil, statefmt.StatusPaused, 2)
+	b.Close()
+	before := dump(t, bdir)
+	flipped := rep
+	flipped.Records = slices.Clone(rep.Records)
+	last := bytes.Clone(flipped.Records[len(flipped.Records)-1])
+	last[len(last)-10] ^= 1
+	flipped.Records[len(flipped.Records)-1] = last
+	gap := rep
+	gap.Records = slices.Delete(slices.Clone(rep.Records), 1, 2)
+	for _, c := range []struct {
+		name string
+		r    store.Replica
+		o    store.ImportOptions
+		want string
+	}{
+		{"dry run", rep, store.ImportOptions{DryRun: true}, ""},
+		{"a record flipped", flipped, store.ImportOptions{}, "replica does not verify: harness solo"},
+		{"a record missing", gap, store.ImportOptions{}, "replica does not verify: harness solo"},
+		{"a bad index entry", store.Replica{IndexJSON: []byte(`{"id":`)}, store.ImportOptions{}, "the replicated index entry does not decode"},
+	} {
+		b := open(t, bdir)
+		_, err := b.ImportReplica(c.r, c.o)
+		b.Close()
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Fatalf("%s: %v, want %q", c.name, err, c.want)
+		}
+		if after := dump(t, bdir); !reflect.DeepEqual(after, before) {
+			t.Fatalf("%s: the store changed", c.name)
+		}
+	}
+	b = open(t, bdir)
+	defer b.Close()
+	if _, err := b.ImportReplica(rep, store.ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Restore("solo")
+	if err != nil || got.CheckpointCount != want.CheckpointCount || got.Status != want.Status {
+		t.Fatalf("imported replica: %+v, %v", got, err)
+	}
+	if _, err := b.ImportReplica(rep, store.ImportOptions{}); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("a second import: %v, want ErrExists", err)
+	}
 }

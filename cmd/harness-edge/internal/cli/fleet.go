@@ -45,6 +45,7 @@ func fleetLink(cfg *control.DaemonConfig, url, creds, device string, log *slog.L
 	}
 	cfg.Options.Sinks = append(cfg.Options.Sinks, l.Replicator)
 	cfg.Beside = l.Run
+	cfg.RunGuard = l.Guard()
 	return nil
 }
 
@@ -134,12 +135,12 @@ func newFleetCmd(g *globals, stdout io.Writer) *cobra.Command {
 	var ff fleetFlags
 	c := &cobra.Command{
 		Use:   "fleet",
-		Short: "The fleet on NATS JetStream: every device's harnesses in one view (ls, show), gates answered from anywhere (approve, reject)",
+		Short: "The fleet on NATS JetStream: every device's harnesses in one view (ls, show), gates answered from anywhere (approve, reject), a lost device's harness moved to another (adopt)",
 		Args:  cobra.NoArgs,
 		RunE:  func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	ff.add(c)
-	c.AddCommand(newFleetLsCmd(&ff, stdout), newFleetShowCmd(&ff, stdout), newFleetDecideCmd(&ff, stdout, true), newFleetDecideCmd(&ff, stdout, false))
+	c.AddCommand(newFleetLsCmd(&ff, stdout), newFleetShowCmd(&ff, stdout), newFleetDecideCmd(&ff, stdout, true), newFleetDecideCmd(&ff, stdout, false), newFleetAdoptCmd(&ff, stdout))
 	return c
 }
 
@@ -291,5 +292,103 @@ same --request-id.`,
 		c.Long = ""
 		c.Flags().StringVar(&reason, "reason", "", "why the gate is rejected (required)")
 	}
+	return c
+}
+
+// LiveWithin is how recent a device's heartbeat must be for `fleet adopt` without --to to count
+// it as up (three heartbeat periods).
+const LiveWithin = 3 * fleet.HeartbeatEvery
+
+func newFleetAdoptCmd(ff *fleetFlags, stdout io.Writer) *cobra.Command {
+	var to, requestID string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "adopt DEVICE/ID [--to DEVICE2]",
+		Short: "Move a harness of a device that is down to another device: rebuilt there from the hub, every hash checked, and resumed",
+		Long: `Adopt a harness of a device that is down (or cut off) on another device. The request goes to
+DEVICE2's daemon over NATS, which rebuilds the harness from the records, task and events DEVICE
+replicated, replaying its chain hash by hash as an import does, makes itself the harness's owner
+in the fleet's fence (a compare-and-set on the harness's entry), stores it and resumes it, and
+answers with the result. DEVICE's daemon, when it comes back, does not run the harness: it
+pauses it, saying which device adopted it.
+
+Refused, changing nothing: while DEVICE's daemon answers on NATS, when the fence already names
+another device, when the replicated records do not verify, when DEVICE2 holds a harness of that
+id, and for a harness that completed or failed. Without --to, the target is the one device other
+than DEVICE whose heartbeat is less than 15 s old; with none or several, name it. A request is
+sent again while no answer comes (until --timeout), and applied once; to retry by hand, give the
+same --request-id.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			dev, id, err := deviceHarness(args[0])
+			if err != nil {
+				return err
+			}
+			if to != "" {
+				if err := fleet.ValidDevice(to); err != nil {
+					return usageError{fmt.Errorf("--to: %w", err)}
+				}
+				if to == dev {
+					return usageError{fmt.Errorf("--to %s: the harness is on %s already; name another device", to, dev)}
+				}
+			}
+			if requestID == "" {
+				requestID = fleet.NewRequestID()
+			}
+			js, closeNC, err := ff.connect()
+			if err != nil {
+				return err
+			}
+			defer closeNC()
+			ctx, cancel := context.WithTimeout(context.Background(), ff.timeout)
+			defer cancel()
+			if to == "" {
+				f, err := fleet.List(ctx, js)
+				if err != nil {
+					return err
+				}
+				var up []string
+				for _, d := range f.Devices {
+					if d.Name != dev && d.SeenAgo < LiveWithin {
+						up = append(up, d.Name)
+					}
+				}
+				if len(up) != 1 {
+					return usageError{fmt.Errorf("name the device to adopt %s on with --to: %d devices other than %s are up (heartbeat within %v): %s",
+						args[0], len(up), dev, LiveWithin, strings.Join(append(up, "none")[:max(1, len(up))], ", "))}
+				}
+				to = up[0]
+			}
+			rep, err := fleet.Decide(ctx, js.Conn(), to, fleet.Request{ID: requestID, Op: fleet.OpAdopt, From: dev, Harness: id}, 5*time.Second)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(stdout, rep)
+			}
+			a := rep.Adopted
+			if a == nil {
+				return fmt.Errorf("device %s answered without an adoption", to)
+			}
+			again := ""
+			if rep.Repeated {
+				again = " (this request was applied before; nothing changed now)"
+			}
+			fmt.Fprintf(stdout, "%s/%s adopted by %s: records %d-%d verified (%d), %d events, fence revision %d%s\n",
+				dev, a.Harness, a.To, a.HeadSeq-uint64(max(a.Records, 1))+1, a.HeadSeq, a.Records, a.Events, a.FenceRevision, again)
+			switch {
+			case a.Resumed:
+				fmt.Fprintf(stdout, "%s/%s: the daemon resumes it\n", a.To, a.Harness)
+			case len(a.Waiting) > 0:
+				fmt.Fprintf(stdout, "%s/%s: waits on gate(s) %s (approve with `harness-edge fleet approve %s/%s`)\n", a.To, a.Harness, strings.Join(a.Waiting, ", "), a.To, a.Harness)
+			case a.ResumeError != "":
+				fmt.Fprintf(stdout, "%s/%s: stored, not resumed: %s\n", a.To, a.Harness, a.ResumeError)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&to, "to", "", "the device that takes the harness (default: the only other device that is up)")
+	c.Flags().StringVar(&requestID, "request-id", "", "the request's id (default: a new random one); the same id is applied once")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the device's answer as JSON")
 	return c
 }
