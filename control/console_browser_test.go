@@ -73,7 +73,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
 	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(bctx, 120*time.Second)
+	ctx, cancel := context.WithTimeout(bctx, 180*time.Second)
 	defer cancel()
 	shot := func(name string) chromedp.Action {
 		return chromedp.ActionFunc(func(ctx context.Context) error {
@@ -84,9 +84,16 @@ func TestConsoleInABrowser(t *testing.T) {
 			return os.WriteFile(filepath.Join(shots, name), png, 0o644)
 		})
 	}
+	// The browser starts with ctx (a context's first Run starts it, and its end closes it).
+	if err := chromedp.Run(ctx); err != nil {
+		t.Fatalf("starting %s: %v", browserPath, err)
+	}
+	// Each part has its own 30 s, so that the page can still be read when one times out.
 	run := func(what string, actions ...chromedp.Action) {
 		t.Helper()
-		if err := chromedp.Run(ctx, actions...); err != nil {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := chromedp.Run(pctx, actions...); err != nil {
 			var html string
 			_ = chromedp.Run(ctx, chromedp.OuterHTML("body", &html))
 			t.Fatalf("%s: %v\npage:\n%s", what, err, html)
@@ -117,14 +124,34 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Fatalf("the page's script can read the session cookie: %q", cookie)
 	}
 
-	// Approve from the harness's page and watch it complete through the live events.
+	// Approve from the harness's page and watch it complete through the live events. The page
+	// redraws on each action and as events come, and the redraws overlap: one whose answer
+	// comes back late (here a redraw started before the approval, whose state request is held
+	// 2 s) must not put back the status the harness has left. The page stayed at "paused"
+	// for good when it did.
+	var stale bool
 	run("approve ship",
 		chromedp.Navigate(base+"/#/h/ship"),
 		chromedp.WaitVisible(`#live`),
 		chromedp.Poll(`document.getElementById("live") && document.getElementById("live").textContent === "(live)"`, nil, chromedp.WithPollingTimeout(20*time.Second)),
+		chromedp.Evaluate(`(() => {
+			const real = window.fetch;
+			let held = false;
+			window.fetch = (path, opts) => {
+				if (!held && path === "/v1/harnesses/ship" && (!opts || opts.method === "GET")) {
+					held = true;
+					return real(path, opts).then((r) => new Promise((ok) => setTimeout(() => ok(r), 2000)));
+				}
+				return real(path, opts);
+			};
+			refreshHarness("ship");
+			return true;
+		})()`, &stale),
 		chromedp.Click(`div[data-gate="ship/g1"] button.approve`),
 		chromedp.WaitVisible(`#events li[data-type="plan_completed"]`),
 		chromedp.WaitVisible(`li[data-step="ship"] .badge.completed`),
+		chromedp.WaitVisible(`#status .badge.completed`),
+		chromedp.Sleep(2500*time.Millisecond),
 		chromedp.WaitVisible(`#status .badge.completed`),
 		shot("console-harness.png"),
 	)

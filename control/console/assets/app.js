@@ -3,7 +3,9 @@
 "use strict";
 
 // refresh redraws what the current view shows after an action.
-const state = { csrf: "", stream: null, refreshTimer: 0, refresh: () => route() };
+// renders counts the harness body's redraws: one that comes back after a later one has been
+// drawn is stale, and is dropped.
+const state = { csrf: "", stream: null, refreshTimer: 0, refresh: () => route(), renders: 0, drawn: 0 };
 
 // el builds an element: el("div", {class: "card"}, child, "text", ...). Text is always text.
 function el(tag, attrs, ...kids) {
@@ -156,6 +158,7 @@ function healthCard(h) {
 async function viewHarness(v, id) {
   const path = "/v1/harnesses/" + encodeURIComponent(id);
   const body = el("div", { id: "harness-body" });
+  state.drawn = ++state.renders;
   await renderHarness(body, id);
   const list = el("ul", { class: "events", id: "events" });
   const live = el("span", { class: "muted", id: "live" }, "(connecting)");
@@ -183,13 +186,18 @@ async function viewHarness(v, id) {
   es.onerror = () => { if (es.readyState === EventSource.CLOSED) live.textContent = "(closed)"; };
 }
 
-// refreshHarness redraws a harness's body in place while the page still shows it.
+// refreshHarness redraws a harness's body in place while the page still shows it. Redraws
+// overlap (an action's, the events' timer, the stream's end) and their requests may come back
+// in any order: one older than the last drawn is dropped, or it would put back a status the
+// harness has left (a harness completed on the server, shown running for good).
 async function refreshHarness(id) {
   if (location.hash !== "#/h/" + encodeURIComponent(id)) return;
+  const n = ++state.renders;
   const fresh = el("div", {});
   try { await renderHarness(fresh, id); } catch (e) { if (e.status !== 401) flash(e.message, true); return; }
+  if (n < state.drawn) return;
   const body = document.getElementById("harness-body");
-  if (body) body.replaceChildren(...fresh.childNodes);
+  if (body) { state.drawn = n; body.replaceChildren(...fresh.childNodes); }
 }
 
 async function renderHarness(v, id) {
