@@ -180,6 +180,51 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Fatalf("hold after Reject: %+v %v", st, err)
 	}
 
+	// Change of course: a failed harness, retried from its page, then resumed, completes (its
+	// step's second attempt); a retry of it once completed is refused with the API's words;
+	// a checkpoint named on the page is rolled back to, and the harness runs to the end again.
+	submitFailing(t, api, "flaky")
+	run("retry a failed harness",
+		chromedp.Navigate(base+"/#/h/flaky"),
+		chromedp.WaitVisible(`#status .badge.failed`),
+		chromedp.WaitVisible(`#live`),
+		chromedp.Click(`#retry`),
+		chromedp.WaitVisible(`#status .badge.paused`),
+		chromedp.Poll(`document.getElementById("flash").textContent.startsWith("retry: paused (steps s1)")`, nil, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Click(`#resume`),
+		chromedp.WaitVisible(`#events li[data-type="plan_completed"]`),
+		chromedp.WaitVisible(`li[data-step="s1"] .badge.completed`),
+		chromedp.WaitVisible(`#status .badge.completed`),
+		shot("console-course.png"),
+	)
+	if st, err := api.State(ctx, "flaky"); err != nil || st.Status != statefmt.StatusCompleted || st.Plan.Steps[0].Attempts != 2 {
+		t.Fatalf("flaky after Retry and Resume: %+v %v", st, err)
+	}
+	_, refusal := api.Retry(ctx, "flaky", control.RetryRequest{})
+	if refusal == nil {
+		t.Fatal("a retry of a completed harness was not refused")
+	}
+	var shown string
+	run("retry a completed harness",
+		chromedp.Click(`#retry`),
+		chromedp.WaitVisible(`#flash.bad`),
+		chromedp.Text(`#flash`, &shown),
+	)
+	if want := "retry: " + refusal.Error(); shown != want {
+		t.Fatalf("the page says %q for a refused retry, want the API's words: %q", shown, want)
+	}
+	run("name a checkpoint and roll back to it",
+		chromedp.SendKeys(`#checkpoint-name`, "all-done"),
+		chromedp.Click(`#name-checkpoint`),
+		chromedp.WaitReady(`#rollback-to option[value="all-done"]`),
+		chromedp.Click(`#rollback`),
+		chromedp.Poll(`document.getElementById("flash").textContent.startsWith("rolled back to all-done")`, nil, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.WaitVisible(`#status .badge.paused`),
+	)
+	if st, err := api.State(ctx, "flaky"); err != nil || st.Status != statefmt.StatusPaused {
+		t.Fatalf("flaky after Roll back: %v %v", st.Status, err)
+	}
+
 	// The page's own requests: without the cookie, or with a forged CSRF token, refused; with
 	// its session's token, let through.
 	var statuses []int
