@@ -192,3 +192,39 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// BenchmarkTracerEmitPerStep is the tracer's own cost for one step, as the harness pays it: the
+// Emit calls of a step's events (started, a tool call, completed, its checkpoint), to a
+// collector that answers (on) and to a closed port (down).
+func BenchmarkTracerEmitPerStep(b *testing.B) {
+	for _, mode := range []string{"on", "down"} {
+		b.Run(mode, func(b *testing.B) {
+			endpoint := closedPort(b)
+			if mode == "on" {
+				srv := httptest.NewServer(&receiver{})
+				defer srv.Close()
+				endpoint = srv.URL
+			}
+			tr, err := tracing.New(context.Background(), tracing.Config{Endpoint: endpoint})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+				defer cancel()
+				_ = tr.Shutdown(ctx)
+			}()
+			ok := true
+			at := time.Now()
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				step := fmt.Sprintf("s%d", i)
+				at = at.Add(time.Millisecond)
+				tr.Emit(event.Event{Type: event.StepStarted, HarnessID: "h", Time: at, StepID: step, Attempt: 1})
+				tr.Emit(event.Event{Type: event.ToolCall, HarnessID: "h", Time: at.Add(500 * time.Microsecond), Tool: "write_file", DurationMs: 0.2, Success: &ok})
+				tr.Emit(event.Event{Type: event.StepCompleted, HarnessID: "h", Time: at.Add(900 * time.Microsecond), StepID: step, Attempt: 1})
+				tr.Emit(event.Event{Type: event.Checkpoint, HarnessID: "h", Time: at.Add(950 * time.Microsecond), Seq: uint64(i + 1), Kind: "delta", StoredBytes: 300})
+			}
+		})
+	}
+}
