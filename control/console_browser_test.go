@@ -224,6 +224,25 @@ func TestConsoleInABrowser(t *testing.T) {
 	if st, err := api.State(ctx, "flaky"); err != nil || st.Status != statefmt.StatusPaused {
 		t.Fatalf("flaky after Roll back: %v %v", st.Status, err)
 	}
+	// An invalid plan change: the API's line-numbered refusal on the page, the text kept.
+	bad := "skip: [nope]"
+	_, refusal = api.Replan(ctx, "flaky", control.ReplanRequest{Change: bad, Name: "bad.yaml"})
+	if refusal == nil {
+		t.Fatal("an invalid plan change was not refused")
+	}
+	var kept string
+	run("replan with an invalid change",
+		chromedp.SendKeys(`#replan-change`, bad),
+		chromedp.SendKeys(`#replan-name`, "bad.yaml"),
+		chromedp.Click(`#replan`),
+		chromedp.WaitVisible(`#flash.bad`),
+		chromedp.Poll(`document.getElementById("flash").textContent.startsWith("replan: ")`, nil, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Text(`#flash`, &shown),
+		chromedp.Value(`#replan-change`, &kept),
+	)
+	if want := "replan: " + refusal.Error(); shown != want || kept != bad {
+		t.Fatalf("the page says %q (the change typed is now %q), want the API's words %q and the change kept", shown, kept, want)
+	}
 
 	// The page's own requests: without the cookie, or with a forged CSRF token, refused; with
 	// its session's token, let through.
