@@ -28,9 +28,11 @@ ENGINE_SO   := $(ROOT)/$(ENGINE_LIB)/libeternal.so
 ARM_LIB     := eternal/lib/linux_arm64
 ARM_A       := $(ARM_LIB)/libeternal.a
 
+# comma is defined before its first use: := expands at once, and an undefined comma would glue
+# TAGS to the last tag (pebblegozstdotel), so that `make build TAGS=otel` lost both.
+comma := ,
 # A fully static binary: netgo/osusergo avoid glibc's NSS, pebblegozstd keeps Pebble on pure-Go zstd.
 STATIC_TAGS := netgo,osusergo,pebblegozstd$(if $(TAGS),$(comma)$(TAGS))
-comma := ,
 # The device binaries leave the fleet's embedded nats-server out (nohub: 9.6 MB, which would
 # take them past 30 MB); build-hub makes the binary with it, for the machine that runs the hub.
 DEVICE_TAGS := $(STATIC_TAGS),nohub

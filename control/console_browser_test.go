@@ -73,7 +73,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
 	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(bctx, 120*time.Second)
+	ctx, cancel := context.WithTimeout(bctx, 180*time.Second)
 	defer cancel()
 	shot := func(name string) chromedp.Action {
 		return chromedp.ActionFunc(func(ctx context.Context) error {
@@ -84,9 +84,16 @@ func TestConsoleInABrowser(t *testing.T) {
 			return os.WriteFile(filepath.Join(shots, name), png, 0o644)
 		})
 	}
+	// The browser starts with ctx (a context's first Run starts it, and its end closes it).
+	if err := chromedp.Run(ctx); err != nil {
+		t.Fatalf("starting %s: %v", browserPath, err)
+	}
+	// Each part has its own 30 s, so that the page can still be read when one times out.
 	run := func(what string, actions ...chromedp.Action) {
 		t.Helper()
-		if err := chromedp.Run(ctx, actions...); err != nil {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := chromedp.Run(pctx, actions...); err != nil {
 			var html string
 			_ = chromedp.Run(ctx, chromedp.OuterHTML("body", &html))
 			t.Fatalf("%s: %v\npage:\n%s", what, err, html)
@@ -117,14 +124,34 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Fatalf("the page's script can read the session cookie: %q", cookie)
 	}
 
-	// Approve from the harness's page and watch it complete through the live events.
+	// Approve from the harness's page and watch it complete through the live events. The page
+	// redraws on each action and as events come, and the redraws overlap: one whose answer
+	// comes back late (here a redraw started before the approval, whose state request is held
+	// 2 s) must not put back the status the harness has left. The page stayed at "paused"
+	// for good when it did.
+	var stale bool
 	run("approve ship",
 		chromedp.Navigate(base+"/#/h/ship"),
 		chromedp.WaitVisible(`#live`),
 		chromedp.Poll(`document.getElementById("live") && document.getElementById("live").textContent === "(live)"`, nil, chromedp.WithPollingTimeout(20*time.Second)),
+		chromedp.Evaluate(`(() => {
+			const real = window.fetch;
+			let held = false;
+			window.fetch = (path, opts) => {
+				if (!held && path === "/v1/harnesses/ship" && (!opts || opts.method === "GET")) {
+					held = true;
+					return real(path, opts).then((r) => new Promise((ok) => setTimeout(() => ok(r), 2000)));
+				}
+				return real(path, opts);
+			};
+			refreshHarness("ship");
+			return true;
+		})()`, &stale),
 		chromedp.Click(`div[data-gate="ship/g1"] button.approve`),
 		chromedp.WaitVisible(`#events li[data-type="plan_completed"]`),
 		chromedp.WaitVisible(`li[data-step="ship"] .badge.completed`),
+		chromedp.WaitVisible(`#status .badge.completed`),
+		chromedp.Sleep(2500*time.Millisecond),
 		chromedp.WaitVisible(`#status .badge.completed`),
 		shot("console-harness.png"),
 	)
@@ -151,6 +178,70 @@ func TestConsoleInABrowser(t *testing.T) {
 	st, err := api.State(ctx, "hold")
 	if err != nil || len(st.Gates) != 1 || st.Gates[0].Status != statefmt.GateRejected || st.Gates[0].Reason != "not tonight" {
 		t.Fatalf("hold after Reject: %+v %v", st, err)
+	}
+
+	// Change of course: a failed harness, retried from its page, then resumed, completes (its
+	// step's second attempt); a retry of it once completed is refused with the API's words;
+	// a checkpoint named on the page is rolled back to, and the harness runs to the end again.
+	submitFailing(t, api, "flaky")
+	run("retry a failed harness",
+		chromedp.Navigate(base+"/#/h/flaky"),
+		chromedp.WaitVisible(`#status .badge.failed`),
+		chromedp.WaitVisible(`#live`),
+		chromedp.Click(`#retry`),
+		chromedp.WaitVisible(`#status .badge.paused`),
+		chromedp.Poll(`document.getElementById("flash").textContent.startsWith("retry: paused (steps s1)")`, nil, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Click(`#resume`),
+		chromedp.WaitVisible(`#events li[data-type="plan_completed"]`),
+		chromedp.WaitVisible(`li[data-step="s1"] .badge.completed`),
+		chromedp.WaitVisible(`#status .badge.completed`),
+		shot("console-course.png"),
+	)
+	if st, err := api.State(ctx, "flaky"); err != nil || st.Status != statefmt.StatusCompleted || st.Plan.Steps[0].Attempts != 2 {
+		t.Fatalf("flaky after Retry and Resume: %+v %v", st, err)
+	}
+	_, refusal := api.Retry(ctx, "flaky", control.RetryRequest{})
+	if refusal == nil {
+		t.Fatal("a retry of a completed harness was not refused")
+	}
+	var shown string
+	run("retry a completed harness",
+		chromedp.Click(`#retry`),
+		chromedp.WaitVisible(`#flash.bad`),
+		chromedp.Text(`#flash`, &shown),
+	)
+	if want := "retry: " + refusal.Error(); shown != want {
+		t.Fatalf("the page says %q for a refused retry, want the API's words: %q", shown, want)
+	}
+	run("name a checkpoint and roll back to it",
+		chromedp.SendKeys(`#checkpoint-name`, "all-done"),
+		chromedp.Click(`#name-checkpoint`),
+		chromedp.WaitReady(`#rollback-to option[value="all-done"]`),
+		chromedp.Click(`#rollback`),
+		chromedp.Poll(`document.getElementById("flash").textContent.startsWith("rolled back to all-done")`, nil, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.WaitVisible(`#status .badge.paused`),
+	)
+	if st, err := api.State(ctx, "flaky"); err != nil || st.Status != statefmt.StatusPaused {
+		t.Fatalf("flaky after Roll back: %v %v", st.Status, err)
+	}
+	// An invalid plan change: the API's line-numbered refusal on the page, the text kept.
+	bad := "skip: [nope]"
+	_, refusal = api.Replan(ctx, "flaky", control.ReplanRequest{Change: bad, Name: "bad.yaml"})
+	if refusal == nil {
+		t.Fatal("an invalid plan change was not refused")
+	}
+	var kept string
+	run("replan with an invalid change",
+		chromedp.SendKeys(`#replan-change`, bad),
+		chromedp.SendKeys(`#replan-name`, "bad.yaml"),
+		chromedp.Click(`#replan`),
+		chromedp.WaitVisible(`#flash.bad`),
+		chromedp.Poll(`document.getElementById("flash").textContent.startsWith("replan: ")`, nil, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Text(`#flash`, &shown),
+		chromedp.Value(`#replan-change`, &kept),
+	)
+	if want := "replan: " + refusal.Error(); shown != want || kept != bad {
+		t.Fatalf("the page says %q (the change typed is now %q), want the API's words %q and the change kept", shown, kept, want)
 	}
 
 	// The page's own requests: without the cookie, or with a forged CSRF token, refused; with

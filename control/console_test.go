@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,47 @@ agents:
         prep: [{tool: write_file, args: {path: prep.txt, content: ready}}, {output: ready}]
         ship: [{tool: write_file, args: {path: shipped.txt, content: "yes"}}, {output: shipped}]
 `, id, t.TempDir())
+}
+
+// submitFailing submits through c a task whose one step fails at its first attempt (for good:
+// no automatic retry) and succeeds at its second, and returns once the harness has failed.
+func submitFailing(t *testing.T, c *control.Client, id string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Submit(ctx, control.Submission{Task: []byte(fmt.Sprintf(`id: %s
+agent: A
+autonomy: 5
+workspace: %s
+agents:
+  A:
+    driver: script
+    tools: [write_file]
+    script:
+      plan:
+        - {id: s1, description: fetch, agent: A}
+      steps:
+        s1: [{fail: permanent, message: upstream down, times: 1}, {tool: write_file, args: {path: got.txt, content: up}}, {output: up}]
+`, id, t.TempDir())), Name: id + ".yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, c, id, func(e event.Event) bool { return e.Type == event.StateTransition && e.To == statefmt.StatusFailed })
+	// The failure is logged before the daemon's run of the harness returns: until it has, a
+	// change of course is refused as for a running harness.
+	for {
+		h, err := c.Health(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(h.Running, id) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the daemon still runs %s after it failed", id)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 var errSeen = errors.New("seen")
@@ -308,5 +350,51 @@ func TestConsoleSessionsLeaveTheBearerTokenCheckAsItWas(t *testing.T) {
 	replay.Jar.SetCookies(u, cookies)
 	if a := send(t, replay, "GET", base+"/v1/harnesses", nil, ""); a.code != 401 {
 		t.Fatalf("the cookie of an ended session: %d %s", a.code, a.body)
+	}
+}
+
+// The console's course operations (retry, naming a checkpoint, rollback, replan, delete) are
+// state changes like the others: from a signed-in browser without the session's CSRF token
+// each is refused and changes nothing; with it, a retry goes through.
+func TestConsoleRefusesCourseChangesWithoutItsCSRFToken(t *testing.T) {
+	dir := storeDir(t)
+	d, _, _ := startDaemon(t, dir)
+	base := "http://" + d.HTTPAddr().String()
+	tok, err := control.Token(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := control.NewHTTPClient(base, tok)
+	submitFailing(t, api, "f")
+	ctx := context.Background()
+	if _, err := api.Checkpoint(ctx, "f", control.CheckpointRequest{Name: "failed-once"}); err != nil {
+		t.Fatal(err)
+	}
+	c := browser(t)
+	csrf := signIn(t, c, base, tok)
+	h := base + "/v1/harnesses/f"
+	for _, r := range []struct{ method, url, body string }{
+		{"POST", h + "/retry", `{}`},
+		{"POST", h + "/checkpoints", `{"name": "later"}`},
+		{"POST", h + "/rollback", `{"to": "failed-once"}`},
+		{"POST", h + "/replan", `{"change": "skip: [s1]"}`},
+		{"DELETE", h + "?force=1", ``},
+	} {
+		a := send(t, c, r.method, r.url, map[string]string{"Content-Type": "application/json"}, r.body)
+		if a.code != 403 || !strings.Contains(a.body, "has no X-CSRF-Token header") {
+			t.Fatalf("%s %s without the CSRF token: %d %s", r.method, r.url, a.code, a.body)
+		}
+	}
+	st, err := api.State(ctx, "f")
+	if err != nil || st.Status != statefmt.StatusFailed || st.Plan.Steps[0].Status != statefmt.StepFailed {
+		t.Fatalf("after the refused requests: %+v %v", st, err)
+	}
+	if l, err := api.ListCheckpoints(ctx, "f"); err != nil || len(l.Named) != 1 {
+		t.Fatalf("after the refused requests the named checkpoints are %+v (%v)", l, err)
+	}
+	a := send(t, c, "POST", h+"/retry", map[string]string{console.CSRFHeader: csrf, "Origin": base, "Sec-Fetch-Site": "same-origin", "Content-Type": "application/json"},
+		`{"by": "console"}`)
+	if a.code != 200 || !strings.Contains(a.body, `"status":"paused"`) {
+		t.Fatalf("retry with the session's CSRF token: %d %s", a.code, a.body)
 	}
 }

@@ -110,8 +110,8 @@ type Event struct {
 	Message string `json:"message,omitempty"`
 }
 
-// Usage is the model use a CLI agent reported for one run: tokens by kind, the cost it
-// computed, and its session.
+// Usage is the model use an agent reported for one run or model turn: tokens by kind, the cost
+// it computed, its session and its model.
 type Usage struct {
 	// InputTokens are the prompt tokens not read from a cache; CacheReadTokens those read from
 	// one and CacheWriteTokens those written to one (Claude's cache_creation_input_tokens).
@@ -122,6 +122,8 @@ type Usage struct {
 	// CostUSD is the cost the agent reported (0: it reported none).
 	CostUSD   float64 `json:"costUsd,omitempty"`
 	SessionID string  `json:"sessionId,omitempty"`
+	// Model is the model that answered, when the agent says (an openai agent's responses do).
+	Model string `json:"model,omitempty"`
 }
 
 // Tokens is every token the run's model processed: input, cached input and output.

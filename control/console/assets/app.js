@@ -3,7 +3,9 @@
 "use strict";
 
 // refresh redraws what the current view shows after an action.
-const state = { csrf: "", stream: null, refreshTimer: 0, refresh: () => route() };
+// renders counts the harness body's redraws: one that comes back after a later one has been
+// drawn is stale, and is dropped.
+const state = { csrf: "", stream: null, refreshTimer: 0, refresh: () => route(), renders: 0, drawn: 0 };
 
 // el builds an element: el("div", {class: "card"}, child, "text", ...). Text is always text.
 function el(tag, attrs, ...kids) {
@@ -73,11 +75,12 @@ function budgetText(st) {
   return parts.join(" · ");
 }
 
-// act runs an action and says how it went; then the view refreshes.
+// act runs an action and says how it went (what fn returns, when it is a message); then the
+// view refreshes.
 async function act(what, fn) {
   try {
-    await fn();
-    flash(what + ": done");
+    const msg = await fn();
+    flash(typeof msg === "string" ? msg : what + ": done");
   } catch (e) {
     if (e.status !== 401) flash(what + ": " + e.message, true);
   }
@@ -156,17 +159,20 @@ function healthCard(h) {
 async function viewHarness(v, id) {
   const path = "/v1/harnesses/" + encodeURIComponent(id);
   const body = el("div", { id: "harness-body" });
-  await renderHarness(body, id);
+  state.drawn = ++state.renders;
+  const st = await renderHarness(body, id);
   const list = el("ul", { class: "events", id: "events" });
   const live = el("span", { class: "muted", id: "live" }, "(connecting)");
-  v.append(body, el("h2", {}, "Events ", live), list);
-  state.refresh = () => refreshHarness(id);
+  // The course card is outside the body: a refresh does not wipe what is typed in it.
+  v.append(body, st.parentHarnessId ? el("p", { class: "muted" }, "A sub-agent's course is changed through its parent's.") : await courseCard(id),
+    el("h2", {}, "Events ", live), list);
   // The API's server-sent events: the logged ones first, then each new one as it happens.
-  // Each is listed once; the body refreshes (at most once a second) so statuses follow.
-  const es = new EventSource(path + "/events?follow=1");
-  state.stream = es;
+  // Each is listed once; the body refreshes (at most once a second) so statuses follow. A
+  // stream ends with its harness (completed or failed); an action on the page (a retry, a
+  // rollback) may start it again, so after one the stream is opened again from the last
+  // event listed.
   let lastN = 0;
-  es.onopen = () => { live.textContent = "(live)"; };
+  let ended = false;
   const onEvent = (m) => {
     let e = {};
     try { e = JSON.parse(m.data); } catch (_) { return; }
@@ -176,20 +182,36 @@ async function viewHarness(v, id) {
     list.prepend(el("li", { "data-type": e.type }, bits.join(" · ")));
     if (!state.refreshTimer) state.refreshTimer = setTimeout(() => { state.refreshTimer = 0; refreshHarness(id); }, 1000);
   };
-  ["state_transition", "step_started", "step_completed", "step_retry", "step_failed", "plan_completed", "tool_call", "checkpoint", "warning",
-    "gate", "sub_agent", "side_effect", "iteration", "compaction", "phase", "governor"].forEach((t) => es.addEventListener(t, onEvent));
-  es.onmessage = onEvent;
-  es.addEventListener("end", () => { live.textContent = "(ended)"; es.close(); refreshHarness(id); });
-  es.onerror = () => { if (es.readyState === EventSource.CLOSED) live.textContent = "(closed)"; };
+  const connect = () => {
+    ended = false;
+    const es = new EventSource(path + "/events?follow=1" + (lastN ? "&after=" + lastN : ""));
+    state.stream = es;
+    es.onopen = () => { live.textContent = "(live)"; };
+    ["state_transition", "step_started", "step_completed", "step_retry", "step_failed", "plan_completed", "tool_call", "checkpoint", "warning",
+      "gate", "sub_agent", "side_effect", "iteration", "compaction", "phase", "governor", "course"].forEach((t) => es.addEventListener(t, onEvent));
+    es.onmessage = onEvent;
+    es.addEventListener("end", () => { live.textContent = "(ended)"; ended = true; es.close(); refreshHarness(id); });
+    es.onerror = () => { if (es.readyState === EventSource.CLOSED) live.textContent = "(closed)"; };
+  };
+  state.refresh = () => {
+    refreshHarness(id);
+    if (ended && state.stream && location.hash === "#/h/" + encodeURIComponent(id)) connect();
+  };
+  connect();
 }
 
-// refreshHarness redraws a harness's body in place while the page still shows it.
+// refreshHarness redraws a harness's body in place while the page still shows it. Redraws
+// overlap (an action's, the events' timer, the stream's end) and their requests may come back
+// in any order: one older than the last drawn is dropped, or it would put back a status the
+// harness has left (a harness completed on the server, shown running for good).
 async function refreshHarness(id) {
   if (location.hash !== "#/h/" + encodeURIComponent(id)) return;
+  const n = ++state.renders;
   const fresh = el("div", {});
   try { await renderHarness(fresh, id); } catch (e) { if (e.status !== 401) flash(e.message, true); return; }
+  if (n < state.drawn) return;
   const body = document.getElementById("harness-body");
-  if (body) body.replaceChildren(...fresh.childNodes);
+  if (body) { state.drawn = n; body.replaceChildren(...fresh.childNodes); }
 }
 
 async function renderHarness(v, id) {
@@ -231,6 +253,78 @@ async function renderHarness(v, id) {
     el("table", {}, el("tr", {}, el("th", {}, "tool"), el("th", {}, "outcome"), el("th", {}, "ms"), el("th", {}, "when")),
       calls.slice(-50).reverse().map((c) => el("tr", {}, el("td", {}, c.callName), el("td", {}, c.result.success ? "ok" : (c.result.errorKind || "error") + ": " + (c.result.error || "")),
         el("td", {}, String(Math.round(c.duration || 0))), el("td", {}, age(c.timestamp) + " ago")))));
+  return st;
+}
+
+// courseCard changes a harness's course: retry it, roll it back to a named checkpoint (or name
+// one), replan it with a plan change, delete it. Each is the API's own operation, and its
+// refusal is shown as the API words it.
+async function courseCard(id) {
+  const path = "/v1/harnesses/" + encodeURIComponent(id);
+  const reason = el("input", { id: "course-reason", placeholder: "reason (optional, recorded with the change)", "aria-label": "reason for the change" });
+  const why = () => reason.value.trim() || undefined;
+  const by = "console";
+  const points = el("select", { id: "rollback-to", "aria-label": "named checkpoint" });
+  const loadPoints = async () => {
+    let l = { named: [] };
+    try { l = await api("GET", path + "/checkpoints"); } catch (_) { /* none to list */ }
+    const named = l.named || [];
+    points.replaceChildren(...(named.length ? named.map((c) => el("option", { value: c.name }, c.name + " (#" + c.seq + ", " + c.status + ", " + c.stepsDone + "/" + c.steps + " steps)"))
+      : [el("option", { value: "" }, "no named checkpoint")]));
+  };
+  await loadPoints();
+  const name = el("input", { id: "checkpoint-name", placeholder: "name for the newest checkpoint", "aria-label": "checkpoint name" });
+  const change = el("textarea", { id: "replan-change", placeholder: "skip: [ship]\nreplace:\n  build: {description: build with clang}", "aria-label": "plan change" });
+  const changeName = el("input", { id: "replan-name", placeholder: "fix.yaml (for errors)", "aria-label": "plan change name" });
+  const file = el("input", { type: "file", accept: ".yaml,.yml,.json", "aria-label": "plan change file", onchange: async () => {
+    const f = file.files[0];
+    if (f) { change.value = await f.text(); if (!changeName.value) changeName.value = f.name; }
+  } });
+  const force = el("input", { type: "checkbox", id: "delete-force" });
+  force.style.width = "auto";
+  const after = (what, fn) => act(what, async () => { const msg = await fn(); await loadPoints(); return msg; });
+  return el("div", { class: "card", id: "course" },
+    el("h2", {}, "Change course"), reason,
+    el("div", { class: "row" },
+      el("button", { type: "button", id: "retry", onclick: () => after("retry", async () => {
+        const r = await api("POST", path + "/retry", { by, reason: why() });
+        return "retry: " + r.status + (r.steps && r.steps.length ? " (steps " + r.steps.join(", ") + ")" : "") + ": resume to run it";
+      }) }, "Retry")),
+    el("label", {}, "Roll back to ", points),
+    el("div", { class: "row" },
+      el("button", { type: "button", id: "rollback", onclick: () => {
+        if (!points.value) { flash("rollback: no named checkpoint to roll back to: name one first", true); return; }
+        after("rollback", async () => {
+          const r = await api("POST", path + "/rollback", { to: points.value, by, reason: why() });
+          return "rolled back to " + points.value + ": " + r.status + ", " + r.stepsDone + "/" + r.steps + " steps done";
+        });
+      } }, "Roll back")),
+    el("label", {}, "Name the newest checkpoint ", name),
+    el("div", { class: "row" },
+      el("button", { type: "button", id: "name-checkpoint", onclick: () => after("checkpoint", async () => {
+        const r = await api("POST", path + "/checkpoints", { name: name.value.trim(), by });
+        name.value = "";
+        return "checkpoint #" + r.seq + " named " + r.name;
+      }) }, "Name checkpoint")),
+    el("label", {}, "Plan change file ", file), el("label", {}, "or its text ", change), el("label", {}, "Name ", changeName),
+    el("div", { class: "row" },
+      el("button", { type: "button", id: "replan", onclick: () => after("replan", async () => {
+        const r = await api("POST", path + "/replan", { change: change.value, name: changeName.value || undefined, by, reason: why() });
+        change.value = "";
+        return "replanned: " + (r.summary || "") + " (" + r.status + ")";
+      }) }, "Replan")),
+    el("div", { class: "row" },
+      el("label", {}, force, " even waiting for a human or interrupted"),
+      el("button", { type: "button", id: "delete", class: "danger", onclick: async () => {
+        if (!confirm("Delete " + id + " and its sub-agents? Its checkpoints and events go with it.")) return;
+        try {
+          const r = await api("DELETE", path + (force.checked ? "?force=1" : ""));
+          // To the list, without the hash change that would clear the message.
+          history.pushState(null, "", "#/");
+          await route();
+          flash("deleted " + r.harnesses.map((h) => h.id).join(", ") + ": " + bytes(r.freedBytes || 0) + " given back");
+        } catch (e) { if (e.status !== 401) flash("delete: " + e.message, true); }
+      } }, "Delete")));
 }
 
 function viewSubmit(v) {

@@ -270,7 +270,9 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 				ID: cmp.Or(tc.ID, fmt.Sprintf("call_%d_%d", loop.Iteration, i)), Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}
 		loop.Messages = append(loop.Messages, reply)
-		ev := event.Event{Type: event.Iteration, Iteration: loop.Iteration, DurationMs: event.Ms(sc.Clock.Now().Sub(start)), Outcome: event.IterCompleted}
+		ev := event.Event{Type: event.Iteration, Iteration: loop.Iteration, DurationMs: event.Ms(sc.Clock.Now().Sub(start)), Outcome: event.IterCompleted,
+			Usage: &event.Usage{InputTokens: int64(max(0, resp.Usage.PromptTokens)), OutputTokens: int64(max(0, resp.Usage.CompletionTokens)),
+				Model: cmp.Or(resp.Model, a.cfg.Model)}}
 		if len(reply.ToolCalls) > 0 {
 			names := make([]string, len(reply.ToolCalls))
 			for i, tc := range reply.ToolCalls {
@@ -413,6 +415,8 @@ type (
 			} `json:"message"`
 			FinishReason string `json:"finish_reason"`
 		} `json:"choices"`
+		// Model is the model that answered (the request's, or a more exact name).
+		Model string `json:"model"`
 		Usage struct {
 			PromptTokens     int `json:"prompt_tokens"`
 			CompletionTokens int `json:"completion_tokens"`

@@ -13,7 +13,7 @@ import (
 )
 
 // errNoOtel is serve --otlp-endpoint in a binary built without OpenTelemetry.
-var errNoOtel = errors.New("--otlp-endpoint: this binary was built without OpenTelemetry (it adds 8.6 MB, past the device binary's 30 MiB): build it with `make build TAGS=otel`")
+var errNoOtel = errors.New("--otlp-endpoint: this binary was built without OpenTelemetry (it adds 8.7 MB, past the device binary's 30 MiB): build it with `make build TAGS=otel`")
 
 // startTracing, in a binary without OpenTelemetry: the flag is refused; the standard
 // variables, which may be set for other programs, get a warning.
