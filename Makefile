@@ -29,7 +29,7 @@ ARM_LIB     := eternal/lib/linux_arm64
 ARM_A       := $(ARM_LIB)/libeternal.a
 
 # comma is defined before its first use: := expands at once, and an undefined comma would glue
-# TAGS to the last tag (pebblegozstdotel), so that `make build TAGS=otel` lost both.
+# TAGS to the last tag (pebblegozstdTAG), so that `make build TAGS=TAG` lost both.
 comma := ,
 # A fully static binary: netgo/osusergo avoid glibc's NSS, pebblegozstd keeps Pebble on pure-Go zstd.
 STATIC_TAGS := netgo,osusergo,pebblegozstd$(if $(TAGS),$(comma)$(TAGS))

@@ -9,9 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -20,7 +18,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -105,26 +102,15 @@ type step struct {
 // New starts a tracer that exports to c's endpoint. Nothing is sent until a span ends; an
 // endpoint that does not answer costs the exporter's retries, never a step's time.
 func New(ctx context.Context, c Config) (*Tracer, error) {
-	var opts []otlptracehttp.Option
-	if c.Endpoint != "" {
-		u, err := url.Parse(c.Endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("--otlp-endpoint %q: not an http:// or https:// URL of a collector (like http://127.0.0.1:4318)", c.Endpoint)
-		}
-		if u.Path == "" || u.Path == "/" {
-			u.Path = "/v1/traces"
-		}
-		opts = append(opts, otlptracehttp.WithEndpointURL(u.String()))
+	exp, err := newExporter(c.Endpoint)
+	if err != nil {
+		return nil, err
 	}
 	log := c.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("traces export", "err", err) }))
-	exp, err := otlptracehttp.New(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("--otlp-endpoint %q: %w", c.Endpoint, err)
-	}
 	res := resource.NewSchemaless(attribute.String("service.name", "harness-edge"), attribute.String("service.version", c.Version))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithIDGenerator(ids{}),
 		sdktrace.WithSampler(sdktrace.AlwaysSample()))

@@ -117,7 +117,7 @@ memory, load per CPU or temperature is over its limit.`,
 	f := c.Flags()
 	f.StringVar(&httpAddr, "http", "", "also serve the HTTP API on ADDR (e.g. 127.0.0.1:8484); the bearer token is in http.token in the store directory")
 	f.BoolVar(&allowRemote, "allow-remote", false, "allow --http on an address beyond loopback")
-	f.StringVar(&otlpEndpoint, "otlp-endpoint", "", "export traces over OTLP/HTTP to URL (e.g. http://127.0.0.1:4318); default: the standard OTEL_EXPORTER_OTLP_* variables, else no traces (binaries built with TAGS=otel)")
+	f.StringVar(&otlpEndpoint, "otlp-endpoint", "", "export traces over OTLP/HTTP to URL (e.g. http://127.0.0.1:4318); default: the standard OTEL_EXPORTER_OTLP_* variables, else no traces")
 	f.BoolVar(&metricsPub, "metrics-public", false, "serve GET /metrics on --http without the token (the web console and the API still need it)")
 	f.IntVar(&concurrency, "concurrency", 2, "harnesses to run at once")
 	f.BoolVar(&dream, "dream", false, "Dream Mode for every task: auto-checkpoint at checkpoint.interval, inside long steps too")
