@@ -222,11 +222,16 @@ func (s *Server) removeLocked(ctx context.Context, out *DeleteResult) error {
 	// worktree cannot be removed is not deleted.
 	for i := range out.Harnesses {
 		r := &out.Harnesses[i]
-		dir, err := s.m.RemoveWorktree(r.ID)
-		if err != nil {
-			return fmt.Errorf("harness %s: %w (the store was not changed)", r.ID, err)
+		// Sub-agents first: with subAgents: worktree each has one of its own.
+		for _, id := range append(slices.Clone(r.SubAgents), r.ID) {
+			dir, err := s.m.RemoveWorktree(id)
+			if err != nil {
+				return fmt.Errorf("harness %s: %w (the store was not changed)", id, err)
+			}
+			if id == r.ID {
+				r.Worktree = dir
+			}
 		}
-		r.Worktree = dir
 	}
 	sum, err := s.store.DeleteHarnesses(ctx, ids)
 	for _, id := range sum.Deleted {

@@ -43,9 +43,11 @@ const CommitRecord = "harness-edge:commit"
 const commitTimeout = 2 * time.Minute
 
 // commitsSteps reports whether the runtime commits this harness's workspace (sub-agents work
-// in their parent's: the parent commits). h.mu held.
+// in their parent's, and the parent commits, unless they have a worktree of their own). h.mu
+// held.
 func (h *Harness) commitsStepsLocked() bool {
-	return h.task.Workspace.CommitsSteps() && h.st.ParentHarnessID == ""
+	w := h.task.Workspace
+	return w.CommitsSteps() && (h.st.ParentHarnessID == "" || w.Isolated())
 }
 
 // checkCommitWorkspace refuses a workspace that commits per step cannot use, before anything

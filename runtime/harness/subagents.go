@@ -112,6 +112,12 @@ func (h *Harness) runChild(ctx context.Context, i int) (string, error) {
 		st := child.State()
 		h.noteChild(cid, st, "")
 		if st.Status == statefmt.StatusCompleted {
+			h.mu.Lock()
+			err := h.takeChildWorkLocked(cid)
+			h.mu.Unlock()
+			if err != nil {
+				return "", err
+			}
 			return OutputOf(st, "harness").Output, nil
 		}
 	}
@@ -151,7 +157,7 @@ func (m *Manager) child(parent *Harness, cid string, step statefmt.ExecutionStep
 		return nil, err
 	}
 	t := *parent.task
-	t.Workspace = childWorkspace(t.Workspace) // the parent's directory (its worktree, when isolated)
+	t.Workspace = childWorkspace(t.Workspace, parent.ID()) // the parent's directory (its worktree, when isolated), or a worktree of its own
 	t.ID, t.Agent, t.Plan = cid, step.AssignedAgent, nil
 	t.Prompt = step.Description
 	if parent.task.Prompt != "" {

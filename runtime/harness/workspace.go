@@ -231,13 +231,14 @@ func (h *Harness) UseWorkspaceLock(l *WorkspaceLock) {
 }
 
 // holdWorkspace takes the harness's workspace for a run, unless it is a sub-agent (it works
-// under its parent's lock) or was given a lock. It returns what lets it go. h.mu held.
+// under its parent's lock, in its parent's worktree or, with subAgents: worktree, in one of
+// its own that it makes here) or was given a lock. It returns what lets it go. h.mu held.
 func (h *Harness) holdWorkspaceLocked() (release func(), err error) {
-	if h.st.ParentHarnessID != "" {
-		return func() {}, nil
-	}
 	if err := h.ensureWorktreeLocked(); err != nil {
 		return nil, fmt.Errorf("harness %s: %w", h.ID(), err)
+	}
+	if h.st.ParentHarnessID != "" {
+		return func() {}, nil
 	}
 	if h.task.Workspace.CommitsSteps() {
 		if err := checkCommitWorkspace(h.task.Workspace.Path); err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/harness-edge/harness-edge/runtime/agent"
 	"github.com/harness-edge/harness-edge/runtime/gitrepo"
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt/event"
@@ -43,10 +44,43 @@ func withWorktree(t *task.Task, id string) *task.Task {
 	return &c
 }
 
-// childWorkspace is a sub-agent's workspace: the parent's directory, with its sharing and
-// commit settings but no isolation of its own.
-func childWorkspace(w task.Workspace) task.Workspace {
+// childWorkspace is the workspace of a sub-agent of harness parent: the parent's directory,
+// with its sharing and commit settings but no isolation of its own; or, with subAgents:
+// worktree, a worktree of its own on a branch made from the parent's (and so on down).
+func childWorkspace(w task.Workspace, parent string) task.Workspace {
+	if w.SubAgentWorktrees() {
+		return task.Workspace{Repo: w.Repo, Isolate: task.IsolateWorktree, Ref: BranchPrefix + parent, Commit: w.Commit, SubAgents: w.SubAgents}
+	}
 	return task.Workspace{Path: w.Path, Shared: w.Shared, Commit: w.Commit}
+}
+
+// takeChildWorkLocked fast-forwards the harness's worktree to the branch of its completed
+// sub-agent cid, with subAgents: worktree: the sub-agent's commits become the parent's, for the
+// steps after it. Taking it again (a resume that went back to an earlier commit) is the same
+// fast-forward. The parent's branch cannot have moved meanwhile (steps run one at a time, and
+// the parent's own commits precede the sub-agent's base), so a failure is a step's failure
+// that says why; the branch stays for review. h.mu held.
+func (h *Harness) takeChildWorkLocked(cid string) error {
+	w := h.task.Workspace
+	if !w.SubAgentWorktrees() {
+		return nil
+	}
+	ctx, cancel := h.gitContext()
+	defer cancel()
+	repo, err := gitrepo.Open(ctx, w.Path, nil)
+	if err == nil {
+		err = repo.Run(ctx, nil, "merge", "--ff-only", "--quiet", BranchPrefix+cid)
+	}
+	if err != nil {
+		var ge *gitrepo.Error
+		msg := err.Error()
+		if errors.As(err, &ge) {
+			msg = strings.TrimSpace(ge.Stderr)
+		}
+		return &agent.StepError{Msg: fmt.Sprintf("the work of sub-agent %s (branch %s) could not be fast-forwarded into %s: %s; the branch stays for review", cid, BranchPrefix+cid, w.Path, msg)}
+	}
+	h.emit(event.Event{Type: event.SubAgent, SubAgentID: cid, Outcome: "merged", Message: fmt.Sprintf("branch %s fast-forwarded into %s", BranchPrefix+cid, w.Path)})
+	return nil
 }
 
 // ensureWorktreeLocked makes the harness's worktree and branch when they do not exist yet.

@@ -143,6 +143,9 @@ func TestBadFilesNameFileLineAndField(t *testing.T) {
 		{"bad isolation", "agent: A\nworkspace: {repo: r, isolate: container}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: workspace.isolate:", `"container" is not worktree`}},
 		{"ref like an option", "agent: A\nworkspace: {repo: r, isolate: worktree, ref: --orphan}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: workspace.ref:", "is not a ref"}},
 		{"merge without isolation", "agent: A\nworkspace: {path: p, merge: fast-forward}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: workspace.merge:", "isolate: worktree"}},
+		{"sub-agent worktrees of an unknown kind", "agent: A\nworkspace: {repo: r, isolate: worktree, commit: step, subAgents: clone}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: workspace.subAgents:", `"clone" is not worktree`}},
+		{"sub-agent worktrees without isolation", "agent: A\nworkspace: {path: p, commit: step, subAgents: worktree}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: workspace.subAgents:", "add isolate: worktree"}},
+		{"sub-agent worktrees without commits", "agent: A\nworkspace: {repo: r, isolate: worktree, subAgents: worktree}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: workspace.subAgents:", "needs commit: step"}},
 		{"worktree on the direct path", "agent: A\nlongRunning: false\nworkspace: {repo: r, isolate: worktree}\nagents:\n  A: {driver: script, script: {}}\n", []string{"workspace.isolate:", "needs a harness"}},
 		{"bad replay", "agent: A\nagents:\n  A: {driver: script, script: {}}\ntools:\n  t: {command: [x], sideEffects: true, replay: sometimes}\n", []string{"t.yaml:5: tools.t.replay:", "retry, skip or ask"}},
 	} {

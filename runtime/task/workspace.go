@@ -45,6 +45,11 @@ type Workspace struct {
 	// Merge "fast-forward" fast-forwards the repository's checked-out branch to the harness's
 	// branch when the harness completes (when it can; otherwise the branch waits for review).
 	Merge string `yaml:"merge" json:"merge,omitzero"`
+	// SubAgents "worktree" (with Isolate "worktree" and Commit "step") gives each sub-agent a
+	// worktree of its own too, on its own branch made from its parent's branch; when the
+	// sub-agent completes, its branch is fast-forwarded into its parent's worktree. Default:
+	// sub-agents work in their parent's worktree.
+	SubAgents string `yaml:"subAgents" json:"subAgents,omitzero"`
 }
 
 // IsolateWorktree gives each harness its own git worktree (Workspace.Isolate).
@@ -52,6 +57,12 @@ const IsolateWorktree = "worktree"
 
 // MergeFastForward merges a completed harness's branch by fast-forward (Workspace.Merge).
 const MergeFastForward = "fast-forward"
+
+// SubAgentsWorktree gives each sub-agent a worktree of its own (Workspace.SubAgents).
+const SubAgentsWorktree = "worktree"
+
+// SubAgentWorktrees reports whether each sub-agent works in a worktree of its own.
+func (w Workspace) SubAgentWorktrees() bool { return w.SubAgents == SubAgentsWorktree }
 
 // Isolated reports whether each harness works in a worktree of its own.
 func (w Workspace) Isolated() bool { return w.Isolate == IsolateWorktree }
@@ -68,7 +79,7 @@ func (w Workspace) CommitsSteps() bool { return w.Commit == CommitStep }
 // onlyPath reports whether the workspace has no option besides its path (it is written back as
 // a plain path, as task files without options always were).
 func (w Workspace) onlyPath() bool {
-	return w.Shared == "" && w.Commit == "" && w.Repo == "" && w.Isolate == "" && w.Ref == "" && w.Merge == ""
+	return w.Shared == "" && w.Commit == "" && w.Repo == "" && w.Isolate == "" && w.Ref == "" && w.Merge == "" && w.SubAgents == ""
 }
 
 // MarshalJSON writes a workspace without options as its path, and one with options as an object.
@@ -134,6 +145,14 @@ func (t *Task) validateWorkspace() []fieldErr {
 		bad(fmt.Sprintf("%q is not %s", w.Merge, MergeFastForward), "merge")
 	} else if w.Merge != "" && !w.Isolated() {
 		bad("merge applies to the branch of isolate: worktree", "merge")
+	}
+	switch {
+	case w.SubAgents != "" && w.SubAgents != SubAgentsWorktree:
+		bad(fmt.Sprintf("%q is not %s", w.SubAgents, SubAgentsWorktree), "subAgents")
+	case w.SubAgentWorktrees() && !w.Isolated():
+		bad("subAgents: worktree branches each sub-agent from its parent's branch: add isolate: worktree (and repo)", "subAgents")
+	case w.SubAgentWorktrees() && !w.CommitsSteps():
+		bad("subAgents: worktree needs commit: step: a sub-agent starts from its parent's last commit and hands its work back as commits", "subAgents")
 	}
 	if !w.ReadOnly() {
 		return errs

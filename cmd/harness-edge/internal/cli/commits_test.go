@@ -398,3 +398,84 @@ func TestRollbackBringsTheWorkspaceBackWithTheState(t *testing.T) {
 		t.Fatalf("the work after the rollback's checkpoint is not kept on a side ref over %s: %q", oldHead, refs)
 	}
 }
+
+// With subAgents: worktree a sub-agent works in a worktree of its own, on a branch made from its
+// parent's after the parent's last commit, commits its own steps there, and its branch is
+// fast-forwarded into the parent's worktree when it completes: the parent's next step sees
+// its files, the repository's own branch is untouched, and delete removes both worktrees.
+func TestSubAgentsWorkInWorktreesOfTheirOwn(t *testing.T) {
+	dir := t.TempDir()
+	db, repo := filepath.Join(dir, "store"), filepath.Join(dir, "repo")
+	if err := os.MkdirAll(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "init", "-q", "-b", "main")
+	if err := os.WriteFile(filepath.Join(repo, "README"), []byte("the project\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "add", "README")
+	git(t, repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "start")
+	start := git(t, repo, "rev-parse", "HEAD")
+	src := fmt.Sprintf(`id: p
+agent: A
+autonomy: 5
+workspace: {repo: %s, isolate: worktree, commit: step, subAgents: worktree}
+agents:
+  A:
+    driver: script
+    tools: [write_file, bash]
+    script:
+      steps:
+        a: [{tool: write_file, args: {path: a.txt, content: "by A"}}]
+        c: [{tool: bash, args: {command: "cat a.txt b.txt"}}]
+  B:
+    driver: script
+    tools: [write_file, bash]
+    script:
+      steps:
+        "*": [{tool: bash, args: {command: "cat a.txt"}}, {tool: write_file, args: {path: b.txt, content: " and B"}}]
+plan:
+  - {id: a, description: write a, agent: A}
+  - {id: b, description: write b, agent: B, dependsOn: [a]}
+  - {id: c, description: read both, agent: A, dependsOn: [b]}
+`, repo)
+	if code, out := binary(t, db, "run", writeTask(t, dir, "p.yaml", src)); code != ExitOK {
+		t.Fatalf("run: exit %d\n%s", code, out)
+	}
+	st := waitStatus(t, db, "p", statefmt.StatusCompleted)
+	if out := *st.Plan.Steps[2].Output; !strings.Contains(out, "by A and B") {
+		t.Fatalf("the parent's step after the sub-agent read %q", out)
+	}
+	child := st.Plan.Steps[1].ChildHarnessID
+	wt := func(id string) string { return filepath.Join(dir, ".repo.harness-edge-worktrees", id) }
+	if got := readFile(t, filepath.Join(wt(child), "b.txt")); got != " and B" {
+		t.Fatalf("the sub-agent's worktree %s: b.txt %q", wt(child), got)
+	}
+	// The sub-agent's branch starts at the parent's commit of step a, and the parent's branch
+	// holds its commits.
+	pb, cb := "harness-edge/p", "harness-edge/"+child
+	if files := git(t, repo, "ls-tree", "--name-only", cb); files != "README\na.txt\nb.txt" {
+		t.Fatalf("branch %s holds %q", cb, files)
+	}
+	if git(t, repo, "merge-base", "--is-ancestor", cb, pb) != "" || git(t, repo, "log", "--format=%s", pb+".."+cb) != "" {
+		t.Fatalf("branch %s is not in %s", cb, pb)
+	}
+	if log := git(t, repo, "log", "--format=%(trailers:key=Harness-Id,valueonly)", pb); !strings.Contains(log, child) || !strings.Contains(log, "p") {
+		t.Fatalf("the parent's branch lacks the sub-agent's commits:\n%s", log)
+	}
+	if head, status := git(t, repo, "rev-parse", "HEAD"), git(t, repo, "status", "--porcelain"); head != start || status != "" {
+		t.Fatalf("the repository moved (%s) or changed: %q", head, status)
+	}
+	// delete takes both worktrees; the branches stay.
+	if code, out := binary(t, db, "delete", "p"); code != ExitOK {
+		t.Fatalf("delete: exit %d\n%s", code, out)
+	}
+	for _, id := range []string{"p", child} {
+		if _, err := os.Stat(wt(id)); !os.IsNotExist(err) {
+			t.Fatalf("the worktree of %s is still there after delete: %v", id, err)
+		}
+	}
+	if git(t, repo, "rev-parse", "--verify", cb) == "" {
+		t.Fatal("the sub-agent's branch went with the delete")
+	}
+}
