@@ -17,6 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
+	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/statefmt/event"
 	"github.com/harness-edge/harness-edge/store"
@@ -494,19 +495,27 @@ func TestImportReplicaVerifiesTheChainAndIsAllOrNothing(t *testing.T) {
 	last := bytes.Clone(flipped.Records[len(flipped.Records)-1])
 	last[len(last)-10] ^= 1
 	flipped.Records[len(flipped.Records)-1] = last
-	gap := rep
-	gap.Records = slices.Delete(slices.Clone(rep.Records), 1, 2)
-	for _, c := range []struct {
+	type refusal struct {
 		name string
 		r    store.Replica
 		o    store.ImportOptions
 		want string
-	}{
+	}
+	cases := []refusal{
 		{"dry run", rep, store.ImportOptions{DryRun: true}, ""},
 		{"a record flipped", flipped, store.ImportOptions{}, "replica does not verify: harness solo"},
-		{"a record missing", gap, store.ImportOptions{}, "replica does not verify: harness solo"},
 		{"a bad index entry", store.Replica{IndexJSON: []byte(`{"id":`)}, store.ImportOptions{}, "the replicated index entry does not decode"},
-	} {
+	}
+	// A record missing between the keyframe and the head: there are none between them on the
+	// backend without the engine, whose every record is a keyframe.
+	if len(rep.Records) >= 2 {
+		gap := rep
+		gap.Records = slices.Delete(slices.Clone(rep.Records), 1, 2)
+		cases = append(cases, refusal{"a record missing", gap, store.ImportOptions{}, "replica does not verify: harness solo"})
+	} else if e, _ := bridge.Load(); e.Backend() != bridge.BackendFallback {
+		t.Fatalf("a chain of one record on the %s backend", e.Backend())
+	}
+	for _, c := range cases {
 		b := open(t, bdir)
 		_, err := b.ImportReplica(c.r, c.o)
 		b.Close()
