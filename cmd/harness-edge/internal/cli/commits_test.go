@@ -50,6 +50,22 @@ func git(t *testing.T, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// newRepo makes a git repository at dir, on branch main, with one commit (a README), and
+// returns that commit.
+func newRepo(t *testing.T, dir string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(t, dir, "init", "-q", "-b", "main")
+	if err := os.WriteFile(filepath.Join(dir, "README"), []byte("the project\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, dir, "add", "README")
+	git(t, dir, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "start")
+	return git(t, dir, "rev-parse", "HEAD")
+}
+
 // recordedCommits are the runtime's commits a state records, oldest first, with their steps.
 func recordedCommits(st *statefmt.HarnessState) (commits, steps []string) {
 	for _, r := range st.ToolCallHistory {
@@ -290,16 +306,7 @@ agents:
 func TestIsolatedHarnessesWorkInTheirOwnWorktrees(t *testing.T) {
 	dir := t.TempDir()
 	db, repo := filepath.Join(dir, "store"), filepath.Join(dir, "repo")
-	if err := os.MkdirAll(repo, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	git(t, repo, "init", "-q", "-b", "main")
-	if err := os.WriteFile(filepath.Join(repo, "README"), []byte("the project\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	git(t, repo, "add", "README")
-	git(t, repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "start")
-	start := git(t, repo, "rev-parse", "HEAD")
+	start := newRepo(t, repo)
 	startDaemon(t, db)
 	for _, id := range []string{"a", "b"} {
 		if code, out, stderr := run(t, "--store", db, "submit", writeTask(t, dir, id+".yaml", isolatedTask(id, repo, ""))); code != ExitOK {
@@ -406,16 +413,7 @@ func TestRollbackBringsTheWorkspaceBackWithTheState(t *testing.T) {
 func TestSubAgentsWorkInWorktreesOfTheirOwn(t *testing.T) {
 	dir := t.TempDir()
 	db, repo := filepath.Join(dir, "store"), filepath.Join(dir, "repo")
-	if err := os.MkdirAll(repo, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	git(t, repo, "init", "-q", "-b", "main")
-	if err := os.WriteFile(filepath.Join(repo, "README"), []byte("the project\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	git(t, repo, "add", "README")
-	git(t, repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "start")
-	start := git(t, repo, "rev-parse", "HEAD")
+	start := newRepo(t, repo)
 	src := fmt.Sprintf(`id: p
 agent: A
 autonomy: 5
