@@ -17,7 +17,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
+
+	"github.com/harness-edge/harness-edge/internal/scripted"
 )
 
 // Block is one content block of a reply: a text, or a tool call (Tool and Input set).
@@ -50,45 +51,21 @@ func ToolUse(tool string, input map[string]any, u Usage) Reply {
 }
 
 // Request is one request the server got, as it came.
-type Request struct {
-	Method, Path string
-	Header       http.Header
-	Body         []byte
-	// Turn is the script's index of the reply it got (-1: not an agent turn).
-	Turn int
-}
+type Request = scripted.Request
 
-// Server is the scripted server.
+// Server is the scripted server. Its Script has the requests it got (Requests) and how many
+// agent turns it answered (Turns).
 type Server struct {
 	*httptest.Server
-
-	mu       sync.Mutex
-	script   []Reply
-	next     int
-	requests []Request
-	msgID    int
+	*scripted.Script[Reply]
 }
 
 // New starts a server on a loopback port answering agent turns from script, in order. A turn
 // past the script's end is answered 500 with what happened.
 func New(script ...Reply) *Server {
-	s := &Server{script: script}
+	s := &Server{Script: scripted.New(script)}
 	s.Server = httptest.NewServer(s)
 	return s
-}
-
-// Requests is every request so far.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
-}
-
-// Turns is how many agent turns the server answered from its script.
-func (s *Server) Turns() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.next
 }
 
 // Log is the requests, one a line (method, path, model, stream, tools, and the turn they got),
@@ -112,35 +89,23 @@ type messagesRequest struct {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	rec := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Turn: -1}
+	rec := scripted.Capture(r)
+	body := rec.Body
 	var m messagesRequest
 	isMessages := r.Method == http.MethodPost && r.URL.Path == "/v1/messages"
 	if isMessages {
 		if err := json.Unmarshal(body, &m); err != nil {
-			s.record(rec)
+			s.Record(rec)
 			writeError(w, http.StatusBadRequest, "invalid_request_error", "the body is not JSON: "+err.Error())
 			return
 		}
 	}
-	s.mu.Lock()
-	s.msgID++
-	id := fmt.Sprintf("msg_%04d", s.msgID)
-	var reply Reply
-	var overrun bool
-	if isMessages && len(m.Tools) > 0 {
-		if s.next < len(s.script) {
-			rec.Turn = s.next
-			reply = s.script[s.next]
-		} else {
-			overrun = true
-		}
-		s.next++
-	} else if isMessages {
+	reply, n, ok := s.Take(rec, isMessages && len(m.Tools) > 0)
+	overrun := !ok
+	if isMessages && len(m.Tools) == 0 {
 		reply = Text("OK", Usage{})
 	}
-	s.requests = append(s.requests, rec)
-	s.mu.Unlock()
+	id := fmt.Sprintf("msg_%04d", n)
 
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages/count_tokens":
@@ -149,19 +114,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case !isMessages:
 		writeError(w, http.StatusNotFound, "not_found_error", "no such endpoint: "+r.Method+" "+r.URL.Path)
 	case overrun:
-		writeError(w, http.StatusInternalServerError, "api_error", fmt.Sprintf("the script has %d replies and this is agent turn %d", len(s.script), len(s.script)+1))
+		writeError(w, http.StatusInternalServerError, "api_error", fmt.Sprintf("the script has %d replies and this is agent turn %d", s.Len(), s.Len()+1))
 	case m.Stream:
 		stream(w, id, m.Model, reply)
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(message(id, m.Model, reply, reply.Usage.OutputTokens))
 	}
-}
-
-func (s *Server) record(r Request) {
-	s.mu.Lock()
-	s.requests = append(s.requests, r)
-	s.mu.Unlock()
 }
 
 func writeError(w http.ResponseWriter, status int, kind, msg string) {

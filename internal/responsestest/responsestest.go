@@ -12,11 +12,11 @@ package responsestest
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
+
+	"github.com/harness-edge/harness-edge/internal/scripted"
 )
 
 // Item is one output item of a reply: a message text, or a call of a function tool (Function
@@ -53,45 +53,21 @@ func Call(function string, args any, u Usage) Reply {
 }
 
 // Request is one request the server got, as it came.
-type Request struct {
-	Method, Path string
-	Header       http.Header
-	Body         []byte
-	// Turn is the script's index of the reply it got (-1: not an agent turn).
-	Turn int
-}
+type Request = scripted.Request
 
-// Server is the scripted server.
+// Server is the scripted server. Its Script has the requests it got (Requests) and how many
+// agent turns it answered (Turns).
 type Server struct {
 	*httptest.Server
-
-	mu       sync.Mutex
-	script   []Reply
-	next     int
-	requests []Request
-	respID   int
+	*scripted.Script[Reply]
 }
 
 // New starts a server on a loopback port answering agent turns from script, in order. A turn
 // past the script's end is answered 500 with what happened.
 func New(script ...Reply) *Server {
-	s := &Server{script: script}
+	s := &Server{Script: scripted.New(script)}
 	s.Server = httptest.NewServer(s)
 	return s
-}
-
-// Requests is every request so far.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
-}
-
-// Turns is how many agent turns the server answered from its script.
-func (s *Server) Turns() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.next
 }
 
 // ToolNames is the names of the tools a request offered.
@@ -127,53 +103,35 @@ type responsesRequest struct {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	rec := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Turn: -1}
+	rec := scripted.Capture(r)
+	body := rec.Body
 	var m responsesRequest
 	isResponses := r.Method == http.MethodPost && r.URL.Path == "/v1/responses"
 	if isResponses {
 		if err := json.Unmarshal(body, &m); err != nil {
-			s.record(rec)
+			s.Record(rec)
 			writeError(w, http.StatusBadRequest, "the body is not JSON: "+err.Error())
 			return
 		}
 	}
-	s.mu.Lock()
-	s.respID++
-	id := fmt.Sprintf("resp_%04d", s.respID)
-	var reply Reply
-	var overrun bool
-	if isResponses && len(m.Tools) > 0 {
-		if s.next < len(s.script) {
-			rec.Turn = s.next
-			reply = s.script[s.next]
-		} else {
-			overrun = true
-		}
-		s.next++
-	} else if isResponses {
+	reply, n, ok := s.Take(rec, isResponses && len(m.Tools) > 0)
+	overrun := !ok
+	if isResponses && len(m.Tools) == 0 {
 		reply = Text("OK", Usage{})
 	}
-	s.requests = append(s.requests, rec)
-	s.mu.Unlock()
+	id := fmt.Sprintf("resp_%04d", n)
 
 	switch {
 	case !isResponses:
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	case overrun:
-		writeError(w, http.StatusInternalServerError, fmt.Sprintf("the script has %d replies and this is agent turn %d", len(s.script), len(s.script)+1))
+		writeError(w, http.StatusInternalServerError, fmt.Sprintf("the script has %d replies and this is agent turn %d", s.Len(), s.Len()+1))
 	case m.Stream:
 		stream(w, id, m.Model, reply)
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(response(id, m.Model, reply, "completed"))
 	}
-}
-
-func (s *Server) record(r Request) {
-	s.mu.Lock()
-	s.requests = append(s.requests, r)
-	s.mu.Unlock()
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
