@@ -456,11 +456,18 @@ func parse(name string, data []byte) (*Task, *yaml.Node, []lineErr, error) {
 	return t, root, errs, nil
 }
 
+// MaxErrors is how many of a task file's problems an error lists: a generated file with one
+// mistake repeated on every step would otherwise print thousands of lines.
+const MaxErrors = 50
+
 func joinErrs(name string, errs []lineErr) error {
 	slices.SortStableFunc(errs, func(a, b lineErr) int { return a.line - b.line })
-	out := make([]error, len(errs))
-	for i, fe := range errs {
-		out[i] = &Error{File: name, Line: fe.line, Field: fe.field(), Msg: fe.msg}
+	out := make([]error, 0, min(len(errs), MaxErrors)+1)
+	for _, fe := range errs[:min(len(errs), MaxErrors)] {
+		out = append(out, &Error{File: name, Line: fe.line, Field: fe.field(), Msg: fe.msg})
+	}
+	if n := len(errs) - MaxErrors; n > 0 {
+		out = append(out, fmt.Errorf("%s: and %d more problems like these (the first %d are listed)", name, n, MaxErrors))
 	}
 	return errors.Join(out...)
 }

@@ -289,3 +289,22 @@ func TestWorkspaceFormsAndHowTheyAreStored(t *testing.T) {
 		}
 	}
 }
+
+// A file with the same mistake on every one of thousands of steps lists the first MaxErrors
+// problems and says how many more there are.
+func TestThousandsOfProblemsAreListedUpToALimit(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("id: big\nagent: A\nagents:\n  A: {driver: script, script: {}}\nplan:\n")
+	for i := range 3000 {
+		fmt.Fprintf(&b, "  - {id: s%d, description: d, agent: A, colour: red}\n", i)
+	}
+	_, err := task.Parse("big.yaml", []byte(b.String()))
+	if err == nil {
+		t.Fatal("a task with an unknown field on every step parsed")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != task.MaxErrors+1 || !strings.HasPrefix(lines[0], "big.yaml:6: ") ||
+		lines[task.MaxErrors] != fmt.Sprintf("big.yaml: and %d more problems like these (the first %d are listed)", 3000-task.MaxErrors, task.MaxErrors) {
+		t.Fatalf("%d lines, first %q, last %q", len(lines), lines[0], lines[len(lines)-1])
+	}
+}
