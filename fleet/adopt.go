@@ -19,9 +19,12 @@ import (
 
 // Request operations (Request.Op).
 const (
-	OpDecide = ""      // approve or reject a gate
-	OpAdopt  = "adopt" // adopt Request.Harness of device Request.From here
-	OpPing   = "ping"  // answer, and do nothing: the daemon is connected
+	OpDecide = ""       // approve or reject a gate
+	OpAdopt  = "adopt"  // adopt Request.Harness of device Request.From here
+	OpPing   = "ping"   // answer, and do nothing: the daemon is connected
+	OpPause  = "pause"  // pause Request.Harness
+	OpResume = "resume" // resume Request.Harness
+	OpTell   = "tell"   // store Request.Message for Request.Harness's next iteration
 )
 
 // Adoption is what a device answers to an adoption it applied.

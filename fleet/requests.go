@@ -18,6 +18,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/runtime/inbox"
+	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/store"
 )
 
@@ -33,6 +35,8 @@ type Request struct {
 	Gate    string `json:"gate,omitempty"`
 	Approve bool   `json:"approve"`
 	Reason  string `json:"reason,omitempty"`
+	// Message is what OpTell stores for the harness's next iteration.
+	Message string `json:"message,omitempty"`
 }
 
 // ErrorKind says what kind of error a device answered. The strings are stable.
@@ -43,6 +47,7 @@ const (
 	KindBadInput ErrorKind = "bad_input" // the request is malformed; nothing changed
 	KindNotFound ErrorKind = "not_found" // the device holds no such harness
 	KindRefused  ErrorKind = "refused"   // the harness refused the decision; nothing changed
+	KindWaiting  ErrorKind = "waiting"   // resumed, the harness waits on a gate for a human
 )
 
 // Reply is a device's answer.
@@ -51,6 +56,10 @@ type Reply struct {
 	Device    string            `json:"device"`
 	Decision  *control.Decision `json:"decision,omitempty"`
 	Adopted   *Adoption         `json:"adopted,omitempty"`
+	// Status is the harness's status once a pause or a resume was applied.
+	Status statefmt.Status `json:"status,omitempty"`
+	// Told is the message a tell stored.
+	Told *control.Told `json:"told,omitempty"`
 	// Repeated says the request was applied before: this is the answer it got then.
 	Repeated bool      `json:"repeated,omitempty"`
 	Error    string    `json:"error,omitempty"`
@@ -61,6 +70,15 @@ type Reply struct {
 // take on the device itself.
 type Decider interface {
 	Decide(ctx context.Context, id, gate string, approve bool, reason string) (control.Decision, error)
+}
+
+// Controller pauses, resumes and tells a harness: control.Server's methods, the paths pause,
+// resume and tell take on the device itself.
+type Controller interface {
+	Pause(ctx context.Context, id string) error
+	Resume(ctx context.Context, id string) error
+	Tell(ctx context.Context, id, text string) (control.Told, error)
+	State(ctx context.Context, id string) (*statefmt.HarnessState, error)
 }
 
 // RequestsFile keeps, in the store directory, the requests a device applied and their
@@ -154,8 +172,8 @@ func (r *Responder) Handle(ctx context.Context, data []byte) Reply {
 	switch {
 	case req.Op == OpPing:
 		return rep
-	case req.Op != OpDecide && req.Op != OpAdopt:
-		rep.Error, rep.Kind = fmt.Sprintf("request op %q is not one this device knows (%q, %q, %q)", req.Op, OpDecide, OpAdopt, OpPing), KindBadInput
+	case req.Op != OpDecide && req.Op != OpAdopt && req.Op != OpPause && req.Op != OpResume && req.Op != OpTell:
+		rep.Error, rep.Kind = fmt.Sprintf("request op %q is not one this device knows (%q, %q, %q, %q, %q, %q)", req.Op, OpDecide, OpAdopt, OpPause, OpResume, OpTell, OpPing), KindBadInput
 		return rep
 	case req.ID == "" || len(req.ID) > 128:
 		rep.Error, rep.Kind = "request has no id (1-128 characters): a retry could not be told from a new request", KindBadInput
@@ -169,6 +187,12 @@ func (r *Responder) Handle(ctx context.Context, data []byte) Reply {
 			rep.Error, rep.Kind = fmt.Sprintf("adoption: harness %s is on this device (%s) already", req.Harness, r.device), KindBadInput
 			return rep
 		}
+	case req.Op == OpTell:
+		if err := inbox.Check(req.Message); err != nil {
+			rep.Error, rep.Kind = "message: "+err.Error(), KindBadInput
+			return rep
+		}
+	case req.Op == OpPause || req.Op == OpResume:
 	case !req.Approve && strings.TrimSpace(req.Reason) == "":
 		rep.Error, rep.Kind = "a rejection needs a reason", KindBadInput
 		return rep
@@ -186,17 +210,12 @@ func (r *Responder) Handle(ctx context.Context, data []byte) Reply {
 	if req.Op == OpAdopt {
 		return r.handleAdopt(ctx, req, rep)
 	}
+	if req.Op == OpPause || req.Op == OpResume || req.Op == OpTell {
+		return r.handleControl(ctx, req, rep)
+	}
 	d, err := r.dec.Decide(ctx, req.Harness, req.Gate, req.Approve, req.Reason)
 	if err != nil {
-		rep.Error = err.Error()
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			rep.Kind = KindNotFound
-		case errors.Is(err, control.ErrBadInput), errors.Is(err, store.ErrInvalidID):
-			rep.Kind = KindBadInput
-		default:
-			rep.Kind = KindRefused
-		}
+		rep.Error, rep.Kind = err.Error(), kindOf(err)
 		return rep
 	}
 	rep.Decision = &d
@@ -206,6 +225,53 @@ func (r *Responder) Handle(ctx context.Context, data []byte) Reply {
 		verb = "rejected"
 	}
 	r.log.Info("fleet: gate "+verb+" by request", "request", req.ID, "harness", req.Harness, "gate", d.Gate.ID)
+	return rep
+}
+
+// kindOf says what kind of error a control.Server method returned.
+func kindOf(err error) ErrorKind {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return KindNotFound
+	case errors.Is(err, control.ErrBadInput), errors.Is(err, store.ErrInvalidID):
+		return KindBadInput
+	case errors.Is(err, control.ErrWaiting):
+		return KindWaiting
+	}
+	return KindRefused
+}
+
+// handleControl applies a pause, a resume or a tell through the device's control.Server; r.mu
+// is held. A refused one is not remembered: it changed nothing, and may be sent again.
+func (r *Responder) handleControl(ctx context.Context, req Request, rep Reply) Reply {
+	c, ok := r.dec.(Controller)
+	if !ok {
+		rep.Error, rep.Kind = "this daemon does not take "+req.Op+" requests", KindRefused
+		return rep
+	}
+	var err error
+	switch req.Op {
+	case OpPause:
+		err = c.Pause(ctx, req.Harness)
+	case OpResume:
+		err = c.Resume(ctx, req.Harness)
+	case OpTell:
+		var told control.Told
+		if told, err = c.Tell(ctx, req.Harness, req.Message); err == nil {
+			rep.Told = &told
+		}
+	}
+	if err != nil {
+		rep.Error, rep.Kind = err.Error(), kindOf(err)
+		return rep
+	}
+	if req.Op != OpTell {
+		if st, err := c.State(ctx, req.Harness); err == nil {
+			rep.Status = st.Status
+		}
+	}
+	r.remember(rep)
+	r.log.Info("fleet: "+req.Op+" applied by request", "request", req.ID, "harness", req.Harness)
 	return rep
 }
 
@@ -229,15 +295,7 @@ func (r *Responder) handleAdopt(ctx context.Context, req Request, rep Reply) Rep
 	}
 	a, err := r.adopt(ctx, req)
 	if err != nil {
-		rep.Error = "adoption of " + req.From + "/" + req.Harness + ": " + err.Error()
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			rep.Kind = KindNotFound
-		case errors.Is(err, control.ErrBadInput), errors.Is(err, store.ErrInvalidID):
-			rep.Kind = KindBadInput
-		default:
-			rep.Kind = KindRefused
-		}
+		rep.Error, rep.Kind = "adoption of "+req.From+"/"+req.Harness+": "+err.Error(), kindOf(err)
 		return rep
 	}
 	rep.Adopted = &a
@@ -262,13 +320,15 @@ type DeviceError struct {
 
 func (e *DeviceError) Error() string { return "device " + e.Device + ": " + e.Msg }
 
-// Is lets errors.Is match store.ErrNotFound and control.ErrBadInput.
+// Is lets errors.Is match store.ErrNotFound, control.ErrBadInput and control.ErrWaiting.
 func (e *DeviceError) Is(target error) bool {
 	switch e.Kind {
 	case KindNotFound:
 		return target == store.ErrNotFound
 	case KindBadInput:
 		return target == control.ErrBadInput
+	case KindWaiting:
+		return target == control.ErrWaiting
 	}
 	return false
 }
