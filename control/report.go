@@ -115,54 +115,73 @@ func (s *Server) Report(_ context.Context, since time.Duration) (*Report, error)
 		if st.UpdatedAt.Before(r.Since) {
 			continue
 		}
-		re := ReportEntry{ID: e.ID, Agent: st.AgentName, Task: st.TaskID, Status: st.Status, Reason: st.StatusReason, Phase: st.Phase,
-			ToolCalls: st.TotalToolCalls, Iterations: st.Iterations, SubAgents: len(st.SubAgentIDs), Checkpoints: st.CheckpointCount,
-			CreatedAt: st.CreatedAt, UpdatedAt: st.UpdatedAt}
-		if st.Plan != nil {
-			re.Steps = len(st.Plan.Steps)
-			for _, step := range st.Plan.Steps {
-				switch step.Status {
-				case statefmt.StepCompleted:
-					re.StepsDone++
-				case statefmt.StepFailed:
-					msg := ""
-					if step.Error != nil {
-						msg = *step.Error
-					}
-					re.Failures = append(re.Failures, fmt.Sprintf("step %s: %s", step.ID, msg))
-				}
+		subs := make([]*statefmt.HarnessState, 0, len(st.SubAgentIDs))
+		for _, id := range st.SubAgentIDs {
+			if sub, err := s.State(context.Background(), id); err == nil {
+				subs = append(subs, sub)
 			}
 		}
-		if b := st.Budget; b != nil {
-			re.BudgetUSD = statefmt.USD(b.CostMicroUSD)
-		}
-		var spent int64
-		ids := append([]string{e.ID}, st.SubAgentIDs...)
-		for i, id := range ids {
+		re := EntryOf(st, subs)
+		for _, id := range append([]string{e.ID}, st.SubAgentIDs...) {
 			if recs, err := s.store.Inspect(id); err == nil {
 				for _, rec := range recs {
 					re.StoredBytes += rec.StoredBytes
 				}
 			}
-			sub := st
-			if i > 0 {
-				if sub, err = s.State(context.Background(), id); err != nil {
-					continue
-				}
-			}
-			if b := sub.Budget; b != nil {
-				re.Tokens += b.TokensUsed
-				spent += b.CostMicroUSDUsed
-			}
 		}
-		re.CostUSD = statefmt.USD(spent)
-		r.CostUSD += re.CostUSD
-		r.Counts[st.Status]++
-		r.Checkpoints += re.Checkpoints
-		r.StoredBytes += re.StoredBytes
-		r.Harnesses = append(r.Harnesses, re)
+		r.Add(re)
 	}
 	r.StoreBytes = s.store.DiskUsage()
-	sort.Slice(r.Harnesses, func(i, j int) bool { return r.Harnesses[i].UpdatedAt.After(r.Harnesses[j].UpdatedAt) })
+	r.Sort()
 	return r, nil
+}
+
+// EntryOf builds a harness's report entry from its state and the states of its sub-agents
+// that could be read: steps done, failures, tool calls, tokens and cost (its own and its
+// sub-agents'). StoredBytes is the caller's, which knows where the records are.
+func EntryOf(st *statefmt.HarnessState, subs []*statefmt.HarnessState) ReportEntry {
+	re := ReportEntry{ID: st.HarnessID, Agent: st.AgentName, Task: st.TaskID, Status: st.Status, Reason: st.StatusReason, Phase: st.Phase,
+		ToolCalls: st.TotalToolCalls, Iterations: st.Iterations, SubAgents: len(st.SubAgentIDs), Checkpoints: st.CheckpointCount,
+		CreatedAt: st.CreatedAt, UpdatedAt: st.UpdatedAt}
+	if st.Plan != nil {
+		re.Steps = len(st.Plan.Steps)
+		for _, step := range st.Plan.Steps {
+			switch step.Status {
+			case statefmt.StepCompleted:
+				re.StepsDone++
+			case statefmt.StepFailed:
+				msg := ""
+				if step.Error != nil {
+					msg = *step.Error
+				}
+				re.Failures = append(re.Failures, fmt.Sprintf("step %s: %s", step.ID, msg))
+			}
+		}
+	}
+	if b := st.Budget; b != nil {
+		re.BudgetUSD = statefmt.USD(b.CostMicroUSD)
+	}
+	var spent int64
+	for _, sub := range append([]*statefmt.HarnessState{st}, subs...) {
+		if b := sub.Budget; b != nil {
+			re.Tokens += b.TokensUsed
+			spent += b.CostMicroUSDUsed
+		}
+	}
+	re.CostUSD = statefmt.USD(spent)
+	return re
+}
+
+// Add counts a harness's entry in the report.
+func (r *Report) Add(re ReportEntry) {
+	r.CostUSD += re.CostUSD
+	r.Counts[re.Status]++
+	r.Checkpoints += re.Checkpoints
+	r.StoredBytes += re.StoredBytes
+	r.Harnesses = append(r.Harnesses, re)
+}
+
+// Sort puts the report's harnesses newest first.
+func (r *Report) Sort() {
+	sort.Slice(r.Harnesses, func(i, j int) bool { return r.Harnesses[i].UpdatedAt.After(r.Harnesses[j].UpdatedAt) })
 }

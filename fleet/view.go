@@ -196,28 +196,12 @@ type Shown struct {
 // the keyframe and the head; the records between them are replayed with engine (nil: the
 // default) and every hash checked, as an import does.
 func Show(ctx context.Context, js jetstream.JetStream, engine bridge.Engine, device, id string) (*Shown, error) {
-	if err := ValidDevice(device); err != nil {
-		return nil, err
-	}
-	if err := store.ValidID(id); err != nil {
-		return nil, err
-	}
-	s, err := js.Stream(ctx, StreamIndex)
-	if err != nil {
-		return nil, fmt.Errorf("the fleet's stream %s: %w", StreamIndex, err)
-	}
-	m, err := s.GetLastMsgForSubject(ctx, Subject(device, "idx", id))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, fmt.Errorf("%w: the fleet holds no harness %s on device %s (see `harness-edge fleet ls`)", store.ErrNotFound, id, device)
-	}
+	entry, at, err := entryOf(ctx, js, device, id)
 	if err != nil {
 		return nil, err
 	}
-	out := &Shown{Device: device}
-	if err := json.Unmarshal(m.Data, &out.Entry); err != nil {
-		return nil, fmt.Errorf("index entry of %s/%s is not valid: %w", device, id, err)
-	}
-	out.Lag = max(0, m.Time.Sub(out.Entry.LastCheckpointAt))
+	out := &Shown{Device: device, Entry: entry}
+	out.Lag = max(0, at.Sub(out.Entry.LastCheckpointAt))
 	recs, err := Records(ctx, js, device, id)
 	if err != nil {
 		return nil, err
