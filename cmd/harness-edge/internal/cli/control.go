@@ -331,7 +331,9 @@ func printReport(w io.Writer, r *control.Report, since time.Duration) {
 		fmt.Fprintf(w, "; agents report $%.4f spent", r.CostUSD)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "  the store takes %s on disk (`harness-edge prune --older-than 30d` gives old harnesses' space back)\n", sysinfo.FormatBytes(r.StoreBytes))
+	if r.StoreBytes > 0 { // 0: not known here (the fleet's report, read from the hub)
+		fmt.Fprintf(w, "  the store takes %s on disk (`harness-edge prune --older-than 30d` gives old harnesses' space back)\n", sysinfo.FormatBytes(r.StoreBytes))
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, group := range []statefmt.Status{statefmt.StatusCompleted, statefmt.StatusFailed, statefmt.StatusPaused, statefmt.StatusRunning, statefmt.StatusCreated} {
 		first := true

@@ -57,7 +57,7 @@ func newHubCmd(g *globals, stdout, stderr io.Writer) *cobra.Command {
 		Short: "Run a fleet hub: an embedded NATS server with JetStream on disk that devices replicate to",
 		Long: `Run a fleet hub: an embedded NATS server with JetStream, its files in the store directory
 (DIR/jetstream), and the fleet's streams. Devices join it with 'harness-edge serve --nats URL';
-'harness-edge fleet ls|show|approve|reject --nats URL' read and answer the fleet from any machine
+'harness-edge fleet ls|show|events|report|approve|reject|pause|resume|tell --nats URL' read and answer the fleet from any machine
 that reaches it. It listens on loopback unless --allow-remote is given; see docs/fleet.md for the
 permissions a larger fleet on its own NATS cluster needs. SIGTERM or SIGINT stops it.`,
 		Args: cobra.NoArgs,
@@ -131,16 +131,18 @@ func deviceHarness(arg string) (string, string, error) {
 	return dev, id, nil
 }
 
-func newFleetCmd(g *globals, stdout io.Writer) *cobra.Command {
+func newFleetCmd(g *globals, stdin io.Reader, stdout io.Writer) *cobra.Command {
 	var ff fleetFlags
 	c := &cobra.Command{
 		Use:   "fleet",
-		Short: "The fleet on NATS JetStream: every device's harnesses in one view (ls, show), gates answered from anywhere (approve, reject), a lost device's harness moved to another (adopt)",
+		Short: "The fleet on NATS JetStream: every device's harnesses in one view (ls, show, events, report), gates answered and harnesses steered from anywhere (approve, reject, pause, resume, tell), a lost device's harness moved to another (adopt)",
 		Args:  cobra.NoArgs,
 		RunE:  func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	ff.add(c)
-	c.AddCommand(newFleetLsCmd(&ff, stdout), newFleetShowCmd(&ff, stdout), newFleetDecideCmd(&ff, stdout, true), newFleetDecideCmd(&ff, stdout, false), newFleetAdoptCmd(&ff, stdout))
+	c.AddCommand(newFleetLsCmd(&ff, stdout), newFleetShowCmd(&ff, stdout), newFleetDecideCmd(&ff, stdout, true), newFleetDecideCmd(&ff, stdout, false), newFleetAdoptCmd(&ff, stdout),
+		newFleetEventsCmd(&ff, stdout), newFleetReportCmd(&ff, stdout),
+		newFleetControlCmd(&ff, stdin, stdout, fleet.OpPause), newFleetControlCmd(&ff, stdin, stdout, fleet.OpResume), newFleetControlCmd(&ff, stdin, stdout, fleet.OpTell))
 	return c
 }
 

@@ -140,7 +140,7 @@ func newRoot(g *globals, stdin io.Reader, stdout, stderr io.Writer) *cobra.Comma
 		newRetryCmd(g, stdout), newDeleteCmd(g, stdout), newPruneCmd(g, stdout),
 		newPlanCmd(g, stdout), newReplanCmd(g, stdin, stdout),
 		newCheckpointCmd(g, stdout), newCheckpointsCmd(g, stdout), newRollbackCmd(g, stdout),
-		newHubCmd(g, stdout, stderr), newFleetCmd(g, stdout))
+		newHubCmd(g, stdout, stderr), newFleetCmd(g, stdin, stdout))
 	return root
 }
 

@@ -452,12 +452,7 @@ func newEventsCmd(g *globals, stdout io.Writer) *cobra.Command {
 			defer stop()
 			var last uint64
 			print := func(e event.Event) error {
-				if asJSON {
-					b, _ := json.Marshal(e)
-					fmt.Fprintf(stdout, "%s\n", b)
-				} else {
-					fmt.Fprintf(stdout, "%5d  %s  %-16s %s\n", e.N, e.Time.Format("15:04:05.000"), e.Type, oneLine(describe(e)))
-				}
+				printEvent(stdout, e, asJSON)
 				last = e.N
 				return nil
 			}
