@@ -2,8 +2,9 @@
 // replicates its store (Replicator): every checkpoint record as stored, every event, each
 // harness's index entry and task, in order and deduplicated by JetStream (Nats-Msg-Id),
 // store-and-forward from a durable cursor kept beside the store, so that a step never waits
-// on the network. It also answers requests from anywhere to approve or reject a gate, or to
-// adopt a harness of a device that is down (Responder), applying each request once. Adoption
+// on the network. It also answers requests from anywhere to approve or reject a gate, to pause,
+// resume or tell a harness, or to adopt a harness of a device that is down (Responder),
+// applying each request once. Adoption
 // moves a harness's entry in the fence (the key-value bucket HE_FLEET_FENCE) by compare-and-set;
 // each daemon asks the fence before a run and watches it while connected (Link.Guard). A hub
 // (Hub) is an embedded nats-server with JetStream on disk; any machine with NATS access reads
@@ -16,7 +17,7 @@
 //	he.fleet.DEV.task.HID   the harness's task                   stream HE_FLEET
 //	he.fleet.DEV.idx.HID    the index entry (last one kept)      stream HE_FLEET_INDEX
 //	he.fleet.DEV.hb         the device's heartbeat (last kept)   stream HE_FLEET_INDEX
-//	he.fleet.DEV.ctl        approve/reject/adopt requests (request/reply, not stored)
+//	he.fleet.DEV.ctl        approve/reject/adopt/pause/resume/tell requests (request/reply)
 //	$KV.HE_FLEET_FENCE.KEY  the owner of each adopted harness        bucket HE_FLEET_FENCE
 package fleet
 
