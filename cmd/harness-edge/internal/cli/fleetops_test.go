@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -118,6 +119,19 @@ func TestFleetEventsReportPauseResumeAndTell(t *testing.T) {
 		eventually(t, "fleet events", append([]string{"fleet", "events", "pi1/slow", "--nats", url}, asJSON...), func(out string) bool { return out == local && out != "" })
 	}
 
+	// Follow its events from the fleet while it is resumed.
+	followed := filepath.Join(dir, "followed.txt")
+	fout, err := os.Create(followed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow := child("fleet", "events", "pi1/slow", "--follow", "--nats", url)
+	follow.Stdout = fout
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = follow.Process.Kill(); _ = follow.Wait() })
+
 	// Resume it from the fleet, twice with one request id: it runs to completion once.
 	for i, want := range []string{"pi1/slow: queued in the device's daemon; follow it with `harness-edge fleet events pi1/slow --follow`\n",
 		"pi1/slow: queued in the device's daemon; follow it with `harness-edge fleet events pi1/slow --follow` (this request was applied before; nothing changed now)\n"} {
@@ -130,6 +144,19 @@ func TestFleetEventsReportPauseResumeAndTell(t *testing.T) {
 	_, events, _ := run(t, "--store", pi1, "events", "slow", "--json")
 	if n := strings.Count(events, `"to":"paused"`); n != 1 {
 		t.Fatalf("the device paused slow %d times, want 1:\n%s", n, events)
+	}
+	// --follow printed every event up to the end, as the device prints them, until interrupted.
+	_, local, _ := run(t, "--store", pi1, "events", "slow")
+	for deadline := time.Now().Add(60 * time.Second); readFile(t, followed) != local; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("fleet events --follow printed:\n%s\nthe device:\n%s", readFile(t, followed), local)
+		}
+	}
+	if err := follow.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := follow.Wait(); err != nil {
+		t.Fatalf("fleet events --follow, interrupted: %v", err)
 	}
 
 	// Mistakes: the local command's error and exit code, nothing changed.
