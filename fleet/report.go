@@ -34,8 +34,9 @@ type Report struct {
 // BuildReport builds the morning report of every device over the last `since` (0: everything):
 // each top-level harness rebuilt from its replicated records with engine (nil: the default), as
 // `fleet show` does, and fed to the same report entries `harness-edge report` makes. A harness
-// whose records do not rebuild is listed as damaged. The hub does not hold a device's store, so
-// stored bytes are not counted.
+// whose records do not rebuild is listed as damaged. Stored bytes are those of the replicated
+// records from each keyframe to its head (sub-agents' included); the store's size on disk is
+// not known here (0).
 func BuildReport(ctx context.Context, js jetstream.JetStream, engine bridge.Engine, since time.Duration) (*Report, error) {
 	f, err := List(ctx, js)
 	if err != nil {
@@ -79,9 +80,11 @@ func BuildReport(ctx context.Context, js jetstream.JetStream, engine bridge.Engi
 		st := s.State
 		states := []*statefmt.HarnessState{st}
 		var subs []*statefmt.HarnessState
+		stored := s.ChainBytes
 		for _, id := range st.SubAgentIDs {
 			if sub, err := Show(ctx, js, engine, h.Device, id); err == nil {
 				subs = append(subs, sub.State)
+				stored += sub.ChainBytes
 			}
 		}
 		if st.Status == statefmt.StatusPaused {
@@ -96,7 +99,9 @@ func BuildReport(ctx context.Context, js jetstream.JetStream, engine bridge.Engi
 		if st.UpdatedAt.Before(r.Since) {
 			continue
 		}
-		r.Add(control.EntryOf(st, subs))
+		re := control.EntryOf(st, subs)
+		re.StoredBytes = stored
+		r.Add(re)
 	}
 	for _, d := range out.Devices {
 		d.Report.Sort()

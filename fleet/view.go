@@ -190,6 +190,8 @@ type Shown struct {
 	// they are the same bytes, and only one is used.
 	Duplicates int           `json:"duplicates"`
 	Lag        time.Duration `json:"lag"`
+	// ChainBytes is the size of the records replayed, as the device stored them.
+	ChainBytes int `json:"chainBytes"`
 }
 
 // Show rebuilds a device's harness from the replicated records: the last index entry names
@@ -209,6 +211,9 @@ func Show(ctx context.Context, js jetstream.JetStream, engine bridge.Engine, dev
 	chain, records, dups := chainOf(recs, out.Entry)
 	out.Records, out.Duplicates = records, dups
 	out.Verified = len(chain)
+	for _, env := range chain {
+		out.ChainBytes += len(env)
+	}
 	if out.State, err = store.Rebuild(engine, out.Entry, chain); err != nil {
 		return nil, fmt.Errorf("device %s: the replicated records do not rebuild: %w", device, err)
 	}

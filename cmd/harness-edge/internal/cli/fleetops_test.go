@@ -102,7 +102,8 @@ func TestFleetEventsReportPauseResumeAndTell(t *testing.T) {
 	})
 	var r fleet.Report
 	_ = json.Unmarshal([]byte(out), &r)
-	if d := r.Devices[0]; d.Device != "pi1" || d.Report.Counts[statefmt.StatusPaused] != 1 || d.Report.Harnesses[0].StepsDone == 0 || d.Report.Harnesses[0].Steps != 40 {
+	if d := r.Devices[0]; d.Device != "pi1" || d.Report.Counts[statefmt.StatusPaused] != 1 || d.Report.Harnesses[0].StepsDone == 0 || d.Report.Harnesses[0].Steps != 40 ||
+		d.Report.Harnesses[0].StoredBytes == 0 || d.Report.StoredBytes != d.Report.Harnesses[0].StoredBytes {
 		t.Fatalf("pi1's report: %+v %+v", d.Report.Counts, d.Report.Harnesses)
 	}
 	code, text, stderr := run(t, "fleet", "report", "--since", "0", "--nats", url)
