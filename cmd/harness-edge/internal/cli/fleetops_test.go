@@ -39,9 +39,11 @@ func TestFleetEventsReportPauseResumeAndTell(t *testing.T) {
 	dir := t.TempDir()
 	url := startHub(t, filepath.Join(dir, "hub"))
 	ws := mkdir(t, filepath.Join(dir, "ws"))
-	// The daemons run the loop's agent with their own environment: iteration 1 takes 3 s.
+	// The daemons run the loop's agent with their own environment: iteration 1 waits for the
+	// release file, which the test writes after its tells.
+	release := filepath.Join(dir, "release")
 	t.Setenv("FAKE_PAUSE_AT", "1")
-	t.Setenv("FAKE_PAUSE", "3")
+	t.Setenv("FAKE_RELEASE", release)
 	pi1, pi2 := filepath.Join(dir, "pi1"), filepath.Join(dir, "pi2")
 	startDaemon(t, pi1, "--nats", url, "--device", "pi1")
 	startDaemon(t, pi2, "--nats", url, "--device", "pi2")
@@ -76,6 +78,9 @@ func TestFleetEventsReportPauseResumeAndTell(t *testing.T) {
 		if code != ExitOK || out != want {
 			t.Fatalf("fleet tell (%d): exit %d: %q %s", i+1, code, out, stderr)
 		}
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	waitStatus(t, pi2, "web", statefmt.StatusCompleted)
 	if n := strings.Count(readFile(t, filepath.Join(loopWS, "prompts.log")), toldText); n != 1 {

@@ -30,7 +30,7 @@ func fakeClaude(t *testing.T) string {
 func loopArgs(t *testing.T, db, ws, id string, extra ...string) []string {
 	args := []string{"--store", db, "loop", "--id", id, "--promise", "PARTS_DONE", "--max-iterations", "5",
 		"--prompt", "Write the parts, one per session.", "--workspace", ws}
-	for _, v := range []string{"FAKE_FORMAT", "FAKE_PROMISE_AT", "FAKE_PAUSE_AT", "FAKE_PAUSE", "FAKE_EMPTY_AT", "FAKE_EMPTY_TIMES", "FAKE_STATE", "FAKE_COST"} {
+	for _, v := range []string{"FAKE_FORMAT", "FAKE_PROMISE_AT", "FAKE_PAUSE_AT", "FAKE_PAUSE", "FAKE_RELEASE", "FAKE_EMPTY_AT", "FAKE_EMPTY_TIMES", "FAKE_STATE", "FAKE_COST"} {
 		args = append(args, "--env", v)
 	}
 	args = append(args, extra...)

@@ -42,12 +42,18 @@ func startLoopUntil(t *testing.T, args []string, ws, marker string) func(kill bo
 func TestTellReachesTheNextIterationOnce(t *testing.T) {
 	dir := t.TempDir()
 	db, ws := filepath.Join(dir, "store"), mkdir(t, filepath.Join(dir, "ws"))
+	release := filepath.Join(dir, "release")
 	t.Setenv("FAKE_PAUSE_AT", "1")
-	t.Setenv("FAKE_PAUSE", "1")
+	t.Setenv("FAKE_RELEASE", release)
 	wait := startLoopUntil(t, loopArgs(t, db, ws, "told"), ws, "working.1")
-	// Through the running loop's control socket, while iteration 1 runs.
+	// Through the running loop's control socket, while iteration 1 runs (it waits for the
+	// release file).
 	code, out := binary(t, db, "tell", "told", toldText)
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if code != ExitOK || !strings.Contains(out, "message stored") {
+		wait(false)
 		t.Fatalf("tell: exit %d\n%s", code, out)
 	}
 	wait(false)
@@ -132,8 +138,9 @@ func TestTellSurvivesSIGKILL(t *testing.T) {
 func TestInboxFileIsReadOnceAndEmptied(t *testing.T) {
 	dir := t.TempDir()
 	db, ws := filepath.Join(dir, "store"), mkdir(t, filepath.Join(dir, "ws"))
+	release := filepath.Join(dir, "release")
 	t.Setenv("FAKE_PAUSE_AT", "1")
-	t.Setenv("FAKE_PAUSE", "1")
+	t.Setenv("FAKE_RELEASE", release)
 	code, src, stderr := run(t, loopArgs(t, db, ws, "filed", "--print-task")...)
 	if code != ExitOK {
 		t.Fatal(stderr)
@@ -141,6 +148,9 @@ func TestInboxFileIsReadOnceAndEmptied(t *testing.T) {
 	src = strings.Replace(src, "    driver: command\n", "    driver: command\n    inbox: INBOX.md\n", 1)
 	stop := startLoopUntil(t, []string{"--store", db, "run", writeTask(t, dir, "filed.yaml", src)}, ws, "working.1")
 	if err := os.WriteFile(filepath.Join(ws, "INBOX.md"), []byte(toldText+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	stop(false)
@@ -161,8 +171,9 @@ func TestTellThroughHTTPAndRefusals(t *testing.T) {
 	dir := t.TempDir()
 	db, ws := filepath.Join(dir, "store"), mkdir(t, filepath.Join(dir, "ws"))
 	// The daemon runs the agent: it passes on its own environment.
+	release := filepath.Join(dir, "release")
 	t.Setenv("FAKE_PAUSE_AT", "1")
-	t.Setenv("FAKE_PAUSE", "2")
+	t.Setenv("FAKE_RELEASE", release)
 	d := startDaemon(t, db)
 	if code, out := binary(t, db, loopArgs(t, db, ws, "web")[2:]...); code != ExitOK {
 		t.Fatalf("loop: exit %d\n%s", code, out)
@@ -189,6 +200,9 @@ func TestTellThroughHTTPAndRefusals(t *testing.T) {
 		if code != tc.code || !strings.Contains(resp, tc.want) {
 			t.Errorf("POST %s %s: %d %s; want %d and %q", tc.path, tc.body, code, resp, tc.code, tc.want)
 		}
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	waitStatus(t, db, "web", statefmt.StatusCompleted)
 	if n := strings.Count(readFile(t, filepath.Join(ws, "prompts.log")), toldText); n != 1 {

@@ -10,6 +10,8 @@
 #   FAKE_PAUSE_AT="N M", FAKE_PAUSE=S
 #                                  in iterations N and M, write working.N and wait S seconds
 #                                  halfway, printing a line on stdout every 0.2 s
+#   FAKE_RELEASE=FILE              with FAKE_PAUSE_AT, wait until FILE exists instead (at most
+#                                  60 s): the test says when the iteration may go on
 #   FAKE_EMPTY_AT=N, FAKE_EMPTY_TIMES=K, FAKE_STATE=DIR
 #                                  the first K runs of iteration N print nothing and change
 #                                  nothing in the workspace (the count is kept in DIR)
@@ -31,9 +33,16 @@ echo "started $n" >> runs.log
 echo "iteration $n: reading the workspace" >&2
 case " ${FAKE_PAUSE_AT:-} " in *" $n "*)
 	echo $$ > "working.$n"
-	end=$(( $(date +%s) + ${FAKE_PAUSE:-1} ))
+	if [ -n "${FAKE_RELEASE:-}" ]; then
+		end=$(( $(date +%s) + 60 ))
+	else
+		end=$(( $(date +%s) + ${FAKE_PAUSE:-1} ))
+	fi
 	i=0
 	while [ "$(date +%s)" -lt "$end" ]; do
+		if [ -n "${FAKE_RELEASE:-}" ] && [ -e "$FAKE_RELEASE" ]; then
+			break
+		fi
 		i=$((i + 1))
 		echo "tick $i"
 		sleep 0.2
