@@ -208,7 +208,8 @@ func runE2E(ctx context.Context, o Options, files []string, lines []int, ws stri
 	for _, h := range hs {
 		at, cpu := clk.at[h.ID()], clk.cpu[h.ID()]
 		if len(at) < min(upTo, planSize) {
-			return res, fmt.Errorf("harness %s completed %d steps of %d", h.ID(), len(at), min(upTo, planSize))
+			st := h.State()
+			return res, fmt.Errorf("harness %s completed %d steps of %d: %s (%s)", h.ID(), len(at), min(upTo, planSize), st.Status, st.StatusReason)
 		}
 		for i := 2; i < len(at); i++ {
 			res.gaps = append(res.gaps, at[i].Sub(at[i-1]))
@@ -276,6 +277,10 @@ func endToEnd(ctx context.Context, o Options, rep *Report) error {
 		return err
 	}
 	defer done()
+	// The task's workspace must not depend on where the task file is (a relative --dir).
+	if ws, err = filepath.Abs(ws); err != nil {
+		return err
+	}
 	files, lines, source, err := textCorpus(ws, 2<<20)
 	if err != nil {
 		return err
