@@ -293,14 +293,9 @@ func newReportCmd(g *globals, stdout io.Writer) *cobra.Command {
 			if since < 0 {
 				return usageError{fmt.Errorf("--since %v: give a positive duration like 12h", since)}
 			}
-			return g.do(func(api *control.Conn) error {
-				r, err := api.Report(context.Background(), since)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(stdout, r)
-				}
+			return fetchAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (*control.Report, error) {
+				return api.Report(ctx, since)
+			}, func(r *control.Report) error {
 				printReport(stdout, r, since)
 				return nil
 			})
@@ -392,4 +387,19 @@ func shortDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// fetchAndPrint asks the store's owner (or the store itself) with get and prints the answer:
+// as JSON with asJSON, else with text.
+func fetchAndPrint[T any](g *globals, stdout io.Writer, asJSON bool, get func(context.Context, *control.Conn) (T, error), text func(T) error) error {
+	return g.do(func(api *control.Conn) error {
+		v, err := get(context.Background(), api)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeJSON(stdout, v)
+		}
+		return text(v)
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/store"
 	"github.com/harness-edge/harness-edge/sysinfo"
 )
 
@@ -44,14 +45,9 @@ reason. A running harness, a sub-agent (retry its parent), a completed harness o
 has not failed is refused, and nothing changes.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return g.do(func(api *control.Conn) error {
-				res, err := api.Retry(context.Background(), args[0], req)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(stdout, res)
-				}
+			return fetchAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (harness.RetryResult, error) {
+				return api.Retry(ctx, args[0], req)
+			}, func(res harness.RetryResult) error {
 				what := "no failed step (it plans again)"
 				if len(res.Steps) > 0 {
 					what = "step " + strings.Join(res.Steps, ", ") + " ready again"
@@ -112,14 +108,9 @@ sub-agent (delete its parent), a harness that runs (pause it first) or is queued
 and, without --force, one that waits for a human or was interrupted while running.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return g.do(func(api *control.Conn) error {
-				res, err := api.Delete(context.Background(), args[0], force)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(stdout, res)
-				}
+			return fetchAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (control.DeleteResult, error) {
+				return api.Delete(ctx, args[0], force)
+			}, func(res control.DeleteResult) error {
 				printRemoved(stdout, res)
 				return nil
 			})
@@ -158,14 +149,9 @@ were interrupted are skipped and listed. --dry-run lists what would go and chang
 					}
 				}
 			}
-			return g.do(func(api *control.Conn) error {
-				res, err := api.Prune(context.Background(), req)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(stdout, res)
-				}
+			return fetchAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (control.DeleteResult, error) {
+				return api.Prune(ctx, req)
+			}, func(res control.DeleteResult) error {
 				printRemoved(stdout, res)
 				return nil
 			})
@@ -204,15 +190,14 @@ func newPlanCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Short: "Print a harness's plan: steps, status, agent, attempts, dependencies",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return g.do(func(api *control.Conn) error {
-				st, err := api.State(context.Background(), args[0])
+			return fetchAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (*statefmt.ExecutionPlan, error) {
+				st, err := api.State(ctx, args[0])
 				if err != nil {
-					return err
+					return nil, err
 				}
-				if asJSON {
-					return writeJSON(stdout, st.Plan)
-				}
-				printPlan(stdout, st.HarnessID, st.Plan)
+				return st.Plan, nil
+			}, func(p *statefmt.ExecutionPlan) error {
+				printPlan(stdout, args[0], p)
 				return nil
 			})
 		},
@@ -257,14 +242,9 @@ by 'show' and 'events'. A failed harness stays failed: 'retry' then makes it run
 				return fmt.Errorf("plan change: %w", err)
 			}
 			req.Change, req.Name = string(data), args[1]
-			return g.do(func(api *control.Conn) error {
-				res, err := api.Replan(context.Background(), args[0], req)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(stdout, res)
-				}
+			return fetchAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (harness.ReplanResult, error) {
+				return api.Replan(ctx, args[0], req)
+			}, func(res harness.ReplanResult) error {
 				fmt.Fprintf(stdout, "harness %s: replanned: %s\n", res.HarnessID, res.Summary)
 				printPlan(stdout, res.HarnessID, res.Plan)
 				next := "continue with `harness-edge resume " + res.HarnessID + "`"
@@ -299,14 +279,9 @@ the chain's retention never drops it. 'harness-edge rollback ID --to NAME' goes 
 			if strings.TrimSpace(req.Name) == "" {
 				return usageError{fmt.Errorf("checkpoint needs --name NAME")}
 			}
-			return g.do(func(api *control.Conn) error {
-				p, err := api.Checkpoint(context.Background(), args[0], req)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(stdout, p)
-				}
+			return fetchAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (store.NamedPoint, error) {
+				return api.Checkpoint(ctx, args[0], req)
+			}, func(p store.NamedPoint) error {
 				fmt.Fprintf(stdout, "harness %s: checkpoint %d named %s (%s, %d/%d steps done, %s)\n", args[0], p.Seq, p.Name, p.Status, p.StepsDone, p.Steps, sysinfo.FormatBytes(uint64(p.Bytes)))
 				return nil
 			})
@@ -325,14 +300,9 @@ func newCheckpointsCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Short: "List what a harness can be rolled back to: its named checkpoints and its chain's recent ones",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return g.do(func(api *control.Conn) error {
-				l, err := api.ListCheckpoints(context.Background(), args[0])
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(stdout, l)
-				}
+			return fetchAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (control.Checkpoints, error) {
+				return api.ListCheckpoints(ctx, args[0])
+			}, func(l control.Checkpoints) error {
 				tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "NAME\tSEQ\tSTATUS\tSTEPS DONE\tAT")
 				for _, p := range l.Named {
@@ -366,14 +336,9 @@ wrote in the workspace are not rolled back.`,
 			if strings.TrimSpace(req.To) == "" {
 				return usageError{fmt.Errorf("rollback needs --to NAME or --to SEQ")}
 			}
-			return g.do(func(api *control.Conn) error {
-				res, err := api.Rollback(context.Background(), args[0], req)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(stdout, res)
-				}
+			return fetchAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (harness.RollbackResult, error) {
+				return api.Rollback(ctx, args[0], req)
+			}, func(res harness.RollbackResult) error {
 				fmt.Fprintf(stdout, "harness %s: rolled back to %s (%d/%d steps done); it is %s: continue with `harness-edge resume %s`\n",
 					res.HarnessID, res.To, res.StepsDone, res.Steps, res.Status, res.HarnessID)
 				return nil

@@ -35,14 +35,9 @@ is the words after the id (- reads it from standard input; at most 64 KiB).`,
 			if err := inbox.Check(text); err != nil {
 				return usageError{errors.New("MESSAGE: " + err.Error())}
 			}
-			return g.do(func(api *control.Conn) error {
-				told, err := api.Tell(context.Background(), args[0], text)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(stdout, told)
-				}
+			return fetchAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (control.Told, error) {
+				return api.Tell(ctx, args[0], text)
+			}, func(told control.Told) error {
 				fmt.Fprintf(stdout, "harness %s: message stored; the next iteration's prompt carries it\n", told.HarnessID)
 				return nil
 			})
