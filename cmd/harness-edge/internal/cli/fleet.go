@@ -99,6 +99,16 @@ func (f *fleetFlags) add(c *cobra.Command) {
 	c.PersistentFlags().DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for NATS (and for a device's answer)")
 }
 
+// session connects to NATS and bounds the command by --timeout; done lets both go.
+func (f *fleetFlags) session() (ctx context.Context, js jetstream.JetStream, done func(), err error) {
+	js, closeNC, err := f.connect()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	return ctx, js, func() { cancel(); closeNC() }, nil
+}
+
 func (f *fleetFlags) connect() (jetstream.JetStream, func(), error) {
 	url := f.url
 	if url == "" {
@@ -153,13 +163,11 @@ func newFleetLsCmd(ff *fleetFlags, stdout io.Writer) *cobra.Command {
 		Short: "Every device and every harness of the fleet, with its replicated state and replication lag",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			js, closeNC, err := ff.connect()
+			ctx, js, done, err := ff.session()
 			if err != nil {
 				return err
 			}
-			defer closeNC()
-			ctx, cancel := context.WithTimeout(context.Background(), ff.timeout)
-			defer cancel()
+			defer done()
 			f, err := fleet.List(ctx, js)
 			if err != nil {
 				return err
@@ -200,13 +208,11 @@ func newFleetShowCmd(ff *fleetFlags, stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			js, closeNC, err := ff.connect()
+			ctx, js, done, err := ff.session()
 			if err != nil {
 				return err
 			}
-			defer closeNC()
-			ctx, cancel := context.WithTimeout(context.Background(), ff.timeout)
-			defer cancel()
+			defer done()
 			s, err := fleet.Show(ctx, js, nil, dev, id)
 			if err != nil {
 				return err
@@ -256,13 +262,11 @@ same --request-id.`,
 			if requestID == "" {
 				requestID = fleet.NewRequestID()
 			}
-			js, closeNC, err := ff.connect()
+			ctx, js, done, err := ff.session()
 			if err != nil {
 				return err
 			}
-			defer closeNC()
-			ctx, cancel := context.WithTimeout(context.Background(), ff.timeout)
-			defer cancel()
+			defer done()
 			rep, err := fleet.Decide(ctx, js.Conn(), dev, fleet.Request{ID: requestID, Harness: id, Gate: gate, Approve: approve, Reason: reason}, 2*time.Second)
 			if err != nil {
 				return err
@@ -337,13 +341,11 @@ same --request-id.`,
 			if requestID == "" {
 				requestID = fleet.NewRequestID()
 			}
-			js, closeNC, err := ff.connect()
+			ctx, js, done, err := ff.session()
 			if err != nil {
 				return err
 			}
-			defer closeNC()
-			ctx, cancel := context.WithTimeout(context.Background(), ff.timeout)
-			defer cancel()
+			defer done()
 			if to == "" {
 				f, err := fleet.List(ctx, js)
 				if err != nil {

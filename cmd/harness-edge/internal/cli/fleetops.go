@@ -74,13 +74,11 @@ func newFleetReportCmd(ff *fleetFlags, stdout io.Writer) *cobra.Command {
 			if since < 0 {
 				return usageError{fmt.Errorf("--since %v: give a positive duration like 12h", since)}
 			}
-			js, closeNC, err := ff.connect()
+			ctx, js, done, err := ff.session()
 			if err != nil {
 				return err
 			}
-			defer closeNC()
-			ctx, cancel := context.WithTimeout(context.Background(), ff.timeout)
-			defer cancel()
+			defer done()
 			r, err := fleet.BuildReport(ctx, js, nil, since)
 			if err != nil {
 				return err
@@ -140,13 +138,11 @@ func newFleetControlCmd(ff *fleetFlags, stdin io.Reader, stdout io.Writer, op st
 			if req.ID == "" {
 				req.ID = fleet.NewRequestID()
 			}
-			js, closeNC, err := ff.connect()
+			ctx, js, done, err := ff.session()
 			if err != nil {
 				return err
 			}
-			defer closeNC()
-			ctx, cancel := context.WithTimeout(context.Background(), ff.timeout)
-			defer cancel()
+			defer done()
 			// A pause waits on the device for a running step to come to rest (10 s at most).
 			rep, err := fleet.Decide(ctx, js.Conn(), dev, req, 15*time.Second)
 			if err != nil {
