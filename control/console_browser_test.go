@@ -52,14 +52,7 @@ func evalAsync(js string, res any) chromedp.Action {
 // With SCREENSHOTS set it saves its screenshots there (make test-browser: docs/img).
 func TestConsoleInABrowser(t *testing.T) {
 	browserPath := chromium(t)
-	dir := storeDir(t)
-	d, _, _ := startDaemon(t, dir)
-	base := "http://" + d.HTTPAddr().String()
-	tok, err := control.Token(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := control.NewHTTPClient(base, tok)
+	base, tok, api := daemonWithHTTP(t)
 	submitToGate(t, api, "ship")
 	submitToGate(t, api, "hold")
 

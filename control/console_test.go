@@ -256,14 +256,7 @@ func TestConsoleSignInSetsAStrictHttpOnlyCookieAndAWrongTokenSetsNothing(t *test
 }
 
 func TestConsoleRefusesAStateChangeWithoutItsCSRFTokenOrFromAnotherSite(t *testing.T) {
-	dir := storeDir(t)
-	d, _, _ := startDaemon(t, dir)
-	base := "http://" + d.HTTPAddr().String()
-	tok, err := control.Token(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := control.NewHTTPClient(base, tok)
+	base, tok, api := daemonWithHTTP(t)
 	submitToGate(t, api, "g")
 	c := browser(t)
 	csrf := signIn(t, c, base, tok)
@@ -357,14 +350,7 @@ func TestConsoleSessionsLeaveTheBearerTokenCheckAsItWas(t *testing.T) {
 // state changes like the others: from a signed-in browser without the session's CSRF token
 // each is refused and changes nothing; with it, a retry goes through.
 func TestConsoleRefusesCourseChangesWithoutItsCSRFToken(t *testing.T) {
-	dir := storeDir(t)
-	d, _, _ := startDaemon(t, dir)
-	base := "http://" + d.HTTPAddr().String()
-	tok, err := control.Token(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := control.NewHTTPClient(base, tok)
+	base, tok, api := daemonWithHTTP(t)
 	submitFailing(t, api, "f")
 	ctx := context.Background()
 	if _, err := api.Checkpoint(ctx, "f", control.CheckpointRequest{Name: "failed-once"}); err != nil {

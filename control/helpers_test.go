@@ -17,6 +17,20 @@ func storeDir(t *testing.T) string {
 	return filepath.Join(t.TempDir(), "store")
 }
 
+// daemonWithHTTP starts a daemon on a fresh store and returns its HTTP address, its token and
+// an HTTP API client that sends the token.
+func daemonWithHTTP(t *testing.T) (base, tok string, api *control.Client) {
+	t.Helper()
+	dir := storeDir(t)
+	d, _, _ := startDaemon(t, dir)
+	base = "http://" + d.HTTPAddr().String()
+	tok, err := control.Token(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base, tok, control.NewHTTPClient(base, tok)
+}
+
 func connect(t *testing.T, dir string) *control.Conn {
 	t.Helper()
 	c, err := control.Connect(dir)

@@ -77,36 +77,9 @@ var errDone = errors.New("done")
 // harness's own id), the harness's span at its root, a span per step under it, a span per
 // tool call under its step.
 func TestTracesAreAHarnessWithItsStepsAndToolCalls(t *testing.T) {
-	rc := &receiver{}
-	srv := httptest.NewServer(rc)
-	defer srv.Close()
+	td := startTracedDaemon(t)
+	rc, c := td.rc, td.c
 	ctx := context.Background()
-	tr, err := tracing.New(ctx, tracing.Config{Endpoint: srv.URL, Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "store")
-	dctx, cancel := context.WithCancel(ctx)
-	d, err := control.StartDaemon(dctx, control.DaemonConfig{Dir: dir, Concurrency: 1, Version: "test", Logger: slog.New(slog.DiscardHandler),
-		Options: harness.Options{Sinks: []event.Sink{tr}}})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			d.Wait()
-		}
-	}
-	defer stop()
-	c, err := control.Connect(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	ws := t.TempDir()
 	if _, err := c.Submit(ctx, control.Submission{Task: []byte(fmt.Sprintf(`id: traced
 agent: A
@@ -127,7 +100,7 @@ plan: [{id: s1, description: write, agent: A}, {id: s2, description: read, agent
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer wcancel()
 	var final statefmt.Status
-	err = c.Events(wctx, "traced", 0, true, func(e event.Event) error {
+	err := c.Events(wctx, "traced", 0, true, func(e event.Event) error {
 		if e.Type == event.StateTransition && (e.To == statefmt.StatusCompleted || e.To == statefmt.StatusFailed) {
 			final = e.To
 			return errDone
@@ -139,13 +112,7 @@ plan: [{id: s1, description: write, agent: A}, {id: s2, description: read, agent
 	}
 	// The live sinks get an event just after the log the stream reads: the daemon's stop waits
 	// for its harnesses, and so for their last events.
-	c.Close()
-	stop()
-	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
-	defer scancel()
-	if err := tr.Shutdown(sctx); err != nil {
-		t.Fatal(err)
-	}
+	td.stop()
 
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
