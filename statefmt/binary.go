@@ -13,30 +13,52 @@ import (
 	"unsafe"
 )
 
-// BinaryFormatVersion is the canonical binary layout this build writes (schema version 1).
+// BinaryFormatVersion is the binary layout this build writes (schema version 1).
 // Versions only ever grow; a retired one stays reserved here. Every version is still read:
 //
 //	1: the first layout
 //	2: the budget ends with the cost limit and the cost used (millionths of a dollar)
-const BinaryFormatVersion = 2
+//	3: the plan's step outputs move from the plan into the append-only log, beside the
+//	   tool-call records; a step refers to its output by number
+const BinaryFormatVersion = 3
 
 const (
 	binaryMagic   = "HES"
 	headerLen     = 4  // magic + version
-	trailerLen    = 16 // u64 LE history end offset, u64 LE history record count
+	trailerLen    = 16 // u64 LE log end offset, u64 LE tool-call record count
 	maxBinaryInts = math.MaxInt64
+
+	// The kinds of a log entry (layout 3): the low bit of its length prefix.
+	entryRecord = 0 // a ToolCallHistory record
+	entryText   = 1 // a plan step's output
+
+	// A step's output reference (layout 3): absent, empty, or the text entry numbered ref-2.
+	outputAbsent = 0
+	outputEmpty  = 1
 )
 
-// The canonical binary layout, version 2 (version 1 lacks the budget's two cost fields):
+// The binary layout, version 3:
 //
 //	"HES" version:u8
-//	history: record*              each: uvarint(len) record-bytes   (ToolCallHistory, in order)
-//	rest:    every other field of HarnessState, in a fixed order (see writeRest)
-//	trailer: u64le(history end offset) u64le(history record count)
+//	log:     entry*               each: uvarint(len<<1 | kind) bytes
+//	                              kind 0: a ToolCallHistory record (in order)
+//	                              kind 1: the UTF-8 text of a plan step's output
+//	rest:    every other field of HarnessState, in a fixed order (see writer.rest); a plan
+//	         step's output is uvarint(ref): 0 absent, 1 empty, n >= 2 the log's text entry
+//	         number n-2 (counting text entries only, from 0)
+//	trailer: u64le(log end offset) u64le(tool-call record count)
 //
-// The tool-call history comes first and only ever grows, so appending a record leaves every
-// earlier byte where it was: an encoder that remembers the previous encoding rewrites only the new
-// records and the (small) rest. Primitives: uvarint/svarint as in encoding/binary; strings are
+// The log comes first and only ever grows, so a checkpoint that adds tool calls and step outputs
+// leaves every earlier byte where it was: an encoder that remembers the previous encoding writes
+// only the new entries and the rest, and the rest stays small however long the history and
+// however large the outputs. A full encoding (EncodeBinary, or an encoder starting over) writes
+// the records, then the outputs in plan order; an encoder that went on from earlier encodings
+// has them in the order they appeared, and may hold outputs no step refers to any more (a
+// retried step's earlier output), until it starts over. Both decode to the same state.
+//
+// Versions 1 and 2 have no text entries: the log is uvarint(len) record-bytes* and a step's
+// output is written in the rest (a presence byte, then the string). Version 1 also lacks the
+// budget's two cost fields. Primitives: uvarint/svarint as in encoding/binary; strings are
 // uvarint(len) + UTF-8 bytes; times are svarint(unix seconds) + uvarint(nanoseconds), UTC;
 // optional values have a presence byte (0 absent, 1 present); enums are one byte, numbered from 1
 // in the order of Statuses, StepStatuses and GateStatuses.
@@ -50,6 +72,8 @@ type writer struct {
 	// memo, when set, lets rest copy the bytes of plan steps that did not change since the
 	// previous encoding instead of encoding (and validating) them again.
 	memo *stepMemo
+	// refs are the plan steps' output references, by index, for rest to write.
+	refs []uint64
 }
 
 // stepMemo is the plan's steps as the previous encoding wrote them: their fields and where their
@@ -70,6 +94,7 @@ type stepSeen struct {
 	hasOut   bool
 	errText  string
 	hasErr   bool
+	ref      uint64 // the output reference written
 	off, end int
 }
 
@@ -96,9 +121,9 @@ func (m *stepSeen) same(st *ExecutionStep) bool {
 	return true
 }
 
-// seen records step st as just written at w.b[start:].
-func (m *stepMemo) seen(st *ExecutionStep, prev *stepSeen, start, end int) {
-	s := stepSeen{st: *st, off: start - m.base, end: end - m.base}
+// seen records step st as just written at w.b[start:], with output reference ref.
+func (m *stepMemo) seen(st *ExecutionStep, prev *stepSeen, ref uint64, start, end int) {
+	s := stepSeen{st: *st, ref: ref, off: start - m.base, end: end - m.base}
 	s.st.Output, s.st.Error = nil, nil
 	if st.Output != nil {
 		s.output, s.hasOut = *st.Output, true
@@ -114,8 +139,8 @@ func (m *stepMemo) seen(st *ExecutionStep, prev *stepSeen, start, end int) {
 	m.next = append(m.next, s)
 }
 
-// step writes one plan step.
-func (w *writer) step(st *ExecutionStep) {
+// step writes one plan step, its output as reference ref.
+func (w *writer) step(st *ExecutionStep, ref uint64) {
 	w.str("plan.steps.id", st.ID)
 	w.str("plan.steps.description", st.Description)
 	w.str("plan.steps.assignedAgent", st.AssignedAgent)
@@ -125,7 +150,7 @@ func (w *writer) step(st *ExecutionStep) {
 	}
 	w.flag(st.Critical)
 	enumCode(w, "plan.steps.status", st.Status, StepStatuses)
-	w.optStr("plan.steps.output", st.Output)
+	w.uv(ref)
 	w.optStr("plan.steps.error", st.Error)
 	w.str("plan.steps.phase", st.Phase)
 	w.n("plan.steps.attempts", int64(st.Attempts))
@@ -229,15 +254,24 @@ func (w *writer) result(field string, res *ToolResult) {
 	w.str(field+".errorKind", string(res.ErrorKind))
 }
 
-// appendRecord appends one length-prefixed history record.
+// appendRecord appends one history record to the log.
 func (w *writer) appendRecord(r *ToolCallRecord, scratch *writer) {
 	scratch.b = scratch.b[:0]
 	scratch.record(r)
 	if scratch.err != nil && w.err == nil {
 		w.err = scratch.err
 	}
-	w.uv(uint64(len(scratch.b)))
+	w.uv(uint64(len(scratch.b))<<1 | entryRecord)
 	w.b = append(w.b, scratch.b...)
+}
+
+// appendText appends one step output to the log.
+func (w *writer) appendText(s string) {
+	if !utf8.ValidString(s) {
+		w.fail("plan.steps.output is not valid UTF-8")
+	}
+	w.uv(uint64(len(s))<<1 | entryText)
+	w.b = append(w.b, s...)
 }
 
 func (w *writer) rest(s *HarnessState) {
@@ -254,20 +288,21 @@ func (w *writer) rest(s *HarnessState) {
 		w.uv(uint64(len(p.Steps)))
 		for i := range p.Steps {
 			st := &p.Steps[i]
+			ref := w.refs[i]
 			m := w.memo
 			if m == nil {
-				w.step(st)
+				w.step(st, ref)
 				continue
 			}
 			start := len(w.b)
 			var prev *stepSeen
-			if i < len(m.old) && m.old[i].same(st) {
+			if i < len(m.old) && m.old[i].ref == ref && m.old[i].same(st) {
 				prev = &m.old[i]
 				w.b = append(w.b, m.src[prev.off:prev.end]...)
 			} else {
-				w.step(st)
+				w.step(st, ref)
 			}
-			m.seen(st, prev, start, len(w.b))
+			m.seen(st, prev, ref, start, len(w.b))
 		}
 		w.time(p.CreatedAt)
 	}
@@ -366,7 +401,7 @@ func (w *writer) rest(s *HarnessState) {
 
 // Incremental is one encoding from a BinaryEncoder and how it relates to the previous one.
 type Incremental struct {
-	// Bytes is the full canonical encoding of the state.
+	// Bytes is the whole encoding of the state.
 	Bytes []byte
 	// Prefix is how many leading bytes are identical to the previous encoding's. It is 0, with
 	// PrevTail nil, when there is no previous encoding to relate to (the first one, or after
@@ -377,20 +412,25 @@ type Incremental struct {
 }
 
 // BinaryEncoder encodes the successive states of one harness. It remembers the previous
-// encoding: the tool-call history is append-only, so a state whose history grew by k records
-// costs the encoding of those k records plus the rest of the state, whatever the history's size.
+// encoding: the log (tool-call records and step outputs) is append-only, so a state whose
+// history grew by k records and whose plan gained j outputs costs the encoding of those k
+// records and j outputs plus the rest of the state, whatever the history's size.
 //
 // The history must only grow: a record, once encoded, is never changed in place. The encoder
 // re-checks the last record it encoded each time (cheap) and starts over when the history shrank
-// or that record changed; the property tests check that incremental and full encodings agree.
-// The slices in an Incremental stay valid until the next call to Encode. Not safe for
-// concurrent use.
+// or that record changed. A step output that changes is appended again; when the outputs no step
+// refers to any more outweigh the live ones, the encoder starts over. The property tests check
+// that every incremental encoding decodes to the state it encoded, like a full one. The slices
+// in an Incremental stay valid until the next call to Encode. Not safe for concurrent use.
 type BinaryEncoder struct {
 	w         writer
 	scratch   writer // one record at a time, for appendRecord
 	check     writer // the re-encoded last record, for lastRecordUnchanged
-	histEnd   int
-	histCount int
+	histEnd   int    // where the log ends
+	histCount int    // tool-call records in the log
+	texts     uint64 // text entries in the log
+	textBytes int    // their bytes
+	liveBytes int    // the bytes of the outputs the last encoding's steps refer to
 	lastRec   []byte
 	prevTail  []byte
 	memo      stepMemo
@@ -400,15 +440,23 @@ type BinaryEncoder struct {
 func (e *BinaryEncoder) Reset() {
 	e.w.b = e.w.b[:0]
 	e.histEnd, e.histCount = 0, 0
+	e.texts, e.textBytes, e.liveBytes = 0, 0, 0
 	e.lastRec = e.lastRec[:0]
 	e.memo.old, e.memo.next = e.memo.old[:0], e.memo.next[:0]
+}
+
+// stale reports whether the log holds more unreferenced output than is worth keeping: more
+// than the live outputs and more than 1 MiB.
+func (e *BinaryEncoder) stale() bool {
+	dead := e.textBytes - e.liveBytes
+	return dead > e.liveBytes && dead > 1<<20
 }
 
 // Encode encodes s, reusing what it can of the previous encoding.
 func (e *BinaryEncoder) Encode(s *HarnessState) (Incremental, error) {
 	hist := s.ToolCallHistory
 	var prefix int
-	if e.histEnd == 0 || len(hist) < e.histCount || !e.lastRecordUnchanged(hist) {
+	if e.histEnd == 0 || len(hist) < e.histCount || !e.lastRecordUnchanged(hist) || e.stale() {
 		// Nothing to build on: the first encoding, or the history did not just grow.
 		e.Reset()
 		e.w.b = append(e.w.b, binaryMagic...)
@@ -438,12 +486,19 @@ func (e *BinaryEncoder) Encode(s *HarnessState) (Incremental, error) {
 		e.Reset()
 		return Incremental{}, err
 	}
-	e.histEnd, e.histCount = len(e.w.b), len(hist)
+	e.histCount = len(hist)
 	// The steps' memo refers to the previous rest, which prevTail holds; after a restart
 	// (prefix 0) there is none, and every step is encoded.
 	if prefix == 0 {
 		e.memo.old = e.memo.old[:0]
 	}
+	e.outputs(s)
+	if e.w.err != nil {
+		err := e.w.err
+		e.Reset()
+		return Incremental{}, err
+	}
+	e.histEnd = len(e.w.b)
 	e.memo.src, e.memo.base, e.memo.next = e.prevTail, e.histEnd, e.memo.next[:0]
 	e.w.memo = &e.memo
 	e.w.rest(s)
@@ -457,6 +512,40 @@ func (e *BinaryEncoder) Encode(s *HarnessState) (Incremental, error) {
 		return Incremental{}, err
 	}
 	return Incremental{Bytes: e.w.b, Prefix: prefix, PrevTail: e.prevTail}, nil
+}
+
+// outputs gives each plan step its output reference, appending to the log the outputs that
+// the previous encoding did not hold for the step at the same place.
+func (e *BinaryEncoder) outputs(s *HarnessState) {
+	e.w.refs = e.w.refs[:0]
+	e.liveBytes = 0
+	if s.Plan == nil {
+		return
+	}
+	for i := range s.Plan.Steps {
+		st := &s.Plan.Steps[i]
+		ref := uint64(outputAbsent)
+		switch {
+		case st.Output == nil:
+		case *st.Output == "":
+			ref = outputEmpty
+		default:
+			out := *st.Output
+			if i < len(e.memo.old) {
+				if o := &e.memo.old[i]; o.ref > outputEmpty && o.st.ID == st.ID && o.output == out {
+					ref = o.ref
+				}
+			}
+			if ref == outputAbsent {
+				e.w.appendText(out)
+				e.texts++
+				e.textBytes += len(out)
+				ref = e.texts + outputEmpty
+			}
+			e.liveBytes += len(out)
+		}
+		e.w.refs = append(e.w.refs, ref)
+	}
 }
 
 // lastRecordUnchanged re-encodes the last record the encoder has seen and compares.
@@ -490,6 +579,8 @@ type reader struct {
 	s       string // b's bytes as one string: decoded strings are slices of it, one allocation in all
 	pos     int
 	err     error
+	// texts are the log's text entries (layout 3), for the steps' output references.
+	texts []string
 }
 
 // DecodeError is a binary decoding failure: the offset and what was wrong.
@@ -613,6 +704,29 @@ func (r *reader) optStr(field string) *string {
 	return &s
 }
 
+// stepOutput reads a plan step's output: in the rest (layouts 1 and 2), or as a reference to a
+// text entry of the log (layout 3).
+func (r *reader) stepOutput() *string {
+	if r.version < 3 {
+		return r.optStr("plan.steps.output")
+	}
+	at := r.pos
+	switch ref := r.uv("plan.steps.output"); {
+	case r.err != nil || ref == outputAbsent:
+		return nil
+	case ref == outputEmpty:
+		s := ""
+		return &s
+	case ref-outputEmpty-1 < uint64(len(r.texts)):
+		s := r.texts[ref-outputEmpty-1]
+		return &s
+	default:
+		r.pos = at
+		r.fail("plan.steps.output: text entry %d does not exist (the log has %d)", ref-outputEmpty-1, len(r.texts))
+		return nil
+	}
+}
+
 func (r *reader) time(field string) time.Time {
 	sec := r.sv(field)
 	ns := r.uv(field)
@@ -711,7 +825,7 @@ func (r *reader) rest(s *HarnessState) {
 			}
 			st.Critical = r.flag("plan.steps.critical")
 			st.Status = enumOf(r, "plan.steps.status", StepStatuses)
-			st.Output = r.optStr("plan.steps.output")
+			st.Output = r.stepOutput()
 			st.Error = r.optStr("plan.steps.error")
 			st.Phase = r.str("plan.steps.phase")
 			st.Attempts = r.n("plan.steps.attempts")
@@ -820,24 +934,25 @@ func (r *reader) rest(s *HarnessState) {
 	}
 }
 
-// DecodeBinary decodes a canonical binary state, refusing anything malformed: bad magic or
+// DecodeBinary decodes a binary state (any layout version this build reads), refusing anything malformed: bad magic or
 // version, lengths past the end, counts the bytes cannot hold, unknown enum codes, invalid UTF-8
 // or JSON, trailing bytes, and states that fail Validate. It never panics, and allocates at most
 // a small multiple of its input.
 func DecodeBinary(b []byte) (*HarnessState, error) {
-	return decodeBinary(b, string(b))
+	return decodeBinary(b, string(b), true)
 }
 
 // DecodeBinaryOwned is DecodeBinary for a buffer the caller hands over: the decoded strings
 // point into b instead of a copy of it, so b must never be written again (nor reused). It saves
 // a copy of the whole state when restoring a large one.
 func DecodeBinaryOwned(b []byte) (*HarnessState, error) {
-	return decodeBinary(b, unsafe.String(unsafe.SliceData(b), len(b)))
+	return decodeBinary(b, unsafe.String(unsafe.SliceData(b), len(b)), true)
 }
 
 // decodeBinary decodes b; whole holds the same bytes as a string, and every decoded string is a
-// slice of it: one allocation (or none) instead of one per field.
-func decodeBinary(b []byte, whole string) (*HarnessState, error) {
+// slice of it: one allocation (or none) instead of one per field. validate false skips
+// Validate (for tests of the layout on states no run would make).
+func decodeBinary(b []byte, whole string, validate bool) (*HarnessState, error) {
 	if len(b) < headerLen+trailerLen {
 		return nil, &DecodeError{0, fmt.Sprintf("%d bytes is too short for a binary state", len(b))}
 	}
@@ -863,10 +978,40 @@ func decodeBinary(b []byte, whole string) (*HarnessState, error) {
 	if histCount > 0 {
 		s.ToolCallHistory = make([]ToolCallRecord, histCount)
 	}
-	for i := range s.ToolCallHistory {
-		rb := r.raw("toolCallHistory record")
+	for i := 0; r.pos < int(histEnd) || i < len(s.ToolCallHistory); {
+		at := r.pos
+		kind := uint64(entryRecord)
+		var rb []byte
+		if r.version < 3 {
+			rb = r.raw("toolCallHistory record")
+		} else {
+			head := r.uv("log entry")
+			kind = head & 1
+			if r.err == nil && head>>1 > uint64(len(r.b)-r.pos) {
+				r.fail("log entry: length %d runs past the end of the log (%d bytes left)", head>>1, len(r.b)-r.pos)
+			}
+			if r.err == nil {
+				rb = r.b[r.pos : r.pos+int(head>>1)]
+				r.pos += len(rb)
+			}
+		}
 		if r.err != nil {
 			return nil, r.err
+		}
+		if kind == entryText {
+			if len(rb) == 0 {
+				// An empty output is reference 1; refusing empty entries also bounds how many
+				// entries a forged log can make the decoder keep.
+				return nil, &DecodeError{at, fmt.Sprintf("log text entry %d is empty", len(r.texts))}
+			}
+			if !utf8.Valid(rb) {
+				return nil, &DecodeError{at, fmt.Sprintf("log text entry %d is not valid UTF-8", len(r.texts))}
+			}
+			r.texts = append(r.texts, r.s[r.pos-len(rb):r.pos])
+			continue
+		}
+		if i == len(s.ToolCallHistory) {
+			return nil, &DecodeError{at, fmt.Sprintf("the log holds more than the %d tool-call records the trailer says", histCount)}
 		}
 		rr := &reader{version: r.version, b: rb, s: r.s[r.pos-len(rb) : r.pos]}
 		s.ToolCallHistory[i] = rr.record()
@@ -879,6 +1024,7 @@ func decodeBinary(b []byte, whole string) (*HarnessState, error) {
 			de.Reason = fmt.Sprintf("toolCallHistory[%d]: %s", i, de.Reason)
 			return nil, de
 		}
+		i++
 	}
 	if r.pos != int(histEnd) {
 		return nil, &DecodeError{r.pos, fmt.Sprintf("history section has %d bytes after its %d records", int(histEnd)-r.pos, histCount)}
@@ -890,6 +1036,9 @@ func decodeBinary(b []byte, whole string) (*HarnessState, error) {
 	}
 	if r.err != nil {
 		return nil, r.err
+	}
+	if !validate {
+		return s, nil
 	}
 	if err := s.Validate(); err != nil {
 		return nil, err

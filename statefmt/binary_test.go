@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"reflect"
@@ -62,7 +63,7 @@ func TestDecodeBinaryRefusesDamage(t *testing.T) {
 		want string
 	}{
 		{"bad magic", forge(func(b []byte) []byte { b[0] = 'X'; return b }), "bad magic"},
-		{"bad version", forge(func(b []byte) []byte { b[3] = 7; return b }), "binary format version 7 is not supported (supported: 1 to 2)"},
+		{"bad version", forge(func(b []byte) []byte { b[3] = 7; return b }), "binary format version 7 is not supported (supported: 1 to 3)"},
 		{"history end past the state", forge(func(b []byte) []byte {
 			binary.LittleEndian.PutUint64(b[end:], uint64(len(b)))
 			return b
@@ -107,41 +108,134 @@ func TestIncrementalEncodingKeepsTheHistory(t *testing.T) {
 	}
 }
 
-// A state written in binary layout version 1 (before the budget's cost fields) still decodes,
-// to the state its JSON says; re-encoded, it is written in the current layout.
-func TestBinaryVersion1StillDecodes(t *testing.T) {
-	v1, err := os.ReadFile("testdata/state-v1.bin")
+// States written in binary layouts 1 (before the budget's cost fields) and 2 (step outputs in
+// the plan) still decode, to the state their JSON says; re-encoded, they are written in the
+// current layout.
+func TestOlderBinaryLayoutsStillDecode(t *testing.T) {
+	for _, v := range []int{1, 2} {
+		old, err := os.ReadFile(fmt.Sprintf("testdata/state-v%d.bin", v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := os.ReadFile(fmt.Sprintf("testdata/state-v%d.json", v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(old[3]) != v {
+			t.Fatalf("the fixture is layout %d, want %d", old[3], v)
+		}
+		got, err := statefmt.DecodeBinary(old)
+		if err != nil {
+			t.Fatalf("layout %d: %v", v, err)
+		}
+		want, err := statefmt.DecodeJSON(js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("layout %d decodes to\n%+v\nwant\n%+v", v, got, want)
+		}
+		again, err := statefmt.EncodeBinary(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again[3] != statefmt.BinaryFormatVersion {
+			t.Fatalf("re-encoded in layout %d", again[3])
+		}
+		if back, err := statefmt.DecodeBinary(again); err != nil || !reflect.DeepEqual(back, want) {
+			t.Fatalf("layout %d: the re-encoded state does not read back: %v", v, err)
+		}
+	}
+}
+
+// TestIncrementalEncodingKeepsOutputsOutOfTheTail runs a long plan the way a harness does, one
+// step completing per checkpoint with a large output, and checks that what follows the
+// unchanged prefix stays the size of the plan's skeleton: the outputs, like the tool calls, are
+// written once and never again.
+func TestIncrementalEncodingKeepsOutputsOutOfTheTail(t *testing.T) {
+	const steps = 300
+	s := &statefmt.HarnessState{SchemaVersion: 1, HarnessID: "h", AgentName: "a", TaskID: "t", Status: statefmt.StatusRunning,
+		Plan: &statefmt.ExecutionPlan{TaskID: "t"}}
+	for i := range steps {
+		st := statefmt.ExecutionStep{ID: fmt.Sprintf("s%03d", i), AssignedAgent: "a", Status: statefmt.StepPending}
+		if i > 0 {
+			st.Dependencies = []string{fmt.Sprintf("s%03d", i-1)}
+		}
+		s.Plan.Steps = append(s.Plan.Steps, st)
+	}
+	var enc statefmt.BinaryEncoder
+	first, err := enc.Encode(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	js, err := os.ReadFile("testdata/state-v1.json")
+	skeleton, last := len(first.Bytes), []byte(nil)
+	for i := range steps {
+		out := strings.Repeat(fmt.Sprintf("line %d of step %d\n", i, i), 200) // ~4 KB
+		s.Plan.Steps[i].Status, s.Plan.Steps[i].Output = statefmt.StepCompleted, &out
+		s.ToolCallHistory = append(s.ToolCallHistory, statefmt.ToolCallRecord{CallName: "read_file",
+			Result: statefmt.ToolResult{Success: true, Output: out}})
+		s.TotalToolCalls, s.CurrentStepIndex = len(s.ToolCallHistory), min(i+1, steps-1)
+		inc, err := enc.Encode(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inc.Prefix == 0 {
+			t.Fatalf("step %d: the encoder started over", i)
+		}
+		if tail := len(inc.Bytes) - inc.Prefix; tail > skeleton+3*len(out) {
+			t.Fatalf("step %d: %d bytes after the unchanged prefix, for a %d-byte skeleton and a %d-byte output", i, tail, skeleton, len(out))
+		}
+		if len(inc.PrevTail) > skeleton*5/4 {
+			t.Fatalf("step %d: the previous tail is %d bytes, more than the plan's skeleton (%d)", i, len(inc.PrevTail), skeleton)
+		}
+		last = inc.Bytes
+	}
+	got, err := statefmt.DecodeBinary(last)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v1[3] != 1 {
-		t.Fatalf("the fixture is layout %d, want 1", v1[3])
-	}
-	got, err := statefmt.DecodeBinary(v1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := statefmt.DecodeJSON(js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want, _ := statefmt.DecodeBinary(mustEncode(t, s))
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("layout 1 decodes to\n%+v\nwant\n%+v", got, want)
+		t.Fatal("the last incremental encoding decodes to another state than the full one")
 	}
-	again, err := statefmt.EncodeBinary(got)
+}
+
+// TestEncoderStartsOverWhenDeadOutputsPileUp rewrites one step's output again and again: each
+// version is appended to the log, and once the outputs no step refers to outweigh the live
+// ones (and 1 MiB), the encoder starts over, so the encoding stays bounded.
+func TestEncoderStartsOverWhenDeadOutputsPileUp(t *testing.T) {
+	out := strings.Repeat("x", 64<<10)
+	s := &statefmt.HarnessState{SchemaVersion: 1, HarnessID: "h", AgentName: "a", TaskID: "t", Status: statefmt.StatusRunning,
+		Plan: &statefmt.ExecutionPlan{TaskID: "t", Steps: []statefmt.ExecutionStep{{ID: "s", AssignedAgent: "a", Status: statefmt.StepCompleted, Output: &out}}}}
+	var enc statefmt.BinaryEncoder
+	restarts, biggest := 0, 0
+	for i := range 100 {
+		o := fmt.Sprintf("%d%s", i, out)
+		s.Plan.Steps[0].Output = &o
+		inc, err := enc.Encode(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 && inc.Prefix == 0 {
+			restarts++
+		}
+		biggest = max(biggest, len(inc.Bytes))
+		if got, err := statefmt.DecodeBinary(inc.Bytes); err != nil || *got.Plan.Steps[0].Output != o {
+			t.Fatalf("version %d does not read back: %v", i, err)
+		}
+	}
+	if restarts == 0 || biggest > 3<<20 {
+		t.Fatalf("%d restarts, largest encoding %d bytes: dead outputs were kept", restarts, biggest)
+	}
+}
+
+func mustEncode(t *testing.T, s *statefmt.HarnessState) []byte {
+	t.Helper()
+	b, err := statefmt.EncodeBinary(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again[3] != statefmt.BinaryFormatVersion {
-		t.Fatalf("re-encoded in layout %d", again[3])
-	}
-	if back, err := statefmt.DecodeBinary(again); err != nil || !reflect.DeepEqual(back, want) {
-		t.Fatalf("the re-encoded state does not read back: %v", err)
-	}
+	return b
 }
 
 // The cost budget is exact in millionths of a dollar through JSON and binary.

@@ -3,9 +3,10 @@
 //   - JSON v1 (json.go): the interchange format of export/import, the API and `show --json`. It
 //     reads the reference JSON example (testdata/seed-example.json) as is, refuses unknown fields and unknown schema
 //     versions, and upgrades older versions through a migration registry (migrate.go).
-//   - the canonical binary encoding (binary.go) that checkpoints carry: deterministic, compact,
-//     and laid out so that a state whose tool-call history grew by one record re-encodes in time
-//     proportional to that record, keeping every earlier byte where it was.
+//   - the binary encoding (binary.go) that checkpoints carry: deterministic, compact, and laid
+//     out so that a state whose history grew by a record and whose plan gained a step output
+//     re-encodes in time proportional to those and the plan's skeleton, keeping every earlier
+//     byte where it was.
 //   - the checkpoint record envelope (envelope.go): kind, sequence numbers, hashes, compression,
 //     format versions, and a checksum over the whole record.
 //

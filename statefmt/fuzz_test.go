@@ -142,6 +142,8 @@ func stateSeeds(seedJSON, v0JSON []byte) (jsonSeeds, binarySeeds, recordSeeds []
 		{Name: "seed-generated", Args: [][]byte{smallBin}},
 		{Name: "seed-truncated", Args: [][]byte{smallBin[:len(smallBin)/2]}},
 		{Name: "seed-header-only", Args: [][]byte{[]byte("HES\x01")}},
+		{Name: "seed-layout-1", Args: [][]byte{mustRead("testdata/state-v1.bin")}},
+		{Name: "seed-layout-2", Args: [][]byte{mustRead("testdata/state-v2.bin")}},
 	}
 	rec := statefmt.Record{Kind: statefmt.KindDelta, Seq: 2, BaseSeq: 1, Prefix: 4, StateHash: 7, ChainHash: 9,
 		Compression: statefmt.CompressionZstd, RawLen: 12, StateFormat: 1, DeltaFormat: 1, Payload: []byte("zstd-bytes")}
@@ -168,6 +170,12 @@ func frameSeeds() []fuzzseed.Seed {
 		{Name: "seed-zero-frames", Args: withLen(0, []byte{0})},
 		{Name: "seed-short-table", Args: withLen(2<<20+5, three[:4])},
 	}
+}
+
+func mustRead(name string) []byte {
+	b, err := os.ReadFile(name)
+	mustNot(err)
+	return b
 }
 
 func mustNot(err error) {
