@@ -41,11 +41,14 @@ type Stats struct {
 	// Duplicates are messages JetStream acknowledged as already held (sent again after a
 	// restart or a lost acknowledgement).
 	Duplicates uint64
-	Released   uint64
-	Backlog    uint64
-	Passes     uint64
-	Online     bool
-	LastError  string
+	// Messages and Bytes count what JetStream acknowledged (heartbeats included): Bytes is the
+	// messages' size on the wire, subject, headers and data.
+	Messages, Bytes uint64
+	Released        uint64
+	Backlog         uint64
+	Passes          uint64
+	Online          bool
+	LastError       string
 	// Lags are, per replicated index entry, the time from its checkpoint's commit to
 	// JetStream's acknowledgement (the newest 4096).
 	Lags []time.Duration
@@ -447,8 +450,24 @@ func (r *Replicator) publish(ctx context.Context, subj, msgID string, hdr nats.H
 	if err != nil {
 		return fmt.Errorf("publishing %s: %w", subj, err)
 	}
-	if ack.Duplicate {
-		r.count(func(s *Stats) { s.Duplicates++ })
-	}
+	r.count(func(s *Stats) {
+		s.Messages++
+		s.Bytes += uint64(wireSize(m))
+		if ack.Duplicate {
+			s.Duplicates++
+		}
+	})
 	return nil
+}
+
+// wireSize is about what a message takes on the wire: its subject, its headers as NATS writes
+// them (the message id and the stream JetStream expects included) and its data.
+func wireSize(m *nats.Msg) int {
+	n := len(m.Subject) + len(m.Data) + len("NATS/1.0\r\n\r\n")
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			n += len(k) + len(": \r\n") + len(v)
+		}
+	}
+	return n
 }
