@@ -2,8 +2,10 @@ package fleet_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -18,7 +20,9 @@ import (
 
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/fleet"
+	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/store"
+	"github.com/nats-io/nats.go"
 )
 
 // ackDropper is a TCP proxy in front of a NATS server that forwards everything except one
@@ -232,5 +236,98 @@ func TestAnAcknowledgementThatNeverComesHoldsTheCursorAndTheMessageGoesAgainOnce
 	}
 	if shown.Events != events || shown.Duplicates != 0 || shown.State.Status != idx.Status {
 		t.Fatalf("fleet show: %d events (want %d), %d duplicates, status %s (want %s)", shown.Events, events, shown.Duplicates, shown.State.Status, idx.Status)
+	}
+}
+
+// A stream may hold a harness's records and events out of their order (a message refused in
+// a window is sent again after the ones behind it), and a record twice: `fleet show` and an
+// adoption read them in order by number, each once.
+func TestRecordsAndEventsHeldOutOfOrderAreReadInOrder(t *testing.T) {
+	hub := startHub(t, t.TempDir(), "127.0.0.1:0")
+	_, js := client(t, hub.URL())
+	dv := startDevice(t, hub.URL(), "board", storeIn(t, "store"))
+	// Harnesses of a few steps: one of them rebuilds from a keyframe and deltas (a keyframe
+	// comes when the deltas outgrow the state, which depends on the timings they hold).
+	var ids []string
+	for i, steps := range []int{2, 3, 4, 5} {
+		ids = append(ids, submit(t, dv, taskYAML(t, fmt.Sprintf("job%d", i), steps, "", false)))
+	}
+	waitFor(t, "settles", 30*time.Second, func() (bool, string) { return settled(dv) })
+	waitFor(t, "caught up", 30*time.Second, func() (bool, string) { return caughtUp(js, dv) })
+	ctx := context.Background()
+	var id string
+	var want *fleet.Shown
+	for _, h := range ids {
+		shown, err := fleet.Show(ctx, js, nil, "board", h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want == nil || shown.Verified > want.Verified {
+			id, want = h, shown
+		}
+	}
+	recs, err := fleet.Records(ctx, js, "board", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := fleet.ReadReplicated(ctx, js, "board", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.Verified < 2 || len(rep.Replica.Events) < 3 {
+		t.Fatalf("the harness rebuilds from %d records with %d events; the test needs more", want.Verified, len(rep.Replica.Events))
+	}
+
+	// The same messages under another device name, each kind in reverse order, the newest
+	// record twice.
+	gen := strconv.FormatInt(rep.Entry.CreatedAt.UnixNano(), 36)
+	publish := func(kind string, n uint64, data []byte) {
+		t.Helper()
+		m := nats.NewMsg(fleet.Subject("copy", kind, id))
+		m.Header.Set(fleet.HeaderHarness, id)
+		m.Header.Set(fleet.HeaderDevice, "copy")
+		m.Header.Set(fleet.HeaderSeq, strconv.FormatUint(n, 10))
+		m.Header.Set(fleet.HeaderGen, gen)
+		m.Data = data
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("task", 0, rep.Replica.Task)
+	publish("rec", recs[len(recs)-1].Seq, recs[len(recs)-1].Envelope)
+	for i := len(recs) - 1; i >= 0; i-- {
+		publish("rec", recs[i].Seq, recs[i].Envelope)
+	}
+	for i := len(rep.Replica.Events) - 1; i >= 0; i-- {
+		publish("evt", rep.Replica.Events[i].N, rep.Replica.Events[i].Data)
+	}
+	publish("idx", rep.Entry.HeadSeq, rep.Replica.IndexJSON)
+
+	got, err := fleet.Show(ctx, js, nil, "copy", id)
+	if err != nil {
+		t.Fatalf("fleet show of records held out of order: %v", err)
+	}
+	wj, _ := statefmt.EncodeJSON(want.State)
+	gj, _ := statefmt.EncodeJSON(got.State)
+	if !bytes.Equal(wj, gj) || got.Verified != want.Verified || got.Events != want.Events || got.Duplicates != 1 {
+		t.Fatalf("fleet show of records held out of order: %d verified (want %d), %d events (want %d), %d duplicates (want 1), states equal: %v",
+			got.Verified, want.Verified, got.Events, want.Events, got.Duplicates, bytes.Equal(wj, gj))
+	}
+	again, err := fleet.ReadReplicated(ctx, js, "copy", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Replica.Records) != len(rep.Replica.Records) || len(again.Replica.Events) != len(rep.Replica.Events) {
+		t.Fatalf("read for an adoption: %d records, %d events; want %d, %d", len(again.Replica.Records), len(again.Replica.Events), len(rep.Replica.Records), len(rep.Replica.Events))
+	}
+	for i, e := range again.Replica.Events {
+		if e.N != rep.Replica.Events[i].N || !bytes.Equal(e.Data, rep.Replica.Events[i].Data) {
+			t.Fatalf("read for an adoption: event %d is number %d; want %d", i, e.N, rep.Replica.Events[i].N)
+		}
+	}
+	for i, r := range again.Replica.Records {
+		if !bytes.Equal(r, rep.Replica.Records[i]) {
+			t.Fatalf("read for an adoption: record %d of the chain differs", i)
+		}
 	}
 }
