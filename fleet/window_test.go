@@ -21,6 +21,7 @@ import (
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/fleet"
 	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/statefmt/event"
 	"github.com/harness-edge/harness-edge/store"
 	"github.com/nats-io/nats.go"
 )
@@ -323,6 +324,19 @@ func TestRecordsAndEventsHeldOutOfOrderAreReadInOrder(t *testing.T) {
 	for i, e := range again.Replica.Events {
 		if e.N != rep.Replica.Events[i].N || !bytes.Equal(e.Data, rep.Replica.Events[i].Data) {
 			t.Fatalf("read for an adoption: event %d is number %d; want %d", i, e.N, rep.Replica.Events[i].N)
+		}
+	}
+	// fleet events prints them as the stream holds them (here in reverse), each once.
+	var printed []uint64
+	if err := fleet.Events(ctx, js, "copy", id, false, func(e event.Event) error { printed = append(printed, e.N); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(printed) != len(rep.Replica.Events) {
+		t.Fatalf("fleet events printed %d events (%v); want %d", len(printed), printed, len(rep.Replica.Events))
+	}
+	for i, n := range printed {
+		if want := rep.Replica.Events[len(printed)-1-i].N; n != want {
+			t.Fatalf("fleet events printed %v; want the stream's order, from %d down", printed, rep.Replica.Events[len(printed)-1].N)
 		}
 	}
 	for i, r := range again.Replica.Records {
