@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -78,6 +79,8 @@ type Replicator struct {
 	wake chan struct{}
 	// before, when set, runs before each pass of Run (the link makes sure of the streams).
 	before func(context.Context)
+	// sentTask is, per harness, the task the cursor's digest was taken of (passes only).
+	sentTask map[string]sentTask
 
 	mu    sync.Mutex
 	stats Stats
@@ -284,13 +287,16 @@ func (r *Replicator) pass(ctx context.Context, db *store.Store, cur *cursor) err
 		return err
 	}
 	w := &window{r: r, js: js, failed: map[string]error{}}
+	if r.sentTask == nil {
+		r.sentTask = map[string]sentTask{}
+	}
 	var indexes []func() error
 	var failed error
 	for _, e := range list {
 		if e.Damaged != "" {
 			continue
 		}
-		next, err := r.harness(ctx, w, db, cur, e.ID)
+		next, err := r.harness(ctx, w, db, cur, e)
 		if err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				continue // deleted meanwhile
@@ -307,8 +313,10 @@ func (r *Replicator) pass(ctx context.Context, db *store.Store, cur *cursor) err
 		}
 	}
 	w.wait(ctx)
+	listed := map[string]bool{}
 	var backlog uint64
 	for _, e := range list {
+		listed[e.ID] = true
 		if e.Damaged != "" {
 			continue
 		}
@@ -318,6 +326,11 @@ func (r *Replicator) pass(ctx context.Context, db *store.Store, cur *cursor) err
 			backlog += e.HeadSeq - min(at.Record, e.HeadSeq)
 		} else {
 			backlog += e.HeadSeq
+		}
+	}
+	for id := range r.sentTask {
+		if !listed[id] {
+			delete(r.sentTask, id) // deleted
 		}
 	}
 	r.mu.Lock()
@@ -351,6 +364,13 @@ func (r *Replicator) pass(ctx context.Context, db *store.Store, cur *cursor) err
 	return failed
 }
 
+// sentTask is a harness's task as sent (Replicator.sentTask).
+type sentTask struct {
+	gen    int64
+	digest string
+	task   []byte
+}
+
 // HeartbeatEvery is how often a device's heartbeat goes out while nothing it says changes.
 const HeartbeatEvery = 5 * time.Second
 
@@ -358,11 +378,8 @@ const HeartbeatEvery = 5 * time.Second
 // when it changed, its records up to the index entry's head (those a keyframe released from
 // the copies held), and its events. It returns what sends the index entry once the window is
 // acknowledged (nil when nothing is to be sent).
-func (r *Replicator) harness(ctx context.Context, w *window, db *store.Store, cur *cursor, id string) (func() error, error) {
-	idx, err := db.Index(id)
-	if err != nil {
-		return nil, err
-	}
+func (r *Replicator) harness(ctx context.Context, w *window, db *store.Store, cur *cursor, idx store.IndexEntry) (func() error, error) {
+	id := idx.ID
 	gen := idx.CreatedAt.UnixNano()
 	at := cur.Harnesses[id]
 	if at == nil || at.Gen != gen {
@@ -386,13 +403,20 @@ func (r *Replicator) harness(ctx context.Context, w *window, db *store.Store, cu
 		}
 	}
 	if task, err := db.Task(id); err == nil {
-		if d := digest(task); d != at.Task {
-			err := w.publish(ctx, id, Subject(r.Device, "task", id), r.Device+":"+id+":"+genTag+":task:"+d, hdr(0), task, StreamLog, acked(func() {
-				at.Task = d
-				r.count(func(s *Stats) { s.Tasks++ })
-			}))
-			if err != nil {
-				return nil, err
+		// The task rarely changes: compared with the one sent before hashing it.
+		if sent := r.sentTask[id]; sent.gen != gen || sent.digest != at.Task || !bytes.Equal(sent.task, task) {
+			d := digest(task)
+			if d == at.Task {
+				r.sentTask[id] = sentTask{gen: gen, digest: d, task: task}
+			} else {
+				err := w.publish(ctx, id, Subject(r.Device, "task", id), r.Device+":"+id+":"+genTag+":task:"+d, hdr(0), task, StreamLog, acked(func() {
+					at.Task = d
+					r.sentTask[id] = sentTask{gen: gen, digest: d, task: task}
+					r.count(func(s *Stats) { s.Tasks++ })
+				}))
+				if err != nil {
+					return nil, err
+				}
 			}
 		}
 	} else if !errors.Is(err, store.ErrNotFound) {
@@ -411,7 +435,7 @@ func (r *Replicator) harness(ctx context.Context, w *window, db *store.Store, cu
 		}))
 	}
 	errEnough := errors.New("past the head")
-	err = db.StoredRecords(id, at.Record, func(seq uint64, env []byte) error {
+	err := db.StoredRecords(id, at.Record, func(seq uint64, env []byte) error {
 		if seq > idx.HeadSeq {
 			return errEnough
 		}
