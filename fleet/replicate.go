@@ -559,13 +559,17 @@ type inFlight struct {
 
 // publish sends a message without waiting for its acknowledgement (past the window's bounds
 // it first waits for the oldest ones). acked runs once JetStream acknowledged it, unless a
-// message of the same key sent before it failed.
+// message of the same key sent before it failed; once one has failed, the key's later messages
+// are not sent in this pass.
 func (w *window) publish(ctx context.Context, key, subj, msgID string, hdr nats.Header, data []byte, stream string, acked func()) error {
 	for len(w.pending) > 0 && (len(w.pending) >= WindowMessages || w.bytes+len(data) > WindowBytes) {
 		w.settle(ctx)
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if w.failed[key] != nil {
+		return nil // the next pass sends it, after the one that failed
 	}
 	m := &nats.Msg{Subject: subj, Header: hdr, Data: data}
 	// No retry on "no responders" inside the client: it would send the message again later,
