@@ -1,10 +1,12 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -88,7 +90,7 @@ func ReadReplicated(ctx context.Context, js jetstream.JetStream, device, id stri
 	if err != nil {
 		return nil, err
 	}
-	var last uint64
+	var events []store.ReplicaEvent
 	err = readSubject(ctx, js, Subject(device, "evt", id), func(m jetstream.Msg) error {
 		if m.Headers().Get(HeaderGen) != gen {
 			return nil
@@ -97,24 +99,34 @@ func ReadReplicated(ctx context.Context, js jetstream.JetStream, device, id stri
 		if err != nil {
 			return fmt.Errorf("an event of %s/%s has no valid %s header", device, id, HeaderSeq)
 		}
-		if n > last {
-			out.Replica.Events = append(out.Replica.Events, store.ReplicaEvent{N: n, Data: m.Data()})
-			last = n
-		}
+		events = append(events, store.ReplicaEvent{N: n, Data: m.Data()})
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	// In order by number, each once (as chainOf does for the records).
+	slices.SortStableFunc(events, func(a, b store.ReplicaEvent) int { return cmp.Compare(a.N, b.N) })
+	var last uint64
+	for _, ev := range events {
+		if ev.N > last {
+			out.Replica.Events = append(out.Replica.Events, ev)
+			last = ev.N
+		}
+	}
 	return out, nil
 }
 
 // chainOf picks, from a harness's replicated records, those of the entry's generation from
-// its keyframe to its head, each once; it also counts the records of the generation and the
-// duplicates among them.
+// its keyframe to its head, each once, in order; it also counts the records of the generation
+// and the duplicates among them. The stream holds a device's records in the order it made
+// them, except after a message JetStream refused while it took the next ones (the device
+// sends it again, after them): they are put back in order by number.
 func chainOf(recs []Record, e store.IndexEntry) (chain [][]byte, records, duplicates int) {
 	var last uint64
 	gen := strconv.FormatInt(e.CreatedAt.UnixNano(), 36)
+	recs = slices.Clone(recs)
+	slices.SortStableFunc(recs, func(a, b Record) int { return cmp.Compare(a.Seq, b.Seq) })
 	for _, r := range recs {
 		switch {
 		case r.Gen != gen:

@@ -1,9 +1,15 @@
 package fleet_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,10 +31,11 @@ func BenchmarkStep(b *testing.B) {
 		b.Run("replication="+mode, func(b *testing.B) {
 			cfg := control.DaemonConfig{Dir: storeIn(b, "store"), Concurrency: 1, Grace: 20 * time.Second, Logger: slog.New(slog.DiscardHandler)}
 			var link *fleet.Link
+			hubPID := 0
 			if mode != "off" {
 				var u string
 				if mode == "on,hub=process" {
-					u = hubProcess(b)
+					u, hubPID = hubProcessPID(b)
 				} else {
 					hub, err := fleet.StartHub(fleet.HubConfig{Dir: b.TempDir(), Listen: "127.0.0.1:0"})
 					if err != nil {
@@ -51,6 +58,7 @@ func BenchmarkStep(b *testing.B) {
 			}
 			defer func() { cancel(); d.Wait() }()
 			b.ResetTimer()
+			cpu0, hubCPU0 := processCPU(b, 0), processCPU(b, hubPID)
 			id, err := d.Server().Submit(ctx, control.Submission{Task: taskYAML(b, "bench", b.N, "", false), Dir: b.TempDir()})
 			if err != nil {
 				b.Fatal(err)
@@ -70,6 +78,7 @@ func BenchmarkStep(b *testing.B) {
 			}
 			b.StopTimer()
 			if link == nil {
+				b.ReportMetric(float64((processCPU(b, 0)-cpu0).Microseconds())/float64(b.N), "cpu-µs/step")
 				return
 			}
 			deadline := time.Now().Add(30 * time.Second)
@@ -79,7 +88,14 @@ func BenchmarkStep(b *testing.B) {
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
-			lags := link.Replicator.Stats().Lags
+			b.ReportMetric(float64((processCPU(b, 0)-cpu0).Microseconds())/float64(b.N), "cpu-µs/step")
+			if hubPID != 0 {
+				b.ReportMetric(float64((processCPU(b, hubPID)-hubCPU0).Microseconds())/float64(b.N), "hub-cpu-µs/step")
+			}
+			st := link.Replicator.Stats()
+			b.ReportMetric(float64(st.Messages)/float64(b.N), "msgs/step")
+			b.ReportMetric(float64(st.Bytes)/float64(b.N), "wire-B/step")
+			lags := st.Lags
 			slices.Sort(lags)
 			if len(lags) > 0 {
 				b.ReportMetric(float64(lags[len(lags)/2].Microseconds())/1000, "lag-p50-ms")
@@ -87,6 +103,32 @@ func BenchmarkStep(b *testing.B) {
 			}
 		})
 	}
+}
+
+// processCPU is the CPU time (user and system) a process used so far: this one for pid 0.
+func processCPU(tb testing.TB, pid int) time.Duration {
+	tb.Helper()
+	if pid == 0 {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			tb.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// The fields after the command's name (in parentheses): utime and stime are the 12th and
+	// 13th, in clock ticks (100 a second on Linux).
+	rest := string(data[bytes.LastIndexByte(data, ')')+2:])
+	f := strings.Fields(rest)
+	ut, err1 := strconv.ParseUint(f[11], 10, 64)
+	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		tb.Fatalf("/proc/%d/stat: %q", pid, data)
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // BenchmarkFenceRead measures what checking the fence costs a device: one read of a harness's

@@ -41,9 +41,12 @@ func entryOf(ctx context.Context, js jetstream.JetStream, device, id string) (st
 	return e, m.Time, nil
 }
 
+// maxMissing bounds the event numbers Events waits for below the newest it printed.
+const maxMissing = 1 << 16
+
 // Events calls f with the replicated events of a device's harness (the generation its last
-// index entry names), in order, each once, decoded as the device's own event log decodes
-// them. With follow it goes on with the events the device sends next until ctx ends, which
+// index entry names), in the order the stream holds them (the device's order), each once,
+// decoded as the device's own event log decodes them. With follow it goes on with the events the device sends next until ctx ends, which
 // then is no error.
 func Events(ctx context.Context, js jetstream.JetStream, device, id string, follow bool, f func(event.Event) error) error {
 	entry, _, err := entryOf(ctx, js, device, id)
@@ -61,6 +64,7 @@ func Events(ctx context.Context, js jetstream.JetStream, device, id string, foll
 		return err
 	}
 	var got, last uint64
+	missing := map[uint64]bool{}
 	for follow || got < n {
 		if follow && ctx.Err() != nil {
 			return nil
@@ -86,14 +90,23 @@ func Events(ctx context.Context, js jetstream.JetStream, device, id string, foll
 			if err != nil {
 				return fmt.Errorf("an event of %s/%s has no valid %s header", device, id, HeaderSeq)
 			}
-			if seq <= last {
+			switch {
+			case seq > last:
+				// Numbers skipped here come later: a message refused in the device's window
+				// is held after the ones that followed it.
+				for n := last + 1; n < seq && len(missing) < maxMissing; n++ {
+					missing[n] = true
+				}
+				last = seq
+			case missing[seq]:
+				delete(missing, seq)
+			default:
 				continue // sent again by the device past JetStream's window
 			}
 			e, err := event.Decode(id, seq, m.Data())
 			if err != nil {
 				return fmt.Errorf("device %s: %w", device, err)
 			}
-			last = seq
 			if err := f(e); err != nil {
 				return err
 			}

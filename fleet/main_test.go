@@ -33,6 +33,13 @@ func TestMain(m *testing.M) {
 // the end of the test.
 func hubProcess(tb testing.TB) string {
 	tb.Helper()
+	u, _ := hubProcessPID(tb)
+	return u
+}
+
+// hubProcessPID is hubProcess, and the hub's process id.
+func hubProcessPID(tb testing.TB) (string, int) {
+	tb.Helper()
 	cmd := reexec.Command(envHub, tb.TempDir())
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -54,9 +61,9 @@ func hubProcess(tb testing.TB) string {
 		if !strings.HasPrefix(u, "nats://") {
 			tb.Fatalf("the hub process says %q", u)
 		}
-		return u
+		return u, cmd.Process.Pid
 	case <-time.After(30 * time.Second):
 		tb.Fatal("the hub process did not start")
-		return ""
+		return "", 0
 	}
 }

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -41,11 +42,14 @@ type Stats struct {
 	// Duplicates are messages JetStream acknowledged as already held (sent again after a
 	// restart or a lost acknowledgement).
 	Duplicates uint64
-	Released   uint64
-	Backlog    uint64
-	Passes     uint64
-	Online     bool
-	LastError  string
+	// Messages and Bytes count what JetStream acknowledged (heartbeats included): Bytes is the
+	// messages' size on the wire, subject, headers and data.
+	Messages, Bytes uint64
+	Released        uint64
+	Backlog         uint64
+	Passes          uint64
+	Online          bool
+	LastError       string
 	// Lags are, per replicated index entry, the time from its checkpoint's commit to
 	// JetStream's acknowledgement (the newest 4096).
 	Lags []time.Duration
@@ -66,10 +70,17 @@ type Replicator struct {
 	Settle time.Duration
 	Log    *slog.Logger
 
+	// AckWait bounds the wait for JetStream's acknowledgement of a message (default 5 s):
+	// past it the message counts as not sent, and the next pass sends it again.
+	AckWait time.Duration
+
 	js   jetstream.JetStream
+	ajs  jetstream.JetStream // js's connection, publishing asynchronously (asyncJS)
 	wake chan struct{}
 	// before, when set, runs before each pass of Run (the link makes sure of the streams).
 	before func(context.Context)
+	// sentTask is, per harness, the task the cursor's digest was taken of (passes only).
+	sentTask map[string]sentTask
 
 	mu    sync.Mutex
 	stats Stats
@@ -259,34 +270,67 @@ func digest(b []byte) string {
 	return hex.EncodeToString(h[:12])
 }
 
-// pass publishes, harness by harness, what the store holds beyond the cursor: the task, the
-// records up to the index entry's head, the events, then the index entry (only once every
-// record it names is sent, so that a reader never sees an entry ahead of its records).
+// pass publishes what the store holds beyond the cursor, in two windows. First, harness by
+// harness, the task, the records up to the index entry's head and the events, all pipelined
+// (window below); once JetStream acknowledged them, the index entries of the harnesses whose
+// records all went through (so that a reader never sees an entry ahead of its records) and the
+// heartbeat, pipelined too. The cursor moves, message by message, only over what JetStream
+// acknowledged: a message that fails stops its harness's cursor there, and the next pass sends
+// it and what followed it again (JetStream drops the copies it holds, by Nats-Msg-Id).
 func (r *Replicator) pass(ctx context.Context, db *store.Store, cur *cursor) error {
 	list, err := db.List()
 	if err != nil {
 		return err
 	}
-	var backlog uint64
+	js, err := r.asyncJS()
+	if err != nil {
+		return err
+	}
+	w := &window{r: r, js: js, failed: map[string]error{}}
+	if r.sentTask == nil {
+		r.sentTask = map[string]sentTask{}
+	}
+	var indexes []func() error
 	var failed error
 	for _, e := range list {
 		if e.Damaged != "" {
 			continue
 		}
-		if failed != nil {
-			if at := cur.Harnesses[e.ID]; at != nil && at.Gen == e.CreatedAt.UnixNano() {
-				backlog += e.HeadSeq - min(at.Record, e.HeadSeq)
-			} else {
-				backlog += e.HeadSeq
-			}
-			continue
-		}
-		if err := r.harness(ctx, db, cur, e.ID); err != nil {
+		next, err := r.harness(ctx, w, db, cur, e)
+		if err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				continue // deleted meanwhile
 			}
-			failed = err
+			w.fail(e.ID, err)
+			if !js.Conn().IsConnected() || ctx.Err() != nil {
+				failed = err
+				break
+			}
+			continue // this harness waits for the next pass; the others go on
+		}
+		if next != nil {
+			indexes = append(indexes, next)
+		}
+	}
+	w.wait(ctx)
+	listed := map[string]bool{}
+	var backlog uint64
+	for _, e := range list {
+		listed[e.ID] = true
+		if e.Damaged != "" {
+			continue
+		}
+		at := cur.Harnesses[e.ID]
+		if at != nil && at.Gen == e.CreatedAt.UnixNano() {
+			r.dropHeld(e.ID, at.Record)
+			backlog += e.HeadSeq - min(at.Record, e.HeadSeq)
+		} else {
 			backlog += e.HeadSeq
+		}
+	}
+	for id := range r.sentTask {
+		if !listed[id] {
+			delete(r.sentTask, id) // deleted
 		}
 	}
 	r.mu.Lock()
@@ -296,130 +340,158 @@ func (r *Replicator) pass(ctx context.Context, db *store.Store, cur *cursor) err
 	if failed != nil {
 		return failed
 	}
+	for _, next := range indexes {
+		if err := next(); err != nil {
+			failed = err
+			break
+		}
+	}
 	// The heartbeat goes out when what it says changes, and every HeartbeatEvery otherwise.
 	now := time.Now()
 	said := [3]uint64{uint64(len(list)), backlog, released}
-	if said == r.lastSaid && now.Sub(r.lastBeat) < HeartbeatEvery {
-		return nil
+	if failed == nil && (said != r.lastSaid || now.Sub(r.lastBeat) >= HeartbeatEvery) {
+		hb, _ := json.Marshal(Heartbeat{Device: r.Device, At: now.UTC(), Harnesses: len(list), Backlog: backlog, Released: released, Version: r.Version})
+		err := w.publish(ctx, "", heartbeatSubject(r.Device), "", nil, hb, StreamIndex, func() {
+			r.lastSaid, r.lastBeat = said, now
+		})
+		if err != nil {
+			failed = err
+		}
 	}
-	hb, _ := json.Marshal(Heartbeat{Device: r.Device, At: now.UTC(), Harnesses: len(list), Backlog: backlog, Released: released, Version: r.Version})
-	if err := r.publish(ctx, heartbeatSubject(r.Device), "", nil, hb, StreamIndex); err != nil {
-		return err
+	if err := w.wait(ctx); err != nil && failed == nil {
+		failed = err
 	}
-	r.lastSaid, r.lastBeat = said, now
-	return nil
+	return failed
+}
+
+// sentTask is a harness's task as sent (Replicator.sentTask).
+type sentTask struct {
+	gen    int64
+	digest string
+	task   []byte
 }
 
 // HeartbeatEvery is how often a device's heartbeat goes out while nothing it says changes.
 const HeartbeatEvery = 5 * time.Second
 
-func (r *Replicator) harness(ctx context.Context, db *store.Store, cur *cursor, id string) error {
-	idx, err := db.Index(id)
-	if err != nil {
-		return err
-	}
+// harness puts in the window what the store holds of one harness beyond the cursor: its task
+// when it changed, its records up to the index entry's head (those a keyframe released from
+// the copies held), and its events. It returns what sends the index entry once the window is
+// acknowledged (nil when nothing is to be sent).
+func (r *Replicator) harness(ctx context.Context, w *window, db *store.Store, cur *cursor, idx store.IndexEntry) (func() error, error) {
+	id := idx.ID
 	gen := idx.CreatedAt.UnixNano()
 	at := cur.Harnesses[id]
 	if at == nil || at.Gen != gen {
 		at = &harnessAt{Gen: gen}
+		cur.Harnesses[id] = at
+		cur.dirty = true
 	}
-	before := *at
-	defer func() {
-		if *at != before {
-			cur.Harnesses[id] = at
-			cur.dirty = true
-		}
-	}()
+	acked := func(f func()) func() {
+		return func() { f(); cur.dirty = true }
+	}
+	genTag := strconv.FormatInt(gen, 36)
 	msgID := func(kind string, n uint64) string {
-		return r.Device + ":" + id + ":" + strconv.FormatInt(gen, 36) + ":" + kind + ":" + strconv.FormatUint(n, 10)
+		return r.Device + ":" + id + ":" + genTag + ":" + kind + ":" + strconv.FormatUint(n, 10)
 	}
 	hdr := func(n uint64) nats.Header {
-		h := nats.Header{}
-		h.Set(HeaderHarness, id)
-		h.Set(HeaderDevice, r.Device)
-		h.Set(HeaderSeq, strconv.FormatUint(n, 10))
-		h.Set(HeaderGen, strconv.FormatInt(gen, 36))
-		return h
+		return nats.Header{
+			HeaderHarness: {id},
+			HeaderDevice:  {r.Device},
+			HeaderSeq:     {strconv.FormatUint(n, 10)},
+			HeaderGen:     {genTag},
+		}
 	}
 	if task, err := db.Task(id); err == nil {
-		if d := digest(task); d != at.Task {
-			if err := r.publish(ctx, Subject(r.Device, "task", id), r.Device+":"+id+":"+strconv.FormatInt(gen, 36)+":task:"+d, hdr(0), task, StreamLog); err != nil {
-				return err
+		// The task rarely changes: compared with the one sent before hashing it.
+		if sent := r.sentTask[id]; sent.gen != gen || sent.digest != at.Task || !bytes.Equal(sent.task, task) {
+			d := digest(task)
+			if d == at.Task {
+				r.sentTask[id] = sentTask{gen: gen, digest: d, task: task}
+			} else {
+				err := w.publish(ctx, id, Subject(r.Device, "task", id), r.Device+":"+id+":"+genTag+":task:"+d, hdr(0), task, StreamLog, acked(func() {
+					at.Task = d
+					r.sentTask[id] = sentTask{gen: gen, digest: d, task: task}
+					r.count(func(s *Stats) { s.Tasks++ })
+				}))
+				if err != nil {
+					return nil, err
+				}
 			}
-			at.Task = d
-			r.count(func(s *Stats) { s.Tasks++ })
 		}
 	} else if !errors.Is(err, store.ErrNotFound) {
-		return err
+		return nil, err
 	}
-	sendRecord := func(seq uint64, env []byte) error {
-		if err := r.publish(ctx, Subject(r.Device, "rec", id), msgID("r", seq), hdr(seq), env, StreamLog); err != nil {
-			return err
-		}
-		at.Record = seq
-		r.count(func(s *Stats) { s.Records++ })
-		return nil
+	recSubj := Subject(r.Device, "rec", id)
+	sent := at.Record // the last record put in the window
+	sendRecord := func(seq uint64, env []byte, gap uint64) error {
+		sent = seq
+		return w.publish(ctx, id, recSubj, msgID("r", seq), hdr(seq), env, StreamLog, acked(func() {
+			at.Record = seq
+			r.count(func(s *Stats) {
+				s.Records++
+				s.Released += gap
+			})
+		}))
 	}
 	errEnough := errors.New("past the head")
-	err = db.StoredRecords(id, at.Record, func(seq uint64, env []byte) error {
+	err := db.StoredRecords(id, at.Record, func(seq uint64, env []byte) error {
 		if seq > idx.HeadSeq {
 			return errEnough
 		}
 		// Records a keyframe released before they were read: from those held, in order, as
 		// far as they go.
-		for at.Record+1 < seq {
-			held := r.heldRecord(id, at.Record+1)
+		for sent+1 < seq {
+			held := r.heldRecord(id, sent+1)
 			if held == nil {
 				break
 			}
-			if err := sendRecord(at.Record+1, held); err != nil {
+			if err := sendRecord(sent+1, held, 0); err != nil {
 				return err
 			}
 		}
-		if gap := seq - at.Record - 1; gap > 0 {
-			r.count(func(s *Stats) { s.Released += gap })
-		}
-		return sendRecord(seq, env)
+		return sendRecord(seq, env, seq-sent-1)
 	})
-	r.dropHeld(id, at.Record)
 	if err != nil && !errors.Is(err, errEnough) {
-		return err
+		return nil, err
 	}
+	evtSubj := Subject(r.Device, "evt", id)
 	err = db.StoredEvents(id, at.Event, func(n uint64, data []byte) error {
-		if err := r.publish(ctx, Subject(r.Device, "evt", id), msgID("e", n), hdr(n), data, StreamLog); err != nil {
-			return err
-		}
-		at.Event = n
-		r.count(func(s *Stats) { s.Events++ })
-		return nil
+		return w.publish(ctx, id, evtSubj, msgID("e", n), hdr(n), data, StreamLog, acked(func() {
+			at.Event = n
+			r.count(func(s *Stats) { s.Events++ })
+		}))
 	})
 	if err != nil {
-		return err
-	}
-	if at.Record < idx.HeadSeq {
-		// The head's records were released meanwhile by a newer keyframe: the next pass sends
-		// that one, with its index entry.
-		return nil
+		return nil, err
 	}
 	raw, err := json.Marshal(idx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if d := digest(raw); d != at.Index {
-		if err := r.publish(ctx, Subject(r.Device, "idx", id), msgID("i", idx.HeadSeq)+":"+d, hdr(idx.HeadSeq), raw, StreamIndex); err != nil {
-			return err
+	d := digest(raw)
+	if d == at.Index {
+		return nil, nil
+	}
+	return func() error {
+		if w.failed[id] != nil || at.Record < idx.HeadSeq {
+			// A message of the harness failed (the next pass sends it again), or the head's
+			// records were released meanwhile by a newer keyframe (the next pass sends that
+			// one, with its index entry).
+			return nil
 		}
-		at.Index = d
-		lag := time.Since(idx.LastCheckpointAt)
-		r.count(func(s *Stats) {
-			s.Indexes++
-			if len(s.Lags) == 4096 {
-				s.Lags = slices.Delete(s.Lags, 0, 1)
-			}
-			s.Lags = append(s.Lags, lag)
-		})
-	}
-	return nil
+		return w.publish(ctx, id, Subject(r.Device, "idx", id), msgID("i", idx.HeadSeq)+":"+d, hdr(idx.HeadSeq), raw, StreamIndex, acked(func() {
+			at.Index = d
+			lag := time.Since(idx.LastCheckpointAt)
+			r.count(func(s *Stats) {
+				s.Indexes++
+				if len(s.Lags) == 4096 {
+					s.Lags = slices.Delete(s.Lags, 0, 1)
+				}
+				s.Lags = append(s.Lags, lag)
+			})
+		}))
+	}, nil
 }
 
 func (r *Replicator) count(f func(*Stats)) {
@@ -428,27 +500,153 @@ func (r *Replicator) count(f func(*Stats)) {
 	r.mu.Unlock()
 }
 
-// publishTimeout bounds one publish's wait for JetStream's acknowledgement.
+// publishTimeout is how long a published message waits for JetStream's acknowledgement by
+// default (Replicator.AckWait).
 const publishTimeout = 5 * time.Second
 
-func (r *Replicator) publish(ctx context.Context, subj, msgID string, hdr nats.Header, data []byte, stream string) error {
-	m := nats.NewMsg(subj)
-	if hdr != nil {
-		m.Header = hdr
+// Window bounds the messages a pass has sent and JetStream has not yet acknowledged: past
+// WindowMessages of them or WindowBytes of their data, the pass waits for the oldest.
+const (
+	WindowMessages = 256
+	WindowBytes    = 4 << 20
+)
+
+// asyncJS returns the JetStream context the replicator publishes with: its own, on the same
+// connection, so that its acknowledgements time out after AckWait.
+func (r *Replicator) asyncJS() (jetstream.JetStream, error) {
+	if r.ajs != nil {
+		return r.ajs, nil
 	}
-	m.Data = data
-	opts := []jetstream.PublishOpt{jetstream.WithExpectStream(stream)}
+	js, err := jetstream.New(r.js.Conn(), jetstream.WithPublishAsyncTimeout(r.ackWait()), jetstream.WithPublishAsyncMaxPending(2*WindowMessages))
+	if err != nil {
+		return nil, err
+	}
+	r.ajs = js
+	return js, nil
+}
+
+func (r *Replicator) ackWait() time.Duration {
+	if r.AckWait > 0 {
+		return r.AckWait
+	}
+	return publishTimeout
+}
+
+// window is what a pass has published and not yet seen acknowledged, in the order it was
+// published. Messages go out one after the other on one connection without waiting (JetStream
+// stores a connection's messages to a stream in the order they arrive); the acknowledgements
+// are taken in that same order, and each one applies its message's step of the cursor. Once a
+// message of a harness failed, the harness's later messages, even acknowledged, move nothing:
+// the cursor never passes a message JetStream did not acknowledge.
+type window struct {
+	r       *Replicator
+	js      jetstream.JetStream
+	pending []inFlight
+	bytes   int
+	// failed holds the first failure of each harness in this pass ("" is the heartbeat).
+	failed map[string]error
+	err    error
+}
+
+type inFlight struct {
+	key   string
+	subj  string
+	fut   jetstream.PubAckFuture
+	size  int
+	wire  int
+	acked func()
+}
+
+// publish sends a message without waiting for its acknowledgement (past the window's bounds
+// it first waits for the oldest ones). acked runs once JetStream acknowledged it, unless a
+// message of the same key sent before it failed; once one has failed, the key's later messages
+// are not sent in this pass.
+func (w *window) publish(ctx context.Context, key, subj, msgID string, hdr nats.Header, data []byte, stream string, acked func()) error {
+	for len(w.pending) > 0 && (len(w.pending) >= WindowMessages || w.bytes+len(data) > WindowBytes) {
+		w.settle(ctx)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if w.failed[key] != nil {
+		return nil // the next pass sends it, after the one that failed
+	}
+	m := &nats.Msg{Subject: subj, Header: hdr, Data: data}
+	// No retry on "no responders" inside the client: it would send the message again later,
+	// after the ones that follow it. The next pass sends it again, in order.
+	opts := []jetstream.PublishOpt{jetstream.WithExpectStream(stream), jetstream.WithRetryAttempts(0)}
 	if msgID != "" {
 		opts = append(opts, jetstream.WithMsgID(msgID))
 	}
-	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
-	defer cancel()
-	ack, err := r.js.PublishMsg(ctx, m, opts...)
+	fut, err := w.js.PublishMsgAsync(m, opts...)
 	if err != nil {
-		return fmt.Errorf("publishing %s: %w", subj, err)
+		err = fmt.Errorf("publishing %s: %w", subj, err)
+		w.fail(key, err)
+		return err
 	}
-	if ack.Duplicate {
-		r.count(func(s *Stats) { s.Duplicates++ })
-	}
+	w.pending = append(w.pending, inFlight{key: key, subj: subj, fut: fut, size: len(data), wire: wireSize(m), acked: acked})
+	w.bytes += len(data)
 	return nil
+}
+
+// settle waits for the oldest message's acknowledgement (at most AckWait) and applies it.
+func (w *window) settle(ctx context.Context) {
+	p := w.pending[0]
+	w.pending = w.pending[1:]
+	w.bytes -= p.size
+	timer := time.NewTimer(w.r.ackWait())
+	defer timer.Stop()
+	var err error
+	select {
+	case ack := <-p.fut.Ok():
+		w.r.count(func(s *Stats) {
+			s.Messages++
+			s.Bytes += uint64(p.wire)
+			if ack.Duplicate {
+				s.Duplicates++
+			}
+		})
+		if w.failed[p.key] == nil {
+			p.acked()
+		}
+		return
+	case err = <-p.fut.Err():
+	case <-timer.C:
+		err = jetstream.ErrAsyncPublishTimeout
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
+		err = fmt.Errorf("no acknowledgement from JetStream within %s (%w): it is sent again", w.r.ackWait(), err)
+	}
+	w.fail(p.key, fmt.Errorf("publishing %s: %w", p.subj, err))
+}
+
+func (w *window) fail(key string, err error) {
+	if w.failed[key] == nil {
+		w.failed[key] = err
+	}
+	if w.err == nil {
+		w.err = err
+	}
+}
+
+// wait settles every message in the window and returns the first failure of the pass.
+func (w *window) wait(ctx context.Context) error {
+	for len(w.pending) > 0 {
+		w.settle(ctx)
+	}
+	return w.err
+}
+
+// wireSize is about what a message takes on the wire: its subject, its headers as NATS writes
+// them (the message id and the stream JetStream expects included) and its data.
+func wireSize(m *nats.Msg) int {
+	n := len(m.Subject) + len(m.Data) + len("NATS/1.0\r\n\r\n")
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			n += len(k) + len(": \r\n") + len(v)
+		}
+	}
+	return n
 }
