@@ -326,6 +326,21 @@ func endToEnd(ctx context.Context, o Options, rep *Report) error {
 	flat := float64(per[sizes[len(sizes)-1]]) / float64(per[10])
 	rep.add(atMost("e2e_plan_flatness", fmt.Sprintf("end-to-end step p50, plan of %d / plan of 10", sizes[len(sizes)-1]), flat, "x", 1.3, false,
 		"per-step cost flat in the plan's size; timing-sensitive: reported, not enforced"))
+	// A long run: the last steps, with the whole history and every earlier output in the state,
+	// against the first ones of the same run.
+	histN := 1000
+	if o.Quick {
+		histN = 400
+	}
+	hr, err := runE2E(ctx, o, files, lines, ws, histN, histN, 1)
+	if err != nil {
+		return fmt.Errorf("a run of %d steps: %w", histN, err)
+	}
+	early, late := medianOf(hr.gaps[:100]), medianOf(hr.gaps[len(hr.gaps)-100:])
+	rep.add(info("e2e_step_ms_late", fmt.Sprintf("end-to-end durable step, p50 of steps %d-%d of a %d-step run", histN-99, histN, histN), msf(late), "ms",
+		fmt.Sprintf("the first 100 steps of the same run: %.3f ms", msf(early))))
+	rep.add(atMost("e2e_history_flatness", fmt.Sprintf("end-to-end step p50, last 100 / first 100 steps of a %d-step run", histN), float64(late)/float64(early), "x", 1.3, false,
+		"per-step cost flat in the history's length; timing-sensitive: reported, not enforced"))
 	floor, err := bareFloor(o, floorOutputs)
 	if err != nil {
 		return err
