@@ -18,8 +18,8 @@ import (
 //
 //	1: the first layout
 //	2: the budget ends with the cost limit and the cost used (millionths of a dollar)
-//	3: the plan's step outputs move from the plan into the append-only log, beside the
-//	   tool-call records; a step refers to its output by number
+//	3: the plan's steps and their outputs move into the append-only log, beside the tool-call
+//	   records; the plan lists its steps' entries by number
 const BinaryFormatVersion = 3
 
 const (
@@ -28,9 +28,10 @@ const (
 	trailerLen    = 16 // u64 LE log end offset, u64 LE tool-call record count
 	maxBinaryInts = math.MaxInt64
 
-	// The kinds of a log entry (layout 3): the low bit of its length prefix.
+	// The kinds of a log entry (layout 3): the low two bits of its length prefix.
 	entryRecord = 0 // a ToolCallHistory record
 	entryText   = 1 // a plan step's output
+	entryStep   = 2 // a plan step, its output as a reference
 
 	// A step's output reference (layout 3): absent, empty, or the text entry numbered ref-2.
 	outputAbsent = 0
@@ -40,24 +41,28 @@ const (
 // The binary layout, version 3:
 //
 //	"HES" version:u8
-//	log:     entry*               each: uvarint(len<<1 | kind) bytes
+//	log:     entry*               each: uvarint(len<<2 | kind) bytes
 //	                              kind 0: a ToolCallHistory record (in order)
-//	                              kind 1: the UTF-8 text of a plan step's output
-//	rest:    every other field of HarnessState, in a fixed order (see writer.rest); a plan
-//	         step's output is uvarint(ref): 0 absent, 1 empty, n >= 2 the log's text entry
-//	         number n-2 (counting text entries only, from 0)
+//	                              kind 1: the UTF-8 text of a plan step's output (never empty)
+//	                              kind 2: a plan step (see writer.step); its output is
+//	                              uvarint(ref): 0 absent, 1 empty, n >= 2 the log's text entry
+//	                              number n-2 (counting text entries only, from 0)
+//	rest:    every other field of HarnessState, in a fixed order (see writer.rest); the plan's
+//	         steps are uvarint(count) and then, for each, the number of its step entry
+//	         (counting step entries only, from 0)
 //	trailer: u64le(log end offset) u64le(tool-call record count)
 //
-// The log comes first and only ever grows, so a checkpoint that adds tool calls and step outputs
-// leaves every earlier byte where it was: an encoder that remembers the previous encoding writes
-// only the new entries and the rest, and the rest stays small however long the history and
-// however large the outputs. A full encoding (EncodeBinary, or an encoder starting over) writes
-// the records, then the outputs in plan order; an encoder that went on from earlier encodings
-// has them in the order they appeared, and may hold outputs no step refers to any more (a
-// retried step's earlier output), until it starts over. Both decode to the same state.
+// The log comes first and only ever grows, so a checkpoint that adds tool calls and changes a
+// step leaves every earlier byte where it was: an encoder that remembers the previous encoding
+// writes only the new entries and the rest, and the rest stays a few bytes per plan step however
+// long the history, however large the outputs and the plan. A full encoding (EncodeBinary, or an
+// encoder starting over) writes the records, then each step (after its output) in plan order; an
+// encoder that went on from earlier encodings has them in the order they appeared, and may hold
+// entries no step refers to any more (a step's earlier versions, a retried step's earlier
+// output), until it starts over. Both decode to the same state.
 //
-// Versions 1 and 2 have no text entries: the log is uvarint(len) record-bytes* and a step's
-// output is written in the rest (a presence byte, then the string). Version 1 also lacks the
+// Versions 1 and 2 have only records: the log is uvarint(len) record-bytes*, and the plan's steps
+// are written whole in the rest, each output as a presence byte and then the string. Version 1 also lacks the
 // budget's two cost fields. Primitives: uvarint/svarint as in encoding/binary; strings are
 // uvarint(len) + UTF-8 bytes; times are svarint(unix seconds) + uvarint(nanoseconds), UTC;
 // optional values have a presence byte (0 absent, 1 present); enums are one byte, numbered from 1
@@ -69,33 +74,25 @@ const (
 type writer struct {
 	b   []byte
 	err error
-	// memo, when set, lets rest copy the bytes of plan steps that did not change since the
-	// previous encoding instead of encoding (and validating) them again.
-	memo *stepMemo
-	// refs are the plan steps' output references, by index, for rest to write.
-	refs []uint64
+	// steps are the plan steps' entry numbers in the log (layout 3), by index, for rest to
+	// write.
+	steps []uint64
 }
 
-// stepMemo is the plan's steps as the previous encoding wrote them: their fields and where their
-// bytes are in src. A plan of thousands of steps, most of them done, changes one step per
-// checkpoint; comparing a step's fields costs a few word compares when they are unchanged (Go
-// compares equal string pointers without reading the bytes), encoding it costs its length.
-type stepMemo struct {
-	src  []byte     // the previous encoding's rest (the bytes offsets refer to)
-	old  []stepSeen // by index in the plan
-	next []stepSeen // filled by this encoding
-	base int        // where this encoding's rest begins in the writer's buffer
-}
-
-// stepSeen is one step as encoded: its fields by value and its bytes' span.
+// stepSeen is one plan step as the log holds it: its fields by value, its output's reference
+// and its entry's number. A plan of thousands of steps, most of them done, changes a step or two
+// per checkpoint; comparing a step's fields costs a few word compares when they are unchanged
+// (Go compares equal string pointers without reading the bytes), and only a changed step is
+// written again.
 type stepSeen struct {
-	st       ExecutionStep
-	output   string
-	hasOut   bool
-	errText  string
-	hasErr   bool
-	ref      uint64 // the output reference written
-	off, end int
+	st      ExecutionStep
+	output  string
+	hasOut  bool
+	errText string
+	hasErr  bool
+	out     uint64 // the output reference written
+	entry   uint64 // the step entry's number among the log's step entries
+	size    int    // the step entry's and its output text's bytes in the log
 }
 
 // executionStepFields is how many fields stepSeen.same compares: a test checks it against the
@@ -121,22 +118,17 @@ func (m *stepSeen) same(st *ExecutionStep) bool {
 	return true
 }
 
-// seen records step st as just written at w.b[start:], with output reference ref.
-func (m *stepMemo) seen(st *ExecutionStep, prev *stepSeen, ref uint64, start, end int) {
-	s := stepSeen{st: *st, ref: ref, off: start - m.base, end: end - m.base}
-	s.st.Output, s.st.Error = nil, nil
+// set makes m the memo of step st, written as entry number entry with output reference out.
+func (m *stepSeen) set(st *ExecutionStep, out, entry uint64, size int) {
+	*m = stepSeen{st: *st, out: out, entry: entry, size: size}
+	m.st.Output, m.st.Error = nil, nil
 	if st.Output != nil {
-		s.output, s.hasOut = *st.Output, true
+		m.output, m.hasOut = *st.Output, true
 	}
 	if st.Error != nil {
-		s.errText, s.hasErr = *st.Error, true
+		m.errText, m.hasErr = *st.Error, true
 	}
-	if prev != nil {
-		s.st.Dependencies = prev.st.Dependencies // equal: keep the copy already made
-	} else {
-		s.st.Dependencies = slices.Clone(st.Dependencies)
-	}
-	m.next = append(m.next, s)
+	m.st.Dependencies = slices.Clone(st.Dependencies)
 }
 
 // step writes one plan step, its output as reference ref.
@@ -261,7 +253,7 @@ func (w *writer) appendRecord(r *ToolCallRecord, scratch *writer) {
 	if scratch.err != nil && w.err == nil {
 		w.err = scratch.err
 	}
-	w.uv(uint64(len(scratch.b))<<1 | entryRecord)
+	w.uv(uint64(len(scratch.b))<<2 | entryRecord)
 	w.b = append(w.b, scratch.b...)
 }
 
@@ -270,7 +262,7 @@ func (w *writer) appendText(s string) {
 	if !utf8.ValidString(s) {
 		w.fail("plan.steps.output is not valid UTF-8")
 	}
-	w.uv(uint64(len(s))<<1 | entryText)
+	w.uv(uint64(len(s))<<2 | entryText)
 	w.b = append(w.b, s...)
 }
 
@@ -286,23 +278,8 @@ func (w *writer) rest(s *HarnessState) {
 	if p := s.Plan; p != nil {
 		w.str("plan.taskId", p.TaskID)
 		w.uv(uint64(len(p.Steps)))
-		for i := range p.Steps {
-			st := &p.Steps[i]
-			ref := w.refs[i]
-			m := w.memo
-			if m == nil {
-				w.step(st, ref)
-				continue
-			}
-			start := len(w.b)
-			var prev *stepSeen
-			if i < len(m.old) && m.old[i].ref == ref && m.old[i].same(st) {
-				prev = &m.old[i]
-				w.b = append(w.b, m.src[prev.off:prev.end]...)
-			} else {
-				w.step(st, ref)
-			}
-			m.seen(st, prev, ref, start, len(w.b))
+		for _, ref := range w.steps {
+			w.uv(ref)
 		}
 		w.time(p.CreatedAt)
 	}
@@ -412,43 +389,46 @@ type Incremental struct {
 }
 
 // BinaryEncoder encodes the successive states of one harness. It remembers the previous
-// encoding: the log (tool-call records and step outputs) is append-only, so a state whose
-// history grew by k records and whose plan gained j outputs costs the encoding of those k
-// records and j outputs plus the rest of the state, whatever the history's size.
+// encoding: the log (tool-call records, plan steps and their outputs) is append-only, so a state
+// whose history grew by k records and whose plan changed in j steps costs the encoding of those
+// k records and j steps (and their new outputs) plus the rest of the state, which holds a number
+// per plan step and the counters, whatever the size of the history and of the outputs.
 //
 // The history must only grow: a record, once encoded, is never changed in place. The encoder
 // re-checks the last record it encoded each time (cheap) and starts over when the history shrank
-// or that record changed. A step output that changes is appended again; when the outputs no step
-// refers to any more outweigh the live ones, the encoder starts over. The property tests check
-// that every incremental encoding decodes to the state it encoded, like a full one. The slices
-// in an Incremental stay valid until the next call to Encode. Not safe for concurrent use.
+// or that record changed. A step that changes is appended again (its output too, when that
+// changed); when the entries no step refers to any more outweigh the live ones (and 1 MiB), the
+// encoder starts over. The property tests check that every incremental encoding decodes to the
+// state it encoded, like a full one. The slices in an Incremental stay valid until the next call
+// to Encode. Not safe for concurrent use.
 type BinaryEncoder struct {
 	w         writer
-	scratch   writer // one record at a time, for appendRecord
+	scratch   writer // one record or step at a time
 	check     writer // the re-encoded last record, for lastRecordUnchanged
 	histEnd   int    // where the log ends
 	histCount int    // tool-call records in the log
 	texts     uint64 // text entries in the log
-	textBytes int    // their bytes
-	liveBytes int    // the bytes of the outputs the last encoding's steps refer to
+	stepN     uint64 // step entries in the log
+	logBytes  int    // the bytes of the text and step entries in the log
+	liveBytes int    // those the last encoding's plan refers to
 	lastRec   []byte
 	prevTail  []byte
-	memo      stepMemo
+	memo      []stepSeen // by index in the plan: each step as the log last holds it
 }
 
 // Reset makes the next Encode start from nothing.
 func (e *BinaryEncoder) Reset() {
 	e.w.b = e.w.b[:0]
 	e.histEnd, e.histCount = 0, 0
-	e.texts, e.textBytes, e.liveBytes = 0, 0, 0
+	e.texts, e.stepN, e.logBytes, e.liveBytes = 0, 0, 0, 0
 	e.lastRec = e.lastRec[:0]
-	e.memo.old, e.memo.next = e.memo.old[:0], e.memo.next[:0]
+	e.memo = e.memo[:0]
 }
 
-// stale reports whether the log holds more unreferenced output than is worth keeping: more
-// than the live outputs and more than 1 MiB.
+// stale reports whether the log holds more entries no step refers to than is worth keeping:
+// more than the live ones and more than 1 MiB.
 func (e *BinaryEncoder) stale() bool {
-	dead := e.textBytes - e.liveBytes
+	dead := e.logBytes - e.liveBytes
 	return dead > e.liveBytes && dead > 1<<20
 }
 
@@ -487,23 +467,14 @@ func (e *BinaryEncoder) Encode(s *HarnessState) (Incremental, error) {
 		return Incremental{}, err
 	}
 	e.histCount = len(hist)
-	// The steps' memo refers to the previous rest, which prevTail holds; after a restart
-	// (prefix 0) there is none, and every step is encoded.
-	if prefix == 0 {
-		e.memo.old = e.memo.old[:0]
-	}
-	e.outputs(s)
+	e.planEntries(s)
 	if e.w.err != nil {
 		err := e.w.err
 		e.Reset()
 		return Incremental{}, err
 	}
 	e.histEnd = len(e.w.b)
-	e.memo.src, e.memo.base, e.memo.next = e.prevTail, e.histEnd, e.memo.next[:0]
-	e.w.memo = &e.memo
 	e.w.rest(s)
-	e.w.memo = nil
-	e.memo.old, e.memo.next = e.memo.next, e.memo.old
 	e.w.b = binary.LittleEndian.AppendUint64(e.w.b, uint64(e.histEnd))
 	e.w.b = binary.LittleEndian.AppendUint64(e.w.b, uint64(e.histCount))
 	if e.w.err != nil {
@@ -514,38 +485,63 @@ func (e *BinaryEncoder) Encode(s *HarnessState) (Incremental, error) {
 	return Incremental{Bytes: e.w.b, Prefix: prefix, PrevTail: e.prevTail}, nil
 }
 
-// outputs gives each plan step its output reference, appending to the log the outputs that
-// the previous encoding did not hold for the step at the same place.
-func (e *BinaryEncoder) outputs(s *HarnessState) {
-	e.w.refs = e.w.refs[:0]
-	e.liveBytes = 0
-	if s.Plan == nil {
-		return
+// planEntries gives each plan step its entry number, appending to the log the steps that the
+// previous encoding did not hold as they are now at the same place in the plan, and their
+// outputs when those changed too.
+func (e *BinaryEncoder) planEntries(s *HarnessState) {
+	e.w.steps = e.w.steps[:0]
+	var steps []ExecutionStep
+	if s.Plan != nil {
+		steps = s.Plan.Steps
 	}
-	for i := range s.Plan.Steps {
-		st := &s.Plan.Steps[i]
-		ref := uint64(outputAbsent)
+	for i := range steps {
+		st := &steps[i]
+		var m *stepSeen
+		if i < len(e.memo) {
+			m = &e.memo[i]
+			if m.same(st) {
+				e.w.steps = append(e.w.steps, m.entry)
+				continue
+			}
+			e.liveBytes -= m.size
+		} else {
+			e.memo = append(e.memo, stepSeen{})
+			m = &e.memo[i]
+		}
+		start := len(e.w.b)
+		out := uint64(outputAbsent)
 		switch {
 		case st.Output == nil:
 		case *st.Output == "":
-			ref = outputEmpty
+			out = outputEmpty
+		case m.hasOut && m.out > outputEmpty && m.st.ID == st.ID && m.output == *st.Output:
+			out = m.out // the step changed, its output did not
 		default:
-			out := *st.Output
-			if i < len(e.memo.old) {
-				if o := &e.memo.old[i]; o.ref > outputEmpty && o.st.ID == st.ID && o.output == out {
-					ref = o.ref
-				}
-			}
-			if ref == outputAbsent {
-				e.w.appendText(out)
-				e.texts++
-				e.textBytes += len(out)
-				ref = e.texts + outputEmpty
-			}
-			e.liveBytes += len(out)
+			e.w.appendText(*st.Output)
+			e.texts++
+			out = e.texts + outputEmpty
 		}
-		e.w.refs = append(e.w.refs, ref)
+		e.scratch.b = e.scratch.b[:0]
+		e.scratch.step(st, out)
+		if e.scratch.err != nil && e.w.err == nil {
+			e.w.err = e.scratch.err
+		}
+		e.w.uv(uint64(len(e.scratch.b))<<2 | entryStep)
+		e.w.b = append(e.w.b, e.scratch.b...)
+		size := len(e.w.b) - start
+		if out == m.out && out > outputEmpty {
+			size += len(m.output) // the output's text, written earlier, is still live
+		}
+		e.logBytes += len(e.w.b) - start
+		e.liveBytes += size
+		m.set(st, out, e.stepN, size)
+		e.stepN++
+		e.w.steps = append(e.w.steps, m.entry)
 	}
+	for i := len(steps); i < len(e.memo); i++ {
+		e.liveBytes -= e.memo[i].size
+	}
+	e.memo = e.memo[:len(steps)]
 }
 
 // lastRecordUnchanged re-encodes the last record the encoder has seen and compares.
@@ -579,8 +575,10 @@ type reader struct {
 	s       string // b's bytes as one string: decoded strings are slices of it, one allocation in all
 	pos     int
 	err     error
-	// texts are the log's text entries (layout 3), for the steps' output references.
-	texts []string
+	// texts are the log's text entries (layout 3), for the steps' output references, and
+	// stepSpans where its step entries are, for the plan's references.
+	texts     []string
+	stepSpans [][2]int
 }
 
 // DecodeError is a binary decoding failure: the offset and what was wrong.
@@ -704,6 +702,52 @@ func (r *reader) optStr(field string) *string {
 	return &s
 }
 
+// step reads one plan step's fields.
+func (r *reader) step(st *ExecutionStep) {
+	st.ID = r.str("plan.steps.id")
+	st.Description = r.str("plan.steps.description")
+	st.AssignedAgent = r.str("plan.steps.assignedAgent")
+	if nd := r.count("plan.steps.dependencies", 1); nd > 0 {
+		st.Dependencies = make([]string, nd)
+		for j := range st.Dependencies {
+			st.Dependencies[j] = r.str("plan.steps.dependencies")
+		}
+	}
+	st.Critical = r.flag("plan.steps.critical")
+	st.Status = enumOf(r, "plan.steps.status", StepStatuses)
+	st.Output = r.stepOutput()
+	st.Error = r.optStr("plan.steps.error")
+	st.Phase = r.str("plan.steps.phase")
+	st.Attempts = r.n("plan.steps.attempts")
+	st.ChildHarnessID = r.str("plan.steps.childHarnessId")
+}
+
+// stepEntry reads plan step i (layout 3): the number of its entry in the log, then the entry.
+func (r *reader) stepEntry(i int, st *ExecutionStep) {
+	at := r.pos
+	ref := r.uv("plan.steps")
+	if r.err != nil {
+		return
+	}
+	if ref >= uint64(len(r.stepSpans)) {
+		r.pos = at
+		r.fail("plan.steps[%d]: step entry %d does not exist (the log has %d)", i, ref, len(r.stepSpans))
+		return
+	}
+	span := r.stepSpans[ref]
+	rr := &reader{version: r.version, b: r.b[span[0]:span[1]], s: r.s[span[0]:span[1]], texts: r.texts}
+	rr.step(st)
+	if rr.err == nil && rr.pos != len(rr.b) {
+		rr.fail("%d unread bytes at the end of the step entry", len(rr.b)-rr.pos)
+	}
+	if rr.err != nil {
+		de := rr.err.(*DecodeError)
+		de.Offset += span[0]
+		de.Reason = fmt.Sprintf("plan.steps[%d] (log step entry %d): %s", i, ref, de.Reason)
+		r.err = de
+	}
+}
+
 // stepOutput reads a plan step's output: in the rest (layouts 1 and 2), or as a reference to a
 // text entry of the log (layout 3).
 func (r *reader) stepOutput() *string {
@@ -808,28 +852,20 @@ func (r *reader) rest(s *HarnessState) {
 	s.UpdatedAt = r.time("updatedAt")
 	if r.flag("plan") {
 		p := &ExecutionPlan{TaskID: r.str("plan.taskId")}
-		n := r.count("plan.steps", 9)
+		minStep := 9
+		if r.version >= 3 {
+			minStep = 1 // an entry number
+		}
+		n := r.count("plan.steps", minStep)
 		if n > 0 {
 			p.Steps = make([]ExecutionStep, n)
 		}
 		for i := 0; i < n && r.err == nil; i++ {
-			st := &p.Steps[i]
-			st.ID = r.str("plan.steps.id")
-			st.Description = r.str("plan.steps.description")
-			st.AssignedAgent = r.str("plan.steps.assignedAgent")
-			if nd := r.count("plan.steps.dependencies", 1); nd > 0 {
-				st.Dependencies = make([]string, nd)
-				for j := range st.Dependencies {
-					st.Dependencies[j] = r.str("plan.steps.dependencies")
-				}
+			if r.version < 3 {
+				r.step(&p.Steps[i])
+			} else {
+				r.stepEntry(i, &p.Steps[i])
 			}
-			st.Critical = r.flag("plan.steps.critical")
-			st.Status = enumOf(r, "plan.steps.status", StepStatuses)
-			st.Output = r.stepOutput()
-			st.Error = r.optStr("plan.steps.error")
-			st.Phase = r.str("plan.steps.phase")
-			st.Attempts = r.n("plan.steps.attempts")
-			st.ChildHarnessID = r.str("plan.steps.childHarnessId")
 		}
 		p.CreatedAt = r.time("plan.createdAt")
 		s.Plan = p
@@ -986,17 +1022,28 @@ func decodeBinary(b []byte, whole string, validate bool) (*HarnessState, error) 
 			rb = r.raw("toolCallHistory record")
 		} else {
 			head := r.uv("log entry")
-			kind = head & 1
-			if r.err == nil && head>>1 > uint64(len(r.b)-r.pos) {
-				r.fail("log entry: length %d runs past the end of the log (%d bytes left)", head>>1, len(r.b)-r.pos)
+			kind = head & 3
+			if r.err == nil && head>>2 > uint64(len(r.b)-r.pos) {
+				r.fail("log entry: length %d runs past the end of the log (%d bytes left)", head>>2, len(r.b)-r.pos)
 			}
 			if r.err == nil {
-				rb = r.b[r.pos : r.pos+int(head>>1)]
+				rb = r.b[r.pos : r.pos+int(head>>2)]
 				r.pos += len(rb)
 			}
 		}
 		if r.err != nil {
 			return nil, r.err
+		}
+		switch kind {
+		case entryStep:
+			if len(rb) == 0 {
+				return nil, &DecodeError{at, fmt.Sprintf("log step entry %d is empty", len(r.stepSpans))}
+			}
+			r.stepSpans = append(r.stepSpans, [2]int{r.pos - len(rb), r.pos})
+			continue
+		case entryText, entryRecord:
+		default:
+			return nil, &DecodeError{at, fmt.Sprintf("log entry of unknown kind %d", kind)}
 		}
 		if kind == entryText {
 			if len(rb) == 0 {
