@@ -308,7 +308,7 @@ func newShowCmd(g *globals, stdout io.Writer) *cobra.Command {
 					if err != nil {
 						return err
 					}
-					_, err = fmt.Fprintf(stdout, "%s\n", b)
+					_, err = stdout.Write(append(b, '\n'))
 					return err
 				}
 				printState(stdout, st)
