@@ -298,7 +298,7 @@ func newShowCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Short: "Show a harness: status, plan and step statuses, counts, last checkpoint (--json: HarnessState JSON v1)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return g.do(func(api *control.Conn) error {
+			return g.read(func(api *control.Conn) error {
 				st, err := api.State(context.Background(), args[0])
 				if err != nil {
 					return err
@@ -456,13 +456,13 @@ func newEventsCmd(g *globals, stdout io.Writer) *cobra.Command {
 				last = e.N
 				return nil
 			}
-			err := g.do(func(api *control.Conn) error {
+			err := g.read(func(api *control.Conn) error {
 				return api.Events(ctx, args[0], 0, follow, print)
 			})
 			if errors.Is(err, control.ErrOwnerGone) {
 				// The owner ended (a foreground run finishing, a daemon stopping): what it wrote
 				// last is in the store, which is free now.
-				err = g.do(func(api *control.Conn) error {
+				err = g.read(func(api *control.Conn) error {
 					return api.Events(ctx, args[0], last, false, print)
 				})
 			}
