@@ -50,10 +50,10 @@ has not failed is refused, and nothing changes.`,
 			}, func(res harness.RetryResult) error {
 				what := "no failed step (it plans again)"
 				if len(res.Steps) > 0 {
-					what = "step " + strings.Join(res.Steps, ", ") + " ready again"
+					what = "step " + harness.ListForMessage(res.Steps, ", ") + " ready again"
 				}
 				if len(res.Unblocked) > 0 {
-					what += "; unblocked " + strings.Join(res.Unblocked, ", ")
+					what += "; unblocked " + harness.ListForMessage(res.Unblocked, ", ")
 				}
 				fmt.Fprintf(stdout, "harness %s: retry: %s; it is %s: continue with `harness-edge resume %s`\n", res.HarnessID, what, res.Status, res.HarnessID)
 				return nil

@@ -536,7 +536,7 @@ func describe(e event.Event) string {
 		add("cpu %.1f ms rss %s", e.CPUMs, sysinfo.FormatBytes(uint64(e.RSSBytes)))
 	}
 	if len(e.Blocked) > 0 {
-		add("blocked %s", strings.Join(e.Blocked, ","))
+		add("blocked %s", harness.ListForMessage(e.Blocked, ","))
 	}
 	if e.By != "" {
 		add("by %s", e.By)
