@@ -325,3 +325,21 @@ func BenchmarkEncodeJSONLargeState(b *testing.B) {
 		}
 	}
 }
+
+// EncodeJSON writes each type field by field; a field added to one of them must be written there
+// too (jsonwrite.go), and the count here raised with it.
+func TestEncodeJSONWritesEveryFieldOfEachType(t *testing.T) {
+	for _, c := range []struct {
+		v      any
+		fields int
+	}{
+		{statefmt.HarnessState{}, 25}, {statefmt.ExecutionPlan{}, 3}, {statefmt.ExecutionStep{}, 11},
+		{statefmt.ToolCallRecord{}, 6}, {statefmt.ToolResult{}, 6}, {statefmt.SubAgentResult{}, 8},
+		{statefmt.AgentLoopSnapshot{}, 5}, {statefmt.Message{}, 5}, {statefmt.MessageToolCall{}, 3},
+		{statefmt.Budget{}, 7}, {statefmt.Gate{}, 7}, {statefmt.SideEffect{}, 7},
+	} {
+		if n := reflect.TypeOf(c.v).NumField(); n != c.fields {
+			t.Errorf("%T has %d fields; EncodeJSON's writer writes %d: write the new ones in jsonwrite.go", c.v, n, c.fields)
+		}
+	}
+}
