@@ -299,16 +299,16 @@ func newShowCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return g.read(func(api *control.Conn) error {
-				st, err := api.State(context.Background(), args[0])
-				if err != nil {
-					return err
-				}
 				if asJSON {
-					b, err := statefmt.EncodeJSON(st)
+					b, err := api.StateJSON(context.Background(), args[0])
 					if err != nil {
 						return err
 					}
 					_, err = stdout.Write(append(b, '\n'))
+					return err
+				}
+				st, err := api.State(context.Background(), args[0])
+				if err != nil {
 					return err
 				}
 				printState(stdout, st)
