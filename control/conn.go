@@ -29,10 +29,10 @@ type Conn struct {
 // up to 3 s (then the store's store.ErrStoreInUse is returned).
 func Connect(dir string) (*Conn, error) { return connect(dir, false) }
 
-// ConnectRead is Connect for a command that only reads: a store no process owns is opened
-// read-only (store.StoreOptions.ReadOnly: the process lock as always, nothing written, nothing
-// synced; what a crash left in Pebble's log is read and left for the next writer to recover).
-// A store with no database yet is opened as Connect opens it.
+// ConnectRead is Connect for a command that only reads: a store no process owns is opened with
+// store.OpenToRead (read-only: the process lock as always, nothing written, nothing synced,
+// what Pebble's logs hold read into memory and left for a writer to recover; read-write as
+// Connect opens it when there is no database yet or the logs hold over a megabyte).
 func ConnectRead(dir string) (*Conn, error) { return connect(dir, true) }
 
 func connect(dir string, readOnly bool) (*Conn, error) {
@@ -62,8 +62,10 @@ func reach(dir string, readOnly bool) (*Client, *store.Store, error) {
 		if !errors.Is(err, ErrNoOwner) {
 			return nil, nil, fmt.Errorf("the control socket of %s: %w", dir, err)
 		}
-		s, err := store.OpenStore(dir, store.StoreOptions{ReadOnly: readOnly})
-		if errors.Is(err, store.ErrNoDatabase) {
+		var s *store.Store
+		if readOnly {
+			s, err = store.OpenToRead(dir)
+		} else {
 			s, err = store.OpenStore(dir, store.StoreOptions{})
 		}
 		if err == nil || !errors.Is(err, store.ErrStoreInUse) || try >= 30 {

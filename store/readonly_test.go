@@ -198,3 +198,84 @@ func TestReadOnlyOpenAfterKill9ReadsTheAcknowledgedStateAndLeavesRecoveryToTheWr
 		lastAck = n
 	}
 }
+
+func logBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	for name, f := range snapshotDir(t, dir) {
+		if strings.HasSuffix(name, ".log") {
+			var size int64
+			fmt.Sscan(f, &size)
+			n += size
+		}
+	}
+	return n
+}
+
+// OpenToRead opens read-only while the write-ahead logs a writer left are small, and
+// read-write when they hold more than ReadOnlyLogLimit: that open recovers them into a table
+// once, and the reads after it open read-only again with nothing to replay.
+func TestOpenToReadRecoversALargeLogOnceThenReadsReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	r := rand.New(rand.NewPCG(9, 9))
+	s := openStore(t, dir, nil, bridge.ChainPolicy{})
+	st := stategen.Reference(r, 4<<10)
+	if _, err := s.Persist(st); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := logBytes(t, dir); n == 0 || n > store.ReadOnlyLogLimit {
+		t.Fatalf("a small store's logs hold %d bytes", n)
+	}
+	before := snapshotDir(t, dir)
+	ro, err := store.OpenToRead(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ro.Persist(st); !errors.Is(err, store.ErrReadOnly) {
+		t.Fatalf("OpenToRead of a store with a small log: Persist gave %v, want ErrReadOnly", err)
+	}
+	ro.Close()
+	sameFiles(t, "OpenToRead of a store with a small log", before, snapshotDir(t, dir))
+
+	s = openStore(t, dir, nil, bridge.ChainPolicy{})
+	big := stategen.Reference(r, 6<<20)
+	big.HarnessID = "big"
+	if _, err := s.Persist(big); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := logBytes(t, dir); n <= store.ReadOnlyLogLimit {
+		t.Fatalf("the logs hold only %d bytes after a large checkpoint", n)
+	}
+	rw, err := store.OpenToRead(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rw.Restore("big"); err != nil || !reflect.DeepEqual(got, big) {
+		t.Fatalf("restore after OpenToRead recovered the log: %v", err)
+	}
+	if err := rw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := logBytes(t, dir); n > store.ReadOnlyLogLimit/8 {
+		t.Fatalf("after the read-write open the logs still hold %d bytes", n)
+	}
+	before = snapshotDir(t, dir)
+	ro, err = store.OpenToRead(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ro.Restore("big"); err != nil || !reflect.DeepEqual(got, big) {
+		t.Fatalf("read-only restore after recovery: %v", err)
+	}
+	if err := ro.Delete("big"); !errors.Is(err, store.ErrReadOnly) {
+		t.Fatalf("the open after recovery is not read-only: Delete gave %v", err)
+	}
+	ro.Close()
+	sameFiles(t, "OpenToRead after the log was recovered", before, snapshotDir(t, dir))
+}

@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -38,17 +37,14 @@ func (g *globals) withStore(f func(*store.Store) error) error {
 	return f(s)
 }
 
-// withStoreRead is withStore for a command that only reads: the store is opened read-only
-// (created as withStore creates it when it has no database yet).
+// withStoreRead is withStore for a command that only reads: the store is opened with
+// store.OpenToRead (read-only, unless it has no database yet or a megabyte of log to recover).
 func (g *globals) withStoreRead(f func(*store.Store) error) error {
 	dir, err := g.storeDir()
 	if err != nil {
 		return err
 	}
-	s, err := store.OpenStore(dir, store.StoreOptions{ReadOnly: true})
-	if errors.Is(err, store.ErrNoDatabase) {
-		s, err = store.OpenStore(dir, store.StoreOptions{})
-	}
+	s, err := store.OpenToRead(dir)
 	if err != nil {
 		return err
 	}
