@@ -183,6 +183,30 @@ func (c *Client) State(ctx context.Context, id string) (*statefmt.HarnessState, 
 	return statefmt.DecodeJSON(b)
 }
 
+// StateJSON returns the owner's JSON as it came when it is a whole document of this build's
+// schema version as EncodeJSON writes it (it starts with that schemaVersion and ends with "}\n");
+// anything else is decoded (and migrated) and written again, as State would have it.
+func (c *Client) StateJSON(ctx context.Context, id string) ([]byte, error) {
+	resp, err := c.send(ctx, http.MethodGet, "/v1/harnesses/"+url.PathEscape(id), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrOwnerGone, err)
+	}
+	b = bytes.TrimSuffix(b, []byte("\n")) // the line end the API adds after the document
+	if bytes.HasPrefix(b, []byte(fmt.Sprintf("{\n  \"schemaVersion\": %d,\n", statefmt.SchemaVersion))) && bytes.HasSuffix(b, []byte("\n}\n")) {
+		return b, nil
+	}
+	st, err := statefmt.DecodeJSON(b)
+	if err != nil {
+		return nil, err
+	}
+	return statefmt.EncodeJSON(st)
+}
+
 func (c *Client) Submit(ctx context.Context, s Submission) (string, error) {
 	var out struct {
 		ID string `json:"id"`

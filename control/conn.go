@@ -27,8 +27,16 @@ type Conn struct {
 // or by opening the store here when none does. An owner that is starting holds the store's
 // lock before its socket answers, and a command holds it for a moment: either is waited for,
 // up to 3 s (then the store's store.ErrStoreInUse is returned).
-func Connect(dir string) (*Conn, error) {
-	c, s, err := reach(dir)
+func Connect(dir string) (*Conn, error) { return connect(dir, false) }
+
+// ConnectRead is Connect for a command that only reads: a store no process owns is opened with
+// store.OpenToRead (read-only: the process lock as always, nothing written, nothing synced,
+// what Pebble's logs hold read into memory and left for a writer to recover; read-write as
+// Connect opens it when there is no database yet or the logs hold over a megabyte).
+func ConnectRead(dir string) (*Conn, error) { return connect(dir, true) }
+
+func connect(dir string, readOnly bool) (*Conn, error) {
+	c, s, err := reach(dir, readOnly)
 	switch {
 	case err != nil:
 		return nil, err
@@ -39,8 +47,8 @@ func Connect(dir string) (*Conn, error) {
 }
 
 // reach finds who has the store in dir: the client of the process that owns it, or else the
-// store itself, opened here.
-func reach(dir string) (*Client, *store.Store, error) {
+// store itself, opened here (read-only with readOnly, when it has a database).
+func reach(dir string, readOnly bool) (*Client, *store.Store, error) {
 	// A socket in a directory another user could write to may be theirs: the store directory is
 	// checked before anything is sent to it.
 	if err := trust.CheckDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -54,7 +62,12 @@ func reach(dir string) (*Client, *store.Store, error) {
 		if !errors.Is(err, ErrNoOwner) {
 			return nil, nil, fmt.Errorf("the control socket of %s: %w", dir, err)
 		}
-		s, err := store.OpenStore(dir, store.StoreOptions{})
+		var s *store.Store
+		if readOnly {
+			s, err = store.OpenToRead(dir)
+		} else {
+			s, err = store.OpenStore(dir, store.StoreOptions{})
+		}
 		if err == nil || !errors.Is(err, store.ErrStoreInUse) || try >= 30 {
 			return nil, s, err
 		}
@@ -88,9 +101,14 @@ func (c *Conn) Close() error {
 // Do runs f with a connection to the store in dir and closes it after. When the owner ended
 // between the connection and a request, which it then never got (ErrNotSent), f runs again
 // on a new connection (usually the store itself, free now); at most three times in all.
-func Do(dir string, f func(*Conn) error) error {
+func Do(dir string, f func(*Conn) error) error { return do(dir, false, f) }
+
+// DoRead is Do for an operation that only reads (ConnectRead): show, ls, events, report...
+func DoRead(dir string, f func(*Conn) error) error { return do(dir, true, f) }
+
+func do(dir string, readOnly bool, f func(*Conn) error) error {
 	for try := 0; ; try++ {
-		c, err := Connect(dir)
+		c, err := connect(dir, readOnly)
 		if err != nil {
 			return err
 		}
@@ -125,7 +143,7 @@ func (e *OwnedError) Unwrap() error { return store.ErrStoreInUse }
 
 // openToOwn opens the store to own it; another owner is an *OwnedError.
 func openToOwn(dir string) (*store.Store, error) {
-	c, s, err := reach(dir)
+	c, s, err := reach(dir, false)
 	if c != nil {
 		c.http.CloseIdleConnections()
 		return nil, &OwnedError{Dir: dir, Owner: c.Owner}

@@ -1,6 +1,7 @@
 package control_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/store"
 )
 
@@ -231,6 +233,18 @@ func TestOwnedRunsHarnessesAndReleasesTheStoreOnClose(t *testing.T) {
 	st, err := connect(t, dir).State(context.Background(), "f")
 	if err != nil || st.Status != "completed" {
 		t.Fatalf("state through the socket: %v %v", st, err)
+	}
+	// Its JSON comes through as the owner wrote it: EncodeJSON's bytes of that state.
+	js, err := connect(t, dir).StateJSON(context.Background(), "f")
+	want, _ := statefmt.EncodeJSON(st)
+	if err != nil || !bytes.Equal(js, want) {
+		t.Fatalf("state JSON through the socket differs from the state's (%v):\n%s\nwant:\n%s", err, js, want)
+	}
+	if own, err := o.Server().StateJSON(context.Background(), "f"); err != nil || !bytes.Equal(own, want) {
+		t.Fatalf("the owner's state JSON differs (%v)", err)
+	}
+	if _, err := connect(t, dir).StateJSON(context.Background(), "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("state JSON of an unknown harness through the socket: %v", err)
 	}
 	if err := o.Close(); err != nil {
 		t.Fatal(err)

@@ -210,12 +210,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) show(w http.ResponseWriter, r *http.Request) {
-	st, err := h.api.State(r.Context(), r.PathValue("id"))
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	b, err := statefmt.EncodeJSON(st)
+	b, err := h.api.StateJSON(r.Context(), r.PathValue("id"))
 	if err != nil {
 		fail(w, err)
 		return

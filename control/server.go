@@ -40,6 +40,9 @@ type API interface {
 	Health(ctx context.Context) (Health, error)
 	List(ctx context.Context) ([]store.IndexEntry, error)
 	State(ctx context.Context, id string) (*statefmt.HarnessState, error)
+	// StateJSON is State as HarnessState JSON v1, the bytes statefmt.EncodeJSON writes: through
+	// an owner, the bytes it sent, not decoded and encoded again.
+	StateJSON(ctx context.Context, id string) ([]byte, error)
 	// Submit creates a harness for a task and queues it (daemon only).
 	Submit(ctx context.Context, s Submission) (string, error)
 	Decide(ctx context.Context, id, gate string, approve bool, reason string) (Decision, error)
@@ -314,6 +317,14 @@ func (s *Server) State(_ context.Context, id string) (*statefmt.HarnessState, er
 		s.store.Release(id)
 	}
 	return st, err
+}
+
+func (s *Server) StateJSON(ctx context.Context, id string) ([]byte, error) {
+	st, err := s.State(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return statefmt.EncodeJSON(st)
 }
 
 func (s *Server) Submit(_ context.Context, sub Submission) (string, error) {

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/harness-edge/harness-edge/internal/stategen"
 
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/leanovate/gopter/prop"
@@ -179,7 +183,8 @@ func TestCanonicalJSON(t *testing.T) {
 
 // EncodeJSON makes in fewer passes exactly what encoding/json's indenting encoder writes.
 func TestPropertyEncodeJSONIsTheIndentingEncodersOutput(t *testing.T) {
-	props(t, 200).Property("EncodeJSON == json.Encoder with SetIndent", prop.ForAll(func(s *statefmt.HarnessState) bool {
+	ps := props(t, 200)
+	ps.Property("EncodeJSON == json.Encoder with SetIndent", prop.ForAll(func(s *statefmt.HarnessState) bool {
 		var want bytes.Buffer
 		enc := json.NewEncoder(&want)
 		enc.SetEscapeHTML(false)
@@ -195,11 +200,146 @@ func TestPropertyEncodeJSONIsTheIndentingEncodersOutput(t *testing.T) {
 		}
 		return true
 	}, genState()))
+	ps.TestingRun(t)
 }
 
 // A plan writes its steps itself; a field added to ExecutionPlan must be written there too.
 func TestPlanJSONWritesEveryFieldOfAPlan(t *testing.T) {
 	if n := reflect.TypeOf(statefmt.ExecutionPlan{}).NumField(); n != 3 {
 		t.Fatalf("ExecutionPlan has %d fields; ExecutionPlan.MarshalJSON writes 3: add the new ones there", n)
+	}
+}
+
+// indentingEncoder is the reference EncodeJSON is held to.
+func indentingEncoder(s *statefmt.HarnessState) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	err := enc.Encode(s)
+	return b.Bytes(), err
+}
+
+// The strings and numbers the generator rarely draws: every control byte, invalid UTF-8, the
+// JavaScript line separators, HTML characters, the smallest durations and amounts, negative ones.
+func TestEncodeJSONWritesHostileTextAndEdgeNumbersAsEncodingJSON(t *testing.T) {
+	var ctl strings.Builder
+	for c := range 0x20 {
+		ctl.WriteByte(byte(c))
+	}
+	texts := []string{"", ctl.String(), "\x7f", "bad \xff\xfe utf-8 \xc3", "trail \xe2\x80", "\u2028 and \u2029",
+		`<a href="x">&amp;</a>`, `back\slash "quote"`, "é中🚀\ufeff\U0010FFFF", strings.Repeat("x\n", 3000)}
+	t0 := time.Date(2026, 11, 23, 5, 0, 0, 123456789, time.UTC)
+	for i, text := range texts {
+		out := text
+		s := &statefmt.HarnessState{SchemaVersion: 1, HarnessID: text, AgentName: text, TaskID: "t", Status: statefmt.StatusRunning,
+			CreatedAt: t0, UpdatedAt: t0, StatusReason: text,
+			Plan: &statefmt.ExecutionPlan{TaskID: text, CreatedAt: t0, Steps: []statefmt.ExecutionStep{
+				{ID: "a", Description: text, Dependencies: []string{text}, Status: statefmt.StepFailed, Output: &out, Error: &out}}},
+			ToolCallHistory: []statefmt.ToolCallRecord{
+				{CallName: text, Arguments: statefmt.JSONValue(`{"k":["` + "\u2028<>&" + `",1e-7,{}]}`), Duration: 1,
+					Result: statefmt.ToolResult{Output: text, Error: text, Data: statefmt.JSONValue(`[]`)}, Timestamp: t0},
+				{CallName: "neg", Arguments: statefmt.JSONValue(`null`), Duration: -time.Duration(i) * time.Microsecond, Timestamp: t0}},
+			SubAgentIDs:     []string{text},
+			SubAgentResults: map[string]statefmt.SubAgentResult{text: {HarnessID: text, Output: &out}, "z" + text: {}},
+			AgentLoopSnapshot: &statefmt.AgentLoopSnapshot{Scratchpad: text, Messages: []statefmt.Message{{Role: text, Content: text,
+				ToolCalls: []statefmt.MessageToolCall{{ID: text, Name: text, Arguments: text}}}}},
+			Budget: &statefmt.Budget{WallClock: 1, WallClockUsed: time.Duration(1 << 62), CostMicroUSD: 1, CostMicroUSDUsed: 1 << 40},
+			Gates:  []statefmt.Gate{{ID: text, Reason: text, CreatedAt: t0}},
+		}
+		want, err := indentingEncoder(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := statefmt.EncodeJSON(s)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("text %q: EncodeJSON differs from encoding/json (%v):\n%s\nwant:\n%s", text, err, got, want)
+		}
+	}
+}
+
+// A free-form value that is not JSON, or a time RFC 3339 cannot write, is refused as encoding/json
+// refuses it: an error and no output.
+func TestEncodeJSONRefusesWhatEncodingJSONRefuses(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 5, 0, 0, 0, time.UTC)
+	for name, s := range map[string]*statefmt.HarnessState{
+		"invalid arguments": {CreatedAt: t0, UpdatedAt: t0, ToolCallHistory: []statefmt.ToolCallRecord{{Arguments: statefmt.JSONValue(`{"a":`), Timestamp: t0}}},
+		"empty arguments":   {CreatedAt: t0, UpdatedAt: t0, SideEffects: []statefmt.SideEffect{{Arguments: statefmt.JSONValue{}, StartedAt: t0}}},
+		"year 10000":        {CreatedAt: t0.AddDate(8000, 0, 0), UpdatedAt: t0},
+	} {
+		if _, err := indentingEncoder(s); err == nil {
+			t.Fatalf("%s: encoding/json accepted it", name)
+		}
+		if out, err := statefmt.EncodeJSON(s); err == nil || out != nil {
+			t.Errorf("%s: EncodeJSON gave %d bytes, error %v; want an error and nothing", name, len(out), err)
+		}
+	}
+}
+
+// bigState is a state like a long run's: a 1,000-step plan with outputs, and a history of
+// realistic tool results about 2 MB long.
+func bigState() *statefmt.HarnessState {
+	s := stategen.Reference(rand.New(rand.NewPCG(1, 2)), 2<<20)
+	s.Plan.Steps = nil
+	for i := range 1000 {
+		out := fmt.Sprintf("read %d lines\n\tof text", i)
+		st := statefmt.ExecutionStep{ID: fmt.Sprintf("s%05d", i+1), Description: "read a file", AssignedAgent: "A",
+			Status: statefmt.StepCompleted, Output: &out, Attempts: 1}
+		if i > 0 {
+			st.Dependencies = []string{fmt.Sprintf("s%05d", i)}
+		}
+		s.Plan.Steps = append(s.Plan.Steps, st)
+	}
+	return s
+}
+
+// On a large state EncodeJSON writes encoding/json's bytes into one buffer sized up front: a
+// handful of allocations, not a growing buffer and a copy per nested value.
+func TestEncodeJSONOfALargeStateIsOneBufferOfEncodingJSONsBytes(t *testing.T) {
+	s := bigState()
+	want, err := indentingEncoder(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) < 2<<20 {
+		t.Fatalf("the large state's JSON is only %d bytes", len(want))
+	}
+	got, err := statefmt.EncodeJSON(s)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("EncodeJSON differs from encoding/json on a large state (%v)", err)
+	}
+	if cap(got) > len(got)*5/4 {
+		t.Errorf("EncodeJSON's buffer is %d bytes for %d of JSON: sized far over", cap(got), len(got))
+	}
+	if allocs := testing.AllocsPerRun(3, func() { _, _ = statefmt.EncodeJSON(s) }); allocs > 4 {
+		t.Errorf("EncodeJSON of a large state made %v allocations; want the buffer and a few more", allocs)
+	}
+}
+
+func BenchmarkEncodeJSONLargeState(b *testing.B) {
+	s := bigState()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := statefmt.EncodeJSON(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// EncodeJSON writes each type field by field; a field added to one of them must be written there
+// too (jsonwrite.go), and the count here raised with it.
+func TestEncodeJSONWritesEveryFieldOfEachType(t *testing.T) {
+	for _, c := range []struct {
+		v      any
+		fields int
+	}{
+		{statefmt.HarnessState{}, 25}, {statefmt.ExecutionPlan{}, 3}, {statefmt.ExecutionStep{}, 11},
+		{statefmt.ToolCallRecord{}, 6}, {statefmt.ToolResult{}, 6}, {statefmt.SubAgentResult{}, 8},
+		{statefmt.AgentLoopSnapshot{}, 5}, {statefmt.Message{}, 5}, {statefmt.MessageToolCall{}, 3},
+		{statefmt.Budget{}, 7}, {statefmt.Gate{}, 7}, {statefmt.SideEffect{}, 7},
+	} {
+		if n := reflect.TypeOf(c.v).NumField(); n != c.fields {
+			t.Errorf("%T has %d fields; EncodeJSON's writer writes %d: write the new ones in jsonwrite.go", c.v, n, c.fields)
+		}
 	}
 }

@@ -241,6 +241,9 @@ func (s *Store) damageOf(id string) error {
 // Pebble's fatal commit errors panic through here, and the flag is set then too. settling
 // says whether the commit may use most of the disk reserve (see checkRoom).
 func (s *Store) commit(b *pebble.Batch, settling bool) (err error) {
+	if s.readOnly {
+		return ErrReadOnly
+	}
 	if err := s.checkRoom(int64(b.Len()), settling); err != nil {
 		return err
 	}
@@ -261,6 +264,9 @@ func (s *Store) commit(b *pebble.Batch, settling bool) (err error) {
 // store written before the file existed. The index is not read while checkpoints commit: a
 // batch can be visible there before its commit fails. headsMu must be held.
 func (s *Store) saveHeads(fromIndex bool) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
 	heads := map[string]uint64{}
 	s.mu.Lock()
 	for id, seq := range s.heads {

@@ -118,7 +118,18 @@ type StoreOptions struct {
 	// is refused with ErrDiskFull before anything is written (default DefaultMinFree; only on
 	// the real file system).
 	MinFree int64
+	// ReadOnly opens the store for reading: the process lock is taken as always, Pebble opens
+	// read-only (it replays its write-ahead log into memory, and writes, flushes and deletes
+	// nothing), and Close leaves the heads file as it is. Whatever would write fails with
+	// ErrReadOnly. A store without a database yet is refused with ErrNoDatabase.
+	ReadOnly bool
 }
+
+// ErrReadOnly is returned for a write to a store opened with ReadOnly.
+var ErrReadOnly = errors.New("the store was opened read-only")
+
+// ErrNoDatabase is returned by a ReadOnly open of a store that holds no database yet.
+var ErrNoDatabase = errors.New("the store holds no database yet")
 
 // DefaultMinFree is the space a checkpoint leaves free on the store's disk: room for Pebble to
 // flush its memtable and write the log of the checkpoints that pause or stop a harness.
@@ -137,6 +148,7 @@ type Store struct {
 	harnesses map[string]*harness
 
 	fs       vfs.FS
+	readOnly bool
 	minFree  int64 // 0: no check (an in-memory file system)
 	corrupt  *corruptionLog
 	heads    map[string]uint64 // the heads file as read at open (see damage.go)
@@ -331,7 +343,7 @@ func lockDir(dir string) (*os.File, error) {
 // OpenStore opens the store in dir, creating the directory (mode 0700) when it does not exist.
 // An existing directory must be one this user can trust (trust.CheckDir); its mode is never changed.
 func OpenStore(dir string, o StoreOptions) (*Store, error) {
-	s := &Store{dir: dir, engine: o.Engine, policy: o.Policy, harnesses: map[string]*harness{}}
+	s := &Store{dir: dir, engine: o.Engine, policy: o.Policy, harnesses: map[string]*harness{}, readOnly: o.ReadOnly}
 	if o.FS == nil {
 		s.minFree = cmp.Or(o.MinFree, DefaultMinFree)
 	}
@@ -369,6 +381,40 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	return s, nil
 }
 
+// ReadOnlyLogLimit is how many bytes of write-ahead log OpenToRead replays into memory at each
+// read-only open: a writer's close leaves its last memtable's worth (megabytes after a long run)
+// in the logs, and replaying 1 MiB costs a read about as much as the read-write open that
+// recovers them into a table once, after which reads replay nothing.
+const ReadOnlyLogLimit = 1 << 20
+
+// OpenToRead opens the store in dir for reading only: read-only (ReadOnly) when its database
+// exists and its write-ahead logs hold at most ReadOnlyLogLimit bytes; else as OpenStore opens
+// it, which makes a database that does not exist yet, or recovers the logs into a table so that
+// the next reads have nothing to replay.
+func OpenToRead(dir string) (*Store, error) {
+	if logBytes(filepath.Join(dir, "db")) <= ReadOnlyLogLimit {
+		s, err := OpenStore(dir, StoreOptions{ReadOnly: true})
+		if !errors.Is(err, ErrNoDatabase) {
+			return s, err
+		}
+	}
+	return OpenStore(dir, StoreOptions{})
+}
+
+// logBytes adds up the sizes of Pebble's write-ahead logs in dbDir (0 when there are none).
+func logBytes(dbDir string) int64 {
+	var n int64
+	entries, _ := os.ReadDir(dbDir)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".log") {
+			if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
+				n += fi.Size()
+			}
+		}
+	}
+	return n
+}
+
 // openDB opens the Pebble database after checking that its files are whole enough not to be
 // mistaken for a new database. Pebble's corruption reports are errors of the reads that meet
 // them (corruptionLog), never a panic.
@@ -384,12 +430,22 @@ func (s *Store) openDB(fs vfs.FS, errLog io.Writer) (*pebble.DB, error) {
 			return nil, fmt.Errorf("%s is missing, but the store held %d harnesses (its heads file says so): restore the database directory", dbDir, len(s.heads))
 		}
 	}
-	return pebble.Open(dbDir, &pebble.Options{
+	if s.readOnly {
+		if _, err := fs.Stat(dbDir); errors.Is(err, os.ErrNotExist) {
+			return nil, ErrNoDatabase
+		}
+	}
+	db, err := pebble.Open(dbDir, &pebble.Options{
 		FS:                 fs,
+		ReadOnly:           s.readOnly,
 		Logger:             quietLogger{errLog},
 		FormatMajorVersion: pebble.FormatNewest,
 		EventListener:      &pebble.EventListener{DataCorruption: s.corrupt.note, BackgroundError: s.corrupt.background},
 	})
+	if s.readOnly && errors.Is(err, pebble.ErrDBDoesNotExist) {
+		return nil, ErrNoDatabase
+	}
+	return db, err
 }
 
 func (s *Store) unlock() {
@@ -416,9 +472,12 @@ func (s *Store) Close() error {
 	}
 	s.zdec.Close()
 	s.headsWG.Wait()
-	s.headsMu.Lock()
-	herr := s.saveHeads(true)
-	s.headsMu.Unlock()
+	var herr error
+	if !s.readOnly {
+		s.headsMu.Lock()
+		herr = s.saveHeads(true)
+		s.headsMu.Unlock()
+	}
 	err := s.db.Close()
 	s.unlock()
 	if err == nil && herr != nil {

@@ -154,7 +154,7 @@ func runDirect(ctx context.Context, t *task.Task, clk clock.Clock, hooks tools.H
 	}
 	st.TotalToolCalls = session.Calls
 	if done, failed, _ := planOutcome(p); !done {
-		return finish(statefmt.StatusFailed, fmt.Sprintf("failed steps: %s", strings.Join(failed, ", ")))
+		return finish(statefmt.StatusFailed, fmt.Sprintf("failed steps: %s", ListForMessage(failed, ", ")))
 	}
 	return finish(statefmt.StatusCompleted, "")
 }

@@ -658,7 +658,7 @@ func (h *Harness) finishLocked() error {
 		why = append(why, fmt.Sprintf("step %s failed: %s", id, deref(s.Error)))
 	}
 	if len(blocked) > 0 {
-		why = append(why, "blocked: "+strings.Join(blocked, ", "))
+		why = append(why, "blocked: "+ListForMessage(blocked, ", "))
 	}
 	return h.failLocked(strings.Join(why, "; "))
 }

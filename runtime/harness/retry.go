@@ -3,8 +3,6 @@ package harness
 import (
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/statefmt/event"
@@ -100,14 +98,14 @@ func (m *Manager) Retry(id, stepID, by, reason string) (RetryResult, error) {
 	for _, sid := range res.Steps {
 		next = append(next, fmt.Sprintf("step %s attempt %d", sid, st.Plan.Steps[h.plan().step(sid)].Attempts+1))
 	}
-	detail := strings.Join(next, ", ")
+	detail := ListForMessage(next, ", ")
 	if st.Plan == nil {
 		detail = "planning again"
 	} else if detail == "" {
 		detail = "no failed step"
 	}
 	if len(res.Unblocked) > 0 {
-		detail += "; unblocked " + strings.Join(res.Unblocked, ", ")
+		detail += "; unblocked " + ListForMessage(res.Unblocked, ", ")
 	}
 	what := "retry (" + detail + ") by " + orNone(by)
 	if reason != "" {
@@ -155,5 +153,5 @@ func stepList(p *statefmt.ExecutionPlan) string {
 	for _, s := range p.Steps {
 		ids = append(ids, s.ID)
 	}
-	return strings.Join(slices.Clip(ids), ", ")
+	return ListForMessage(ids, ", ")
 }

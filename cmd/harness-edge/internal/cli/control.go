@@ -35,6 +35,16 @@ func (g *globals) do(f func(*control.Conn) error) error {
 	return control.Do(dir, f)
 }
 
+// read is do for a command that only reads: a store no process owns is opened read-only
+// (control.DoRead), so the command writes and syncs nothing.
+func (g *globals) read(f func(*control.Conn) error) error {
+	dir, err := g.storeDir()
+	if err != nil {
+		return err
+	}
+	return control.DoRead(dir, f)
+}
+
 func newServeCmd(g *globals, stdout, stderr io.Writer) *cobra.Command {
 	var (
 		httpAddr     string
@@ -293,7 +303,7 @@ func newReportCmd(g *globals, stdout io.Writer) *cobra.Command {
 			if since < 0 {
 				return usageError{fmt.Errorf("--since %v: give a positive duration like 12h", since)}
 			}
-			return fetchAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (*control.Report, error) {
+			return readAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (*control.Report, error) {
 				return api.Report(ctx, since)
 			}, func(r *control.Report) error {
 				printReport(stdout, r, since)
@@ -392,7 +402,16 @@ func shortDuration(d time.Duration) string {
 // fetchAndPrint asks the store's owner (or the store itself) with get and prints the answer:
 // as JSON with asJSON, else with text.
 func fetchAndPrint[T any](g *globals, stdout io.Writer, asJSON bool, get func(context.Context, *control.Conn) (T, error), text func(T) error) error {
-	return g.do(func(api *control.Conn) error {
+	return printWith(g.do, stdout, asJSON, get, text)
+}
+
+// readAndPrint is fetchAndPrint for a question that changes nothing (g.read).
+func readAndPrint[T any](g *globals, stdout io.Writer, asJSON bool, get func(context.Context, *control.Conn) (T, error), text func(T) error) error {
+	return printWith(g.read, stdout, asJSON, get, text)
+}
+
+func printWith[T any](do func(func(*control.Conn) error) error, stdout io.Writer, asJSON bool, get func(context.Context, *control.Conn) (T, error), text func(T) error) error {
+	return do(func(api *control.Conn) error {
 		v, err := get(context.Background(), api)
 		if err != nil {
 			return err

@@ -50,10 +50,10 @@ has not failed is refused, and nothing changes.`,
 			}, func(res harness.RetryResult) error {
 				what := "no failed step (it plans again)"
 				if len(res.Steps) > 0 {
-					what = "step " + strings.Join(res.Steps, ", ") + " ready again"
+					what = "step " + harness.ListForMessage(res.Steps, ", ") + " ready again"
 				}
 				if len(res.Unblocked) > 0 {
-					what += "; unblocked " + strings.Join(res.Unblocked, ", ")
+					what += "; unblocked " + harness.ListForMessage(res.Unblocked, ", ")
 				}
 				fmt.Fprintf(stdout, "harness %s: retry: %s; it is %s: continue with `harness-edge resume %s`\n", res.HarnessID, what, res.Status, res.HarnessID)
 				return nil
@@ -190,7 +190,7 @@ func newPlanCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Short: "Print a harness's plan: steps, status, agent, attempts, dependencies",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return fetchAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (*statefmt.ExecutionPlan, error) {
+			return readAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (*statefmt.ExecutionPlan, error) {
 				st, err := api.State(ctx, args[0])
 				if err != nil {
 					return nil, err
@@ -300,7 +300,7 @@ func newCheckpointsCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Short: "List what a harness can be rolled back to: its named checkpoints and its chain's recent ones",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return fetchAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (control.Checkpoints, error) {
+			return readAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (control.Checkpoints, error) {
 				return api.ListCheckpoints(ctx, args[0])
 			}, func(l control.Checkpoints) error {
 				tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)

@@ -222,7 +222,7 @@ func newFleetShowCmd(ff *fleetFlags, stdout io.Writer) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Fprintf(stdout, "%s\n", b)
+				_, err = stdout.Write(append(b, '\n'))
 				return err
 			}
 			fmt.Fprintf(stdout, "device   %s (replicated %d records, %d events; records %d-%d replayed and verified; lag %s)\n",

@@ -34,13 +34,13 @@ iteration (docs/agents.md).`,
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			tr := &logTracker{w: stdout}
-			err := g.do(func(api *control.Conn) error { return api.Logs(ctx, args[0], q, tr) })
+			err := g.read(func(api *control.Conn) error { return api.Logs(ctx, args[0], q, tr) })
 			if errors.Is(err, control.ErrOwnerGone) && tr.iteration > 0 {
 				// The owner ended while we printed (a foreground run finishing): nothing runs the
 				// harness now, and the rest of its logs is in the store directory. Go on from
 				// the iteration we were at, after what of it is printed.
 				rest := itlog.Query{Iteration: tr.iteration, Follow: q.Follow}
-				err = g.do(func(api *control.Conn) error {
+				err = g.read(func(api *control.Conn) error {
 					return api.Logs(ctx, args[0], rest, &skipWriter{w: stdout, skip: tr.n})
 				})
 			}

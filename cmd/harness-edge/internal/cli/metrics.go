@@ -19,7 +19,7 @@ governor's waits since it started. Through the daemon when one owns the store, e
 store itself.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return g.do(func(c *control.Conn) error { return c.Metrics(context.Background(), stdout) })
+			return g.read(func(c *control.Conn) error { return c.Metrics(context.Background(), stdout) })
 		},
 	}
 }

@@ -298,17 +298,17 @@ func newShowCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Short: "Show a harness: status, plan and step statuses, counts, last checkpoint (--json: HarnessState JSON v1)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return g.do(func(api *control.Conn) error {
-				st, err := api.State(context.Background(), args[0])
-				if err != nil {
-					return err
-				}
+			return g.read(func(api *control.Conn) error {
 				if asJSON {
-					b, err := statefmt.EncodeJSON(st)
+					b, err := api.StateJSON(context.Background(), args[0])
 					if err != nil {
 						return err
 					}
-					_, err = fmt.Fprintf(stdout, "%s\n", b)
+					_, err = stdout.Write(append(b, '\n'))
+					return err
+				}
+				st, err := api.State(context.Background(), args[0])
+				if err != nil {
 					return err
 				}
 				printState(stdout, st)
@@ -456,13 +456,13 @@ func newEventsCmd(g *globals, stdout io.Writer) *cobra.Command {
 				last = e.N
 				return nil
 			}
-			err := g.do(func(api *control.Conn) error {
+			err := g.read(func(api *control.Conn) error {
 				return api.Events(ctx, args[0], 0, follow, print)
 			})
 			if errors.Is(err, control.ErrOwnerGone) {
 				// The owner ended (a foreground run finishing, a daemon stopping): what it wrote
 				// last is in the store, which is free now.
-				err = g.do(func(api *control.Conn) error {
+				err = g.read(func(api *control.Conn) error {
 					return api.Events(ctx, args[0], last, false, print)
 				})
 			}
@@ -536,7 +536,7 @@ func describe(e event.Event) string {
 		add("cpu %.1f ms rss %s", e.CPUMs, sysinfo.FormatBytes(uint64(e.RSSBytes)))
 	}
 	if len(e.Blocked) > 0 {
-		add("blocked %s", strings.Join(e.Blocked, ","))
+		add("blocked %s", harness.ListForMessage(e.Blocked, ","))
 	}
 	if e.By != "" {
 		add("by %s", e.By)

@@ -37,6 +37,21 @@ func (g *globals) withStore(f func(*store.Store) error) error {
 	return f(s)
 }
 
+// withStoreRead is withStore for a command that only reads: the store is opened with
+// store.OpenToRead (read-only, unless it has no database yet or a megabyte of log to recover).
+func (g *globals) withStoreRead(f func(*store.Store) error) error {
+	dir, err := g.storeDir()
+	if err != nil {
+		return err
+	}
+	s, err := store.OpenToRead(dir)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return f(s)
+}
+
 func newLsCmd(g *globals, stdout io.Writer) *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
@@ -44,7 +59,7 @@ func newLsCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Short: "List the harnesses the store holds",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return g.do(func(api *control.Conn) error {
+			return g.read(func(api *control.Conn) error {
 				list, err := api.List(context.Background())
 				if err != nil {
 					return err
@@ -116,7 +131,7 @@ func newInspectCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Short: "Show a harness's checkpoint chain: seq, kind, raw and stored bytes, hashes, totals",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return g.withStore(func(s *store.Store) error {
+			return g.withStoreRead(func(s *store.Store) error {
 				recs, err := s.Inspect(args[0])
 				if err != nil {
 					return err
@@ -158,7 +173,7 @@ func newVerifyCmd(g *globals, stdout io.Writer) *cobra.Command {
 			if len(args) == 1 {
 				id = args[0]
 			}
-			return g.do(func(api *control.Conn) error {
+			return g.read(func(api *control.Conn) error {
 				probs, err := api.Verify(context.Background(), id)
 				if err != nil {
 					return err
@@ -212,7 +227,7 @@ on there (approve, resume, stop, events) as it would have here. A sub-agent move
 parent: export the parent.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return g.withStore(func(s *store.Store) (err error) {
+			return g.withStoreRead(func(s *store.Store) (err error) {
 				w := stdout
 				if out != "" && out != "-" {
 					f, oerr := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
