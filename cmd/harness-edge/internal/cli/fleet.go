@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/fleet"
@@ -26,12 +27,15 @@ const EnvNATS = "HARNESS_EDGE_NATS"
 
 // fleetLink joins `serve` to the fleet when --nats is given: the replicator becomes one of the
 // daemon's event sinks and the link runs beside its scheduler.
-func fleetLink(cfg *control.DaemonConfig, url, creds, device string, log *slog.Logger) error {
-	if url == "" {
-		if creds != "" || device != "" {
-			return usageError{errors.New("--nats-creds and --device need --nats URL")}
+func fleetLink(cfg *control.DaemonConfig, nopts fleet.Options, device string, log *slog.Logger) error {
+	if nopts.URL == "" {
+		if nopts.Creds != "" || nopts.CA != "" || nopts.Cert != "" || nopts.Key != "" || device != "" {
+			return usageError{errors.New("--nats-creds, --nats-ca, --nats-cert, --nats-key and --device need --nats URL")}
 		}
 		return nil
+	}
+	if err := nopts.Check(); err != nil {
+		return usageError{err}
 	}
 	if device == "" {
 		device = fleet.DefaultDevice()
@@ -39,7 +43,7 @@ func fleetLink(cfg *control.DaemonConfig, url, creds, device string, log *slog.L
 	if err := fleet.ValidDevice(device); err != nil {
 		return usageError{fmt.Errorf("--device: %w", err)}
 	}
-	l, err := fleet.NewLink(fleet.LinkConfig{NATS: fleet.Options{URL: url, Creds: creds}, Device: device, Version: version, Log: log})
+	l, err := fleet.NewLink(fleet.LinkConfig{NATS: nopts, Device: device, Version: version, Log: log})
 	if err != nil {
 		return err
 	}
@@ -87,15 +91,23 @@ permissions a larger fleet on its own NATS cluster needs. SIGTERM or SIGINT stop
 	return c
 }
 
+// addTLSFlags adds the flags for TLS to NATS.
+func addTLSFlags(f *pflag.FlagSet, ca, cert, key *string) {
+	f.StringVar(ca, "nats-ca", "", "PEM file of the CA that signs the NATS server's certificate (turns TLS on; default: the system's CAs for a tls:// URL)")
+	f.StringVar(cert, "nats-cert", "", "PEM client certificate for a NATS server that verifies clients (with --nats-key)")
+	f.StringVar(key, "nats-key", "", "PEM private key of --nats-cert")
+}
+
 // fleetFlags are the flags every fleet command takes.
 type fleetFlags struct {
-	url, creds string
-	timeout    time.Duration
+	url, creds, ca, cert, key string
+	timeout                   time.Duration
 }
 
 func (f *fleetFlags) add(c *cobra.Command) {
 	c.PersistentFlags().StringVar(&f.url, "nats", "", "NATS URL of the fleet (default $"+EnvNATS+", else nats://127.0.0.1:4222)")
 	c.PersistentFlags().StringVar(&f.creds, "nats-creds", "", "NATS credentials file")
+	addTLSFlags(c.PersistentFlags(), &f.ca, &f.cert, &f.key)
 	c.PersistentFlags().DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for NATS (and for a device's answer)")
 }
 
@@ -117,7 +129,11 @@ func (f *fleetFlags) connect() (jetstream.JetStream, func(), error) {
 	if url == "" {
 		url = "nats://" + fleet.DefaultListen
 	}
-	nc, err := fleet.Connect(fleet.Options{URL: url, Creds: f.creds, Name: "harness-edge fleet"}, false)
+	o := fleet.Options{URL: url, Creds: f.creds, CA: f.ca, Cert: f.cert, Key: f.key, Name: "harness-edge fleet"}
+	if err := o.Check(); err != nil {
+		return nil, nil, usageError{err}
+	}
+	nc, err := fleet.Connect(o, false)
 	if err != nil {
 		return nil, nil, err
 	}
