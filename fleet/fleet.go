@@ -138,6 +138,10 @@ type Options struct {
 	Cert, Key string
 	// Name is the connection's name as the server shows it.
 	Name string
+	// Refused, when set, is called when the server refuses a publish or a subscription on a
+	// connection that stays up (a permissions violation: the user may not use that subject).
+	// Without it such a refusal is seen only as a request that is never answered.
+	Refused func(error)
 }
 
 // OptionError is a file of Options that cannot be used: Flag names the command-line flag that
@@ -203,6 +207,13 @@ func Connect(o Options, retry bool) (*nats.Conn, error) {
 	opts := []nats.Option{nats.Name(o.Name), nats.ReconnectBufSize(-1), nats.Timeout(3 * time.Second)}
 	if o.Creds != "" {
 		opts = append(opts, nats.UserCredentials(o.Creds))
+	}
+	if o.Refused != nil {
+		opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				o.Refused(err)
+			}
+		}))
 	}
 	if o.CA != "" {
 		opts = append(opts, nats.RootCAs(o.CA))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -102,6 +103,37 @@ func addTLSFlags(f *pflag.FlagSet, ca, cert, key *string) {
 type fleetFlags struct {
 	url, creds, ca, cert, key string
 	timeout                   time.Duration
+	// refused is the first refusal of a publish or subscription on the session's connection;
+	// it ends the session at once (cancel).
+	mu      sync.Mutex
+	refused error
+	cancel  context.CancelFunc
+}
+
+// explain turns a command's error into the server's refusal when there was one: without it a
+// refused request would read as a device that does not answer.
+func (f *fleetFlags) explain(err error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil || f.refused == nil {
+		return err
+	}
+	who := "this connection's NATS user"
+	if f.creds != "" {
+		who = "the NATS user of --nats-creds " + f.creds
+	}
+	return fmt.Errorf("NATS refused it: %w (%s may not do this: see the permissions in docs/fleet.md, \"Security\")", f.refused, who)
+}
+
+func (f *fleetFlags) onRefused(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refused == nil {
+		f.refused = err
+	}
+	if f.cancel != nil {
+		f.cancel()
+	}
 }
 
 func (f *fleetFlags) add(c *cobra.Command) {
@@ -113,11 +145,15 @@ func (f *fleetFlags) add(c *cobra.Command) {
 
 // session connects to NATS and bounds the command by --timeout; done lets both go.
 func (f *fleetFlags) session() (ctx context.Context, js jetstream.JetStream, done func(), err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	f.mu.Lock()
+	f.cancel = cancel
+	f.mu.Unlock()
 	js, closeNC, err := f.connect()
 	if err != nil {
+		cancel()
 		return nil, nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	return ctx, js, func() { cancel(); closeNC() }, nil
 }
 
@@ -129,7 +165,7 @@ func (f *fleetFlags) connect() (jetstream.JetStream, func(), error) {
 	if url == "" {
 		url = "nats://" + fleet.DefaultListen
 	}
-	o := fleet.Options{URL: url, Creds: f.creds, CA: f.ca, Cert: f.cert, Key: f.key, Name: "harness-edge fleet"}
+	o := fleet.Options{URL: url, Creds: f.creds, CA: f.ca, Cert: f.cert, Key: f.key, Name: "harness-edge fleet", Refused: f.onRefused}
 	if err := o.Check(); err != nil {
 		return nil, nil, usageError{err}
 	}
@@ -169,6 +205,11 @@ func newFleetCmd(g *globals, stdin io.Reader, stdout io.Writer) *cobra.Command {
 	c.AddCommand(newFleetLsCmd(&ff, stdout), newFleetShowCmd(&ff, stdout), newFleetDecideCmd(&ff, stdout, true), newFleetDecideCmd(&ff, stdout, false), newFleetAdoptCmd(&ff, stdout),
 		newFleetEventsCmd(&ff, stdout), newFleetReportCmd(&ff, stdout),
 		newFleetControlCmd(&ff, stdin, stdout, fleet.OpPause), newFleetControlCmd(&ff, stdin, stdout, fleet.OpResume), newFleetControlCmd(&ff, stdin, stdout, fleet.OpTell))
+	for _, sub := range c.Commands() {
+		if run := sub.RunE; run != nil {
+			sub.RunE = func(c *cobra.Command, args []string) error { return ff.explain(run(c, args)) }
+		}
+	}
 	return c
 }
 

@@ -1,0 +1,280 @@
+//go:build !nohub
+
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/harness-edge/harness-edge/fleet"
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// docUser is a user of the worked example in docs/fleet.md, as its `nsc add user` says.
+type docUser struct {
+	name          string
+	pub, sub      []string
+	allowResponse bool
+}
+
+// docUsers reads the `nsc add user` commands of docs/fleet.md: the test's accounts are the
+// documented ones, word for word.
+func docUsers(t *testing.T) map[string]docUser {
+	t.Helper()
+	b, err := os.ReadFile("../../../../docs/fleet.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.ReplaceAll(string(b), "\\\n", " ")
+	users := map[string]docUser{}
+	word := regexp.MustCompile(`'[^']*'|\S+`)
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, "nsc add user ") {
+			continue
+		}
+		words := word.FindAllString(line, -1)
+		var u docUser
+		for i := 3; i < len(words); i++ {
+			arg := func() string {
+				i++
+				if i == len(words) {
+					t.Fatalf("docs/fleet.md: %s: %s wants a value", line, words[i-1])
+				}
+				return strings.Trim(words[i], "'")
+			}
+			switch words[i] {
+			case "--account":
+				arg()
+			case "--name":
+				u.name = arg()
+			case "--allow-pub":
+				u.pub = append(u.pub, strings.Split(arg(), ",")...)
+			case "--allow-sub":
+				u.sub = append(u.sub, strings.Split(arg(), ",")...)
+			case "--allow-pub-response":
+				u.allowResponse = true
+			default:
+				t.Fatalf("docs/fleet.md: %s: the test does not know %s", line, words[i])
+			}
+		}
+		users[u.name] = u
+	}
+	for _, n := range []string{"pi1", "pi2", "watch", "ops"} {
+		if _, ok := users[n]; !ok {
+			t.Fatalf("docs/fleet.md has no `nsc add user --name %s` (it has %d users)", n, len(users))
+		}
+	}
+	return users
+}
+
+// operatorMode makes an operator, a system account and the account FLEET (JetStream on) as
+// the documented `nsc add operator/account` do, and a .creds file in dir for each user; it
+// returns the server's configuration for them (`nsc generate config --mem-resolver`).
+func operatorMode(t *testing.T, dir string, users map[string]docUser) (conf string, creds map[string]string) {
+	t.Helper()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	op, err := nkeys.CreateOperator()
+	must(err)
+	opPub, err := op.PublicKey()
+	must(err)
+	oc := jwt.NewOperatorClaims(opPub)
+	oc.Name = "fleet"
+	account := func(name string, js bool) (nkeys.KeyPair, string, string) {
+		kp, err := nkeys.CreateAccount()
+		must(err)
+		pub, err := kp.PublicKey()
+		must(err)
+		ac := jwt.NewAccountClaims(pub)
+		ac.Name = name
+		if js {
+			ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1}
+		}
+		tok, err := ac.Encode(op)
+		must(err)
+		return kp, pub, tok
+	}
+	_, sysPub, sysJWT := account("SYS", false)
+	oc.SystemAccount = sysPub
+	opJWT, err := oc.Encode(op)
+	must(err)
+	acc, accPub, accJWT := account("FLEET", true)
+	creds = map[string]string{}
+	for name, u := range users {
+		kp, err := nkeys.CreateUser()
+		must(err)
+		pub, err := kp.PublicKey()
+		must(err)
+		seed, err := kp.Seed()
+		must(err)
+		uc := jwt.NewUserClaims(pub)
+		uc.Name = name
+		uc.Pub.Allow.Add(u.pub...)
+		uc.Sub.Allow.Add(u.sub...)
+		if u.allowResponse {
+			uc.Resp = &jwt.ResponsePermission{MaxMsgs: 1}
+		}
+		tok, err := uc.Encode(acc)
+		must(err)
+		b, err := jwt.FormatUserConfig(tok, seed)
+		must(err)
+		creds[name] = filepath.Join(dir, name+".creds")
+		must(os.WriteFile(creds[name], b, 0o600))
+	}
+	conf = fmt.Sprintf("operator: %q\nsystem_account: %s\nresolver: MEMORY\nresolver_preload: {\n  %s: %q\n  %s: %q\n}\n",
+		opJWT, sysPub, sysPub, sysJWT, accPub, accJWT)
+	return conf, creds
+}
+
+// TestFleetPermissionsAsDocumented runs a nats-server in operator mode over TLS with the
+// accounts of docs/fleet.md's worked example (read from it), two daemons (pi1, pi2) with their
+// devices' credentials files and the two operators' commands: each device replicates; a
+// device reads nothing of the other's, cannot subscribe to its subjects, cannot forge a record
+// for it nor answer its gates; the reading operator's ls, show, events and report work and its
+// approve is refused at once with the server's reason; the answering operator's approve works.
+func TestFleetPermissionsAsDocumented(t *testing.T) {
+	dir := t.TempDir()
+	ca := newPKI(t, filepath.Join(dir, "pki"), "fleet")
+	srvCert, srvKey := ca.issue(t, "server", true)
+	auth, creds := operatorMode(t, dir, docUsers(t))
+	url := startNATSServer(t, dir, fmt.Sprintf("listen: 127.0.0.1:-1\njetstream { store_dir: %q }\ntls { cert_file: %q\n key_file: %q }\n%s",
+		filepath.Join(dir, "js"), srvCert, srvKey, auth))
+	as := func(user string, args ...string) []string {
+		return append(args, "--nats", url, "--nats-ca", ca.CA, "--nats-creds", creds[user])
+	}
+	stores := map[string]string{}
+	for _, dev := range []string{"pi1", "pi2"} {
+		stores[dev] = filepath.Join(dir, dev)
+		d := startDaemon(t, stores[dev], as(dev, "--device", dev)...)
+		t.Cleanup(func() {
+			if t.Failed() || os.Getenv("FLEETSEC_LOGS") != "" {
+				t.Logf("%s's daemon:\n%s", dev, d.log)
+			}
+		})
+		task := writeTask(t, dir, dev+".yaml", daemonTask("job", filepath.Join(dir, "ws-"+dev), 2, "5ms", true))
+		if code, out, stderr := run(t, "--store", stores[dev], "submit", task); code != ExitOK {
+			t.Fatalf("submit on %s: exit %d: %s%s", dev, code, out, stderr)
+		}
+	}
+
+	// The reading operator sees both devices; ls, show, events and report work.
+	waitFleetStatus(t, "pi1/job", statefmt.StatusPaused, as("watch")...)
+	waitFleetStatus(t, "pi2/job", statefmt.StatusPaused, as("watch")...)
+	for _, args := range [][]string{{"fleet", "ls"}, {"fleet", "show", "pi1/job"}, {"fleet", "show", "pi2/job", "--json"},
+		{"fleet", "events", "pi1/job"}, {"fleet", "report"}} {
+		if code, out, stderr := run(t, as("watch", args...)...); code != ExitOK || out == "" {
+			t.Errorf("%v as the reading operator: exit %d: %s%s", args, code, out, stderr)
+		}
+	}
+	// Its approve is refused by the server, at once, with the server's reason.
+	refused := func(user string, args []string, want ...string) {
+		t.Helper()
+		start := time.Now()
+		code, out, stderr := run(t, as(user, args...)...)
+		took := time.Since(start)
+		if code != ExitError || out != "" || took > 5*time.Second {
+			t.Errorf("%v as %s: exit %d after %v (want %d, at once): %s%s", args, user, code, took.Round(time.Millisecond), ExitError, out, stderr)
+		}
+		for _, w := range append(want, "NATS refused it", "the NATS user of --nats-creds "+creds[user]+" may not do this") {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%v as %s: stderr lacks %q: %s", args, user, w, stderr)
+			}
+		}
+	}
+	refused("watch", []string{"fleet", "approve", "pi1/job", "g1"}, `Permissions Violation for Publish to "he.fleet.pi1.ctl"`)
+	refused("watch", []string{"fleet", "pause", "pi2/job"}, `Permissions Violation for Publish to "he.fleet.pi2.ctl"`)
+
+	// A device reads nothing of the fleet, and answers no other device's gate.
+	refused("pi2", []string{"fleet", "ls"}, `Permissions Violation for Publish to "$JS.API.STREAM.INFO.HE_FLEET_INDEX"`)
+	refused("pi2", []string{"fleet", "show", "pi1/job"}, "Permissions Violation for Publish")
+	refused("pi1", []string{"fleet", "approve", "pi2/job", "g1"}, `Permissions Violation for Publish to "he.fleet.pi2.ctl"`)
+	refused("pi1", []string{"fleet", "approve", "pi1/job", "g1"}, `Permissions Violation for Publish to "he.fleet.pi1.ctl"`)
+
+	connect := func(user string) (*nats.Conn, jetstream.JetStream, chan error) {
+		t.Helper()
+		errs := make(chan error, 16)
+		nc, err := fleet.Connect(fleet.Options{URL: url, CA: ca.CA, Creds: creds[user], Refused: func(err error) { errs <- err }}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nc, js, errs
+	}
+	expectRefusal := func(errs chan error, want string) {
+		t.Helper()
+		select {
+		case err := <-errs:
+			if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), want) {
+				t.Errorf("refused with %v, want %s", err, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("no refusal of %s", want)
+		}
+	}
+	// pi2 may not listen on pi1's subjects.
+	nc2, _, errs2 := connect("pi2")
+	sub, err := nc2.SubscribeSync("he.fleet.pi1.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectRefusal(errs2, `Permissions Violation for Subscription to "he.fleet.pi1.>"`)
+	// pi1 may not forge a record, an index entry or a heartbeat for pi2: the server refuses the
+	// publishes, and the stream stores none of them.
+	nc1, js1, errs1 := connect("pi1")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, subj := range []string{fleet.Subject("pi2", "rec", "forged"), fleet.Subject("pi2", "idx", "forged"), "he.fleet.pi2.hb"} {
+		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := js1.Publish(pctx, subj, []byte("forged"))
+		pcancel()
+		if err == nil {
+			t.Errorf("pi1 published on %s", subj)
+		}
+		expectRefusal(errs1, `Permissions Violation for Publish to "`+subj+`"`)
+	}
+	_ = nc1
+	_, jsw, _ := connect("watch")
+	if recs, err := fleet.Records(ctx, jsw, "pi2", "forged"); err != nil || len(recs) != 0 {
+		t.Errorf("the fleet holds %d records of pi2/forged (%v)", len(recs), err)
+	}
+	if code, _, stderr := run(t, as("watch", "fleet", "show", "pi2/forged")...); code != ExitError || !strings.Contains(stderr, "the fleet holds no harness forged on device pi2") {
+		t.Errorf("fleet show pi2/forged: exit %d: %s", code, stderr)
+	}
+	if m, err := sub.NextMsg(100 * time.Millisecond); err == nil {
+		t.Errorf("pi2 received %s on pi1's subjects", m.Subject)
+	}
+
+	// The answering operator's approve works; pi1's harness completes.
+	code, out, stderr := run(t, as("ops", "fleet", "approve", "pi1/job", "g1")...)
+	if code != ExitOK || out != "pi1/job: gate g1 (step, step s1) approved; the device's daemon resumes it\n" {
+		t.Fatalf("fleet approve as ops: exit %d: %q %s", code, out, stderr)
+	}
+	waitFleetStatus(t, "pi1/job", statefmt.StatusCompleted, as("ops")...)
+	waitStatus(t, stores["pi1"], "job", statefmt.StatusCompleted)
+	code, out, stderr = run(t, "--store", stores["pi2"], "show", "job", "--json")
+	var st struct{ Status statefmt.Status }
+	if err := json.Unmarshal([]byte(out), &st); code != ExitOK || err != nil || st.Status != statefmt.StatusPaused {
+		t.Errorf("pi2/job: exit %d, status %q (want paused: only ops may answer for pi2, and did not): %v %s", code, st.Status, err, stderr)
+	}
+}
