@@ -138,6 +138,10 @@ type Options struct {
 	Cert, Key string
 	// Name is the connection's name as the server shows it.
 	Name string
+	// InboxPrefix, when set, replaces _INBOX as the prefix of the connection's reply subjects
+	// (JetStream's acknowledgements and answers come there), so that a user may be allowed to
+	// subscribe to its own replies only.
+	InboxPrefix string
 	// Refused, when set, is called when the server refuses a publish or a subscription on a
 	// connection that stays up (a permissions violation: the user may not use that subject).
 	// Without it such a refusal is seen only as a request that is never answered.
@@ -207,6 +211,9 @@ func Connect(o Options, retry bool) (*nats.Conn, error) {
 	opts := []nats.Option{nats.Name(o.Name), nats.ReconnectBufSize(-1), nats.Timeout(3 * time.Second)}
 	if o.Creds != "" {
 		opts = append(opts, nats.UserCredentials(o.Creds))
+	}
+	if o.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(o.InboxPrefix))
 	}
 	if o.Refused != nil {
 		opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {

@@ -44,6 +44,11 @@ func NewLink(cfg LinkConfig) (*Link, error) {
 	if cfg.NATS.Name == "" {
 		cfg.NATS.Name = "harness-edge device " + cfg.Device
 	}
+	if cfg.NATS.InboxPrefix == "" {
+		// The device's replies come under _INBOX.DEV: it may be allowed _INBOX.DEV.> alone, and
+		// then no device sees what another reads (docs/fleet.md, "Security").
+		cfg.NATS.InboxPrefix = DeviceInbox(cfg.Device)
+	}
 	nc, err := Connect(cfg.NATS, true)
 	if err != nil {
 		return nil, err
@@ -64,6 +69,9 @@ func NewLink(cfg LinkConfig) (*Link, error) {
 	}
 	return &Link{cfg: cfg, nc: nc, Replicator: r}, nil
 }
+
+// DeviceInbox is the prefix of a device daemon's reply subjects: _INBOX.DEV.
+func DeviceInbox(device string) string { return "_INBOX." + device }
 
 // Guard is the daemon's run guard (control.DaemonConfig.RunGuard): a harness that was adopted
 // by another device (the fleet's fence names it) does not run here. Offline, the device runs

@@ -143,7 +143,7 @@ func operatorMode(t *testing.T, dir string, users map[string]docUser) (conf stri
 	return conf, creds
 }
 
-// TestFleetPermissionsAsDocumented runs a nats-server in operator mode over TLS with the
+// TestFleetPermissionsAsDocumented runs a nats-server in operator mode over mutual TLS with the
 // accounts of docs/fleet.md's worked example (read from it), two daemons (pi1, pi2) with their
 // devices' credentials files and the two operators' commands: each device replicates; a
 // device reads nothing of the other's, cannot subscribe to its subjects, cannot forge a record
@@ -154,17 +154,32 @@ func TestFleetPermissionsAsDocumented(t *testing.T) {
 	ca := newPKI(t, filepath.Join(dir, "pki"), "fleet")
 	srvCert, srvKey := ca.issue(t, "server", true)
 	auth, creds := operatorMode(t, dir, docUsers(t))
-	url := startNATSServer(t, dir, fmt.Sprintf("listen: 127.0.0.1:-1\njetstream { store_dir: %q }\ntls { cert_file: %q\n key_file: %q }\n%s",
-		filepath.Join(dir, "js"), srvCert, srvKey, auth))
+	// docs/fleet.md's nats-server.conf, with this test's files.
+	url := startNATSServer(t, dir, fmt.Sprintf(`listen: 127.0.0.1:-1
+%s
+jetstream { store_dir: %q }
+max_payload: 8MB
+tls {
+  cert_file: %q
+  key_file: %q
+  ca_file: %q
+  verify: true
+}
+`, auth, filepath.Join(dir, "js"), srvCert, srvKey, ca.CA))
+	certs := map[string][2]string{}
+	for name := range creds {
+		c, k := ca.issue(t, name, false)
+		certs[name] = [2]string{c, k}
+	}
 	as := func(user string, args ...string) []string {
-		return append(args, "--nats", url, "--nats-ca", ca.CA, "--nats-creds", creds[user])
+		return append(args, "--nats", url, "--nats-ca", ca.CA, "--nats-cert", certs[user][0], "--nats-key", certs[user][1], "--nats-creds", creds[user])
 	}
 	stores := map[string]string{}
 	for _, dev := range []string{"pi1", "pi2"} {
 		stores[dev] = filepath.Join(dir, dev)
 		d := startDaemon(t, stores[dev], as(dev, "--device", dev)...)
 		t.Cleanup(func() {
-			if t.Failed() || os.Getenv("FLEETSEC_LOGS") != "" {
+			if t.Failed() {
 				t.Logf("%s's daemon:\n%s", dev, d.log)
 			}
 		})
@@ -202,15 +217,19 @@ func TestFleetPermissionsAsDocumented(t *testing.T) {
 	refused("watch", []string{"fleet", "pause", "pi2/job"}, `Permissions Violation for Publish to "he.fleet.pi2.ctl"`)
 
 	// A device reads nothing of the fleet, and answers no other device's gate.
-	refused("pi2", []string{"fleet", "ls"}, `Permissions Violation for Publish to "$JS.API.STREAM.INFO.HE_FLEET_INDEX"`)
-	refused("pi2", []string{"fleet", "show", "pi1/job"}, "Permissions Violation for Publish")
-	refused("pi1", []string{"fleet", "approve", "pi2/job", "g1"}, `Permissions Violation for Publish to "he.fleet.pi2.ctl"`)
-	refused("pi1", []string{"fleet", "approve", "pi1/job", "g1"}, `Permissions Violation for Publish to "he.fleet.pi1.ctl"`)
+	// (A device's credentials in a fleet command are refused their first reply subscription.)
+	refused("pi2", []string{"fleet", "ls"}, `Permissions Violation for Subscription to "_INBOX.`)
+	refused("pi2", []string{"fleet", "show", "pi1/job"}, `Permissions Violation for Subscription to "_INBOX.`)
+	refused("pi1", []string{"fleet", "approve", "pi2/job", "g1"}, `Permissions Violation for Subscription to "_INBOX.`)
 
 	connect := func(user string) (*nats.Conn, jetstream.JetStream, chan error) {
 		t.Helper()
 		errs := make(chan error, 16)
-		nc, err := fleet.Connect(fleet.Options{URL: url, CA: ca.CA, Creds: creds[user], Refused: func(err error) { errs <- err }}, false)
+		o := fleet.Options{URL: url, CA: ca.CA, Cert: certs[user][0], Key: certs[user][1], Creds: creds[user], Refused: func(err error) { errs <- err }}
+		if strings.HasPrefix(user, "pi") {
+			o.InboxPrefix = fleet.DeviceInbox(user) // as its daemon connects
+		}
+		nc, err := fleet.Connect(o, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,13 +242,18 @@ func TestFleetPermissionsAsDocumented(t *testing.T) {
 	}
 	expectRefusal := func(errs chan error, want string) {
 		t.Helper()
-		select {
-		case err := <-errs:
-			if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), want) {
-				t.Errorf("refused with %v, want %s", err, want)
+		var seen []string
+		for timeout := time.After(5 * time.Second); ; {
+			select {
+			case err := <-errs:
+				if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), want) {
+					return
+				}
+				seen = append(seen, err.Error())
+			case <-timeout:
+				t.Errorf("no refusal of %s (refused: %q)", want, seen)
+				return
 			}
-		case <-time.After(5 * time.Second):
-			t.Errorf("no refusal of %s", want)
 		}
 	}
 	// pi2 may not listen on pi1's subjects.
@@ -239,6 +263,24 @@ func TestFleetPermissionsAsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectRefusal(errs2, `Permissions Violation for Subscription to "he.fleet.pi1.>"`)
+	// Nor on the replies to others: what the reading operator reads, pi1's acknowledgements.
+	var eaves []*nats.Subscription
+	for _, subj := range []string{"_INBOX.>", fleet.DeviceInbox("pi1") + ".>"} {
+		s, err := nc2.SubscribeSync(subj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectRefusal(errs2, `Permissions Violation for Subscription to "`+subj+`"`)
+		eaves = append(eaves, s)
+	}
+	if code, out, stderr := run(t, as("watch", "fleet", "show", "pi1/job")...); code != ExitOK {
+		t.Fatalf("fleet show as watch: exit %d: %s%s", code, out, stderr)
+	}
+	for _, s := range eaves {
+		if m, err := s.NextMsg(200 * time.Millisecond); err == nil {
+			t.Errorf("pi2 received %s, an answer to someone else", m.Subject)
+		}
+	}
 	// pi1 may not forge a record, an index entry or a heartbeat for pi2: the server refuses the
 	// publishes, and the stream stores none of them.
 	nc1, js1, errs1 := connect("pi1")
@@ -253,7 +295,26 @@ func TestFleetPermissionsAsDocumented(t *testing.T) {
 		}
 		expectRefusal(errs1, `Permissions Violation for Publish to "`+subj+`"`)
 	}
-	_ = nc1
+	// Nor answer pi2's gates, nor its own through the fleet; and pi2 reads nothing of the fleet.
+	for _, dev := range []string{"pi2", "pi1"} {
+		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err := fleet.Decide(rctx, nc1, dev, fleet.Request{ID: "forged-" + dev, Harness: "job", Gate: "g1", Approve: true}, time.Second)
+		rcancel()
+		if err == nil {
+			t.Errorf("pi1 approved %s/job", dev)
+		}
+		expectRefusal(errs1, `Permissions Violation for Publish to "he.fleet.`+dev+`.ctl"`)
+	}
+	js2, err := jetstream.New(nc2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx, lcancel := context.WithTimeout(ctx, 2*time.Second)
+	if f, err := fleet.List(lctx, js2); err == nil {
+		t.Errorf("pi2 listed the fleet: %+v", f)
+	}
+	lcancel()
+	expectRefusal(errs2, `Permissions Violation for Publish to "$JS.API.STREAM.INFO.HE_FLEET_INDEX"`)
 	_, jsw, _ := connect("watch")
 	if recs, err := fleet.Records(ctx, jsw, "pi2", "forged"); err != nil || len(recs) != 0 {
 		t.Errorf("the fleet holds %d records of pi2/forged (%v)", len(recs), err)
