@@ -142,6 +142,10 @@ type Options struct {
 	// (JetStream's acknowledgements and answers come there), so that a user may be allowed to
 	// subscribe to its own replies only.
 	InboxPrefix string
+	// Unreachable, when set, is called with the error of each failed attempt to connect again
+	// (with Connect's retry), and Reached once an attempt succeeds.
+	Unreachable func(error)
+	Reached     func()
 	// Refused, when set, is called when the server refuses a publish or a subscription on a
 	// connection that stays up (a permissions violation: the user may not use that subject).
 	// Without it such a refusal is seen only as a request that is never answered.
@@ -227,6 +231,12 @@ func Connect(o Options, retry bool) (*nats.Conn, error) {
 	}
 	if o.Cert != "" {
 		opts = append(opts, nats.ClientCert(o.Cert, o.Key))
+	}
+	if o.Unreachable != nil {
+		opts = append(opts, nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { o.Unreachable(fmt.Errorf("%w%s", err, connectHint(err, o))) }))
+	}
+	if o.Reached != nil {
+		opts = append(opts, nats.ConnectHandler(func(*nats.Conn) { o.Reached() }), nats.ReconnectHandler(func(*nats.Conn) { o.Reached() }))
 	}
 	if retry {
 		opts = append(opts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.ReconnectWait(500*time.Millisecond))

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,6 +49,30 @@ func NewLink(cfg LinkConfig) (*Link, error) {
 		// The device's replies come under _INBOX.DEV: it may be allowed _INBOX.DEV.> alone, and
 		// then no device sees what another reads (docs/fleet.md, "Security").
 		cfg.NATS.InboxPrefix = DeviceInbox(cfg.Device)
+	}
+	// Say why NATS cannot be reached (a refused certificate, refused credentials), once per
+	// reason rather than at each attempt, and when it is reached again.
+	var mu sync.Mutex
+	var last string
+	if cfg.NATS.Unreachable == nil {
+		cfg.NATS.Unreachable = func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err.Error() != last {
+				last = err.Error()
+				cfg.Log.Warn("fleet: cannot reach NATS; the device works offline and keeps trying", "nats", cfg.NATS.URL, "err", err)
+			}
+		}
+	}
+	if cfg.NATS.Reached == nil {
+		cfg.NATS.Reached = func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if last != "" {
+				last = ""
+				cfg.Log.Info("fleet: NATS reached", "nats", cfg.NATS.URL)
+			}
+		}
 	}
 	nc, err := Connect(cfg.NATS, true)
 	if err != nil {

@@ -201,8 +201,9 @@ func waitFleetStatus(t *testing.T, harness string, want statefmt.Status, args ..
 // joined with --nats tls://… --nats-ca --nats-cert --nats-key replicates its harness, and
 // `fleet ls` and `fleet approve` work with the same flags. A client that does not trust the
 // CA, one without a client certificate, one whose certificate another CA signed and one on
-// nats:// are refused with an error that says what to give; the flags' mistakes are usage
-// errors that name the flag and the file.
+// nats:// are refused with an error that says what to give, and a daemon without a client
+// certificate runs its harness offline and logs why it cannot reach NATS; the flags' mistakes
+// are usage errors that name the flag and the file.
 func TestFleetOverMutualTLS(t *testing.T) {
 	dir := t.TempDir()
 	ca := newPKI(t, filepath.Join(dir, "pki"), "fleet")
@@ -283,6 +284,19 @@ tls {
 			t.Errorf("%s: exit %d (want %d), %s: %q %s", c.name, code, c.code, time.Since(start).Round(time.Millisecond), out, stderr)
 		}
 	}
+	// A daemon the server refuses (no client certificate) works offline and says why.
+	offline := filepath.Join(dir, "pi3")
+	d := startDaemon(t, offline, "--nats", url, "--nats-ca", ca.CA, "--device", "pi3")
+	if code, out, stderr := run(t, "--store", offline, "submit", writeTask(t, dir, "solo.yaml", daemonTask("solo", filepath.Join(dir, "ws3"), 2, "5ms", false))); code != ExitOK {
+		t.Fatalf("submit offline: exit %d: %s%s", code, out, stderr)
+	}
+	waitStatus(t, offline, "solo", statefmt.StatusCompleted)
+	for _, w := range []string{"fleet: cannot reach NATS; the device works offline and keeps trying", "give a client certificate with --nats-cert FILE --nats-key FILE"} {
+		if !strings.Contains(d.log.String(), w) {
+			t.Errorf("the refused daemon's log lacks %q:\n%s", w, d.log)
+		}
+	}
+
 	// serve checks the same files before it starts, and the TLS flags need --nats.
 	for _, c := range []struct {
 		args []string
