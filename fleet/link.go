@@ -74,6 +74,11 @@ func NewLink(cfg LinkConfig) (*Link, error) {
 			}
 		}
 	}
+	if cfg.NATS.Refused == nil {
+		cfg.NATS.Refused = func(err error) {
+			cfg.Log.Warn("fleet: NATS refused a subject to this device's user (see the permissions in docs/fleet.md)", "err", err)
+		}
+	}
 	nc, err := Connect(cfg.NATS, true)
 	if err != nil {
 		return nil, err

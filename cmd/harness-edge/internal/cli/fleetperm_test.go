@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,7 +73,7 @@ func docUsers(t *testing.T) map[string]docUser {
 		}
 		users[u.name] = u
 	}
-	for _, n := range []string{"pi1", "pi2", "watch", "ops"} {
+	for _, n := range []string{"pi1", "pi2", "pi3", "watch", "ops"} {
 		if _, ok := users[n]; !ok {
 			t.Fatalf("docs/fleet.md has no `nsc add user --name %s` (it has %d users)", n, len(users))
 		}
@@ -144,11 +145,13 @@ func operatorMode(t *testing.T, dir string, users map[string]docUser) (conf stri
 }
 
 // TestFleetPermissionsAsDocumented runs a nats-server in operator mode over mutual TLS with the
-// accounts of docs/fleet.md's worked example (read from it), two daemons (pi1, pi2) with their
-// devices' credentials files and the two operators' commands: each device replicates; a
-// device reads nothing of the other's, cannot subscribe to its subjects, cannot forge a record
-// for it nor answer its gates; the reading operator's ls, show, events and report work and its
-// approve is refused at once with the server's reason; the answering operator's approve works.
+// accounts of docs/fleet.md's worked example (read from it), three daemons (pi1, pi2, and pi3
+// that may adopt) with their devices' credentials files and the two operators' commands: each
+// device replicates; a device reads nothing of the other's, cannot subscribe to its subjects
+// or replies, cannot forge a record for it, write the fence nor answer its gates; the reading
+// operator's ls, show, events and report work and its approve, pause and adopt are refused at
+// once with the server's reason; the answering operator's approve works, and so does its
+// adoption of a killed device's harness on pi3.
 func TestFleetPermissionsAsDocumented(t *testing.T) {
 	dir := t.TempDir()
 	ca := newPKI(t, filepath.Join(dir, "pki"), "fleet")
@@ -175,14 +178,19 @@ tls {
 		return append(args, "--nats", url, "--nats-ca", ca.CA, "--nats-cert", certs[user][0], "--nats-key", certs[user][1], "--nats-creds", creds[user])
 	}
 	stores := map[string]string{}
-	for _, dev := range []string{"pi1", "pi2"} {
+	daemons := map[string]*daemon{}
+	for _, dev := range []string{"pi1", "pi2", "pi3"} {
 		stores[dev] = filepath.Join(dir, dev)
 		d := startDaemon(t, stores[dev], as(dev, "--device", dev)...)
+		daemons[dev] = d
 		t.Cleanup(func() {
 			if t.Failed() {
 				t.Logf("%s's daemon:\n%s", dev, d.log)
 			}
 		})
+		if dev == "pi3" {
+			continue // it runs nothing of its own
+		}
 		task := writeTask(t, dir, dev+".yaml", daemonTask("job", filepath.Join(dir, "ws-"+dev), 2, "5ms", true))
 		if code, out, stderr := run(t, "--store", stores[dev], "submit", task); code != ExitOK {
 			t.Fatalf("submit on %s: exit %d: %s%s", dev, code, out, stderr)
@@ -215,6 +223,7 @@ tls {
 	}
 	refused("watch", []string{"fleet", "approve", "pi1/job", "g1"}, `Permissions Violation for Publish to "he.fleet.pi1.ctl"`)
 	refused("watch", []string{"fleet", "pause", "pi2/job"}, `Permissions Violation for Publish to "he.fleet.pi2.ctl"`)
+	refused("watch", []string{"fleet", "adopt", "pi2/job", "--to", "pi3"}, `Permissions Violation for Publish to "he.fleet.pi3.ctl"`)
 
 	// A device reads nothing of the fleet, and answers no other device's gate.
 	// (A device's credentials in a fleet command are refused their first reply subscription.)
@@ -281,12 +290,12 @@ tls {
 			t.Errorf("pi2 received %s, an answer to someone else", m.Subject)
 		}
 	}
-	// pi1 may not forge a record, an index entry or a heartbeat for pi2: the server refuses the
-	// publishes, and the stream stores none of them.
+	// pi1 may not forge a record, an index entry or a heartbeat for pi2, nor write the fence
+	// (it may not adopt): the server refuses the publishes, and the stream stores none of them.
 	nc1, js1, errs1 := connect("pi1")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, subj := range []string{fleet.Subject("pi2", "rec", "forged"), fleet.Subject("pi2", "idx", "forged"), "he.fleet.pi2.hb"} {
+	for _, subj := range []string{fleet.Subject("pi2", "rec", "forged"), fleet.Subject("pi2", "idx", "forged"), "he.fleet.pi2.hb", "$KV." + fleet.FenceBucket + ".forged"} {
 		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := js1.Publish(pctx, subj, []byte("forged"))
 		pcancel()
@@ -337,5 +346,26 @@ tls {
 	var st struct{ Status statefmt.Status }
 	if err := json.Unmarshal([]byte(out), &st); code != ExitOK || err != nil || st.Status != statefmt.StatusPaused {
 		t.Errorf("pi2/job: exit %d, status %q (want paused: only ops may answer for pi2, and did not): %v %s", code, st.Status, err, stderr)
+	}
+
+	// pi2 dies; ops adopts its harness on pi3, the device that may, and answers its gate there.
+	if err := daemons["pi2"].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-daemons["pi2"].exited
+	code, out, stderr = run(t, as("ops", "fleet", "adopt", "pi2/job", "--to", "pi3")...)
+	if code != ExitOK || !strings.Contains(out, "pi2/job adopted by pi3") || !strings.Contains(out, "pi3/job: waits on gate(s) g1") {
+		t.Fatalf("fleet adopt as ops: exit %d: %s%s\npi3's daemon:\n%s", code, out, stderr, daemons["pi3"].log)
+	}
+	if code, out, stderr := run(t, as("ops", "fleet", "approve", "pi3/job", "g1")...); code != ExitOK {
+		t.Fatalf("fleet approve pi3/job as ops: exit %d: %s%s", code, out, stderr)
+	}
+	waitStatus(t, stores["pi3"], "job", statefmt.StatusCompleted)
+	waitFleetStatus(t, "pi3/job", statefmt.StatusCompleted, as("watch")...)
+	// The documented permissions are all the daemons needed: the server refused them nothing.
+	for dev, d := range daemons {
+		if strings.Contains(d.log.String(), "NATS refused") {
+			t.Errorf("the server refused %s's daemon something:\n%s", dev, d.log)
+		}
 	}
 }
