@@ -23,6 +23,8 @@ package fleet
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -128,8 +130,75 @@ type Options struct {
 	URL string
 	// Creds is a NATS credentials file (user JWT and seed), or "".
 	Creds string
+	// CA is a PEM file of the certificate authorities that sign the server's certificate, or ""
+	// (the system's roots). Giving it turns TLS on.
+	CA string
+	// Cert and Key are the client's certificate and its private key (PEM), for a server that
+	// verifies clients (mutual TLS); both or neither. Giving them turns TLS on.
+	Cert, Key string
 	// Name is the connection's name as the server shows it.
 	Name string
+	// InboxPrefix, when set, replaces _INBOX as the prefix of the connection's reply subjects
+	// (JetStream's acknowledgements and answers come there), so that a user may be allowed to
+	// subscribe to its own replies only.
+	InboxPrefix string
+	// Unreachable, when set, is called with the error of each failed attempt to connect again
+	// (with Connect's retry), and Reached once an attempt succeeds.
+	Unreachable func(error)
+	Reached     func()
+	// Refused, when set, is called when the server refuses a publish or a subscription on a
+	// connection that stays up (a permissions violation: the user may not use that subject).
+	// Without it such a refusal is seen only as a request that is never answered.
+	Refused func(error)
+}
+
+// OptionError is a file of Options that cannot be used: Flag names the command-line flag that
+// gives it.
+type OptionError struct {
+	Flag, File string
+	Err        error
+}
+
+func (e *OptionError) Error() string {
+	if e.File == "" {
+		return e.Flag + ": " + e.Err.Error()
+	}
+	return fmt.Sprintf("%s %s: %v", e.Flag, e.File, e.Err)
+}
+
+func (e *OptionError) Unwrap() error { return e.Err }
+
+// Check checks the files Options names before anything connects: each must be a readable
+// file, the CA a PEM certificate, and a client certificate comes with its key.
+func (o Options) Check() error {
+	switch {
+	case o.Cert != "" && o.Key == "":
+		return &OptionError{Flag: "--nats-cert", File: o.Cert, Err: errors.New("a client certificate needs its private key: give --nats-key FILE too")}
+	case o.Key != "" && o.Cert == "":
+		return &OptionError{Flag: "--nats-key", File: o.Key, Err: errors.New("a private key needs its client certificate: give --nats-cert FILE too")}
+	}
+	for _, f := range []struct{ flag, file string }{{"--nats-creds", o.Creds}, {"--nats-ca", o.CA}, {"--nats-cert", o.Cert}, {"--nats-key", o.Key}} {
+		if f.file == "" {
+			continue
+		}
+		b, err := os.ReadFile(f.file)
+		if err != nil {
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return &OptionError{Flag: f.flag, File: f.file, Err: fmt.Errorf("cannot read it: %w", err)}
+		}
+		if f.flag == "--nats-ca" && !x509.NewCertPool().AppendCertsFromPEM(b) {
+			return &OptionError{Flag: f.flag, File: f.file, Err: errors.New("holds no PEM certificate (want the CA's certificate, -----BEGIN CERTIFICATE-----)")}
+		}
+	}
+	if o.Cert != "" {
+		if _, err := tls.LoadX509KeyPair(o.Cert, o.Key); err != nil {
+			return &OptionError{Flag: "--nats-cert", File: o.Cert, Err: fmt.Errorf("with --nats-key %s: %w", o.Key, err)}
+		}
+	}
+	return nil
 }
 
 // Connect connects to NATS. With retry it also starts while the server is unreachable and
@@ -140,21 +209,78 @@ func Connect(o Options, retry bool) (*nats.Conn, error) {
 	if o.URL == "" {
 		return nil, errors.New("no NATS URL: give --nats nats://HOST:4222")
 	}
+	if err := o.Check(); err != nil {
+		return nil, err
+	}
 	opts := []nats.Option{nats.Name(o.Name), nats.ReconnectBufSize(-1), nats.Timeout(3 * time.Second)}
 	if o.Creds != "" {
-		if _, err := os.Stat(o.Creds); err != nil {
-			return nil, fmt.Errorf("--nats-creds: %w", err)
-		}
 		opts = append(opts, nats.UserCredentials(o.Creds))
+	}
+	if o.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(o.InboxPrefix))
+	}
+	if o.Refused != nil {
+		opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				o.Refused(err)
+			}
+		}))
+	}
+	if o.CA != "" {
+		opts = append(opts, nats.RootCAs(o.CA))
+	}
+	if o.Cert != "" {
+		opts = append(opts, nats.ClientCert(o.Cert, o.Key))
+	}
+	if o.Unreachable != nil {
+		opts = append(opts, nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { o.Unreachable(fmt.Errorf("%w%s", err, connectHint(err, o))) }))
+	}
+	if o.Reached != nil {
+		opts = append(opts, nats.ConnectHandler(func(*nats.Conn) { o.Reached() }), nats.ReconnectHandler(func(*nats.Conn) { o.Reached() }))
 	}
 	if retry {
 		opts = append(opts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.ReconnectWait(500*time.Millisecond))
 	}
 	nc, err := nats.Connect(o.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("NATS at %s: %w", o.URL, err)
+		return nil, fmt.Errorf("NATS at %s: %w%s", o.URL, err, connectHint(err, o))
 	}
 	return nc, nil
+}
+
+// tlsRefused tells a server that ended the TLS handshake over the client's certificate: with
+// TLS 1.3 the client learns it as an alert or as the connection closed right after.
+func tlsRefused(err error) bool {
+	m := err.Error()
+	for _, s := range []string{"tls: certificate required", "tls: bad certificate", "tls: unknown certificate authority", "connection closed by remote after TLS handshake"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// connectHint says what to do about a refused connection where the error alone does not.
+func connectHint(err error, o Options) string {
+	var unknown x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	switch {
+	case errors.As(err, &unknown) && o.CA == "":
+		return " (the server's certificate is not signed by a CA this machine trusts: give the fleet's CA with --nats-ca FILE)"
+	case errors.As(err, &unknown):
+		return fmt.Sprintf(" (the server's certificate is not signed by the CA in --nats-ca %s)", o.CA)
+	case errors.As(err, &hostname):
+		return " (the server's certificate does not name the host in the URL)"
+	case errors.Is(err, nats.ErrSecureConnRequired):
+		return " (use a tls:// URL, or give --nats-ca)"
+	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked):
+		return " (check --nats-creds)"
+	case tlsRefused(err) && o.Cert == "":
+		return " (the server verifies clients: give a client certificate with --nats-cert FILE --nats-key FILE)"
+	case tlsRefused(err):
+		return fmt.Sprintf(" (the server refused the client certificate --nats-cert %s: is it signed by a CA the server trusts, and still valid?)", o.Cert)
+	}
+	return ""
 }
 
 // StreamConfigs are the two streams of the fleet: the log (records, events, tasks: kept, in

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -44,6 +45,40 @@ func NewLink(cfg LinkConfig) (*Link, error) {
 	if cfg.NATS.Name == "" {
 		cfg.NATS.Name = "harness-edge device " + cfg.Device
 	}
+	if cfg.NATS.InboxPrefix == "" {
+		// The device's replies come under _INBOX.DEV: it may be allowed _INBOX.DEV.> alone, and
+		// then no device sees what another reads (docs/fleet.md, "Security").
+		cfg.NATS.InboxPrefix = DeviceInbox(cfg.Device)
+	}
+	// Say why NATS cannot be reached (a refused certificate, refused credentials), once per
+	// reason rather than at each attempt, and when it is reached again.
+	var mu sync.Mutex
+	var last string
+	if cfg.NATS.Unreachable == nil {
+		cfg.NATS.Unreachable = func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err.Error() != last {
+				last = err.Error()
+				cfg.Log.Warn("fleet: cannot reach NATS; the device works offline and keeps trying", "nats", cfg.NATS.URL, "err", err)
+			}
+		}
+	}
+	if cfg.NATS.Reached == nil {
+		cfg.NATS.Reached = func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if last != "" {
+				last = ""
+				cfg.Log.Info("fleet: NATS reached", "nats", cfg.NATS.URL)
+			}
+		}
+	}
+	if cfg.NATS.Refused == nil {
+		cfg.NATS.Refused = func(err error) {
+			cfg.Log.Warn("fleet: NATS refused a subject to this device's user (see the permissions in docs/fleet.md)", "err", err)
+		}
+	}
 	nc, err := Connect(cfg.NATS, true)
 	if err != nil {
 		return nil, err
@@ -64,6 +99,9 @@ func NewLink(cfg LinkConfig) (*Link, error) {
 	}
 	return &Link{cfg: cfg, nc: nc, Replicator: r}, nil
 }
+
+// DeviceInbox is the prefix of a device daemon's reply subjects: _INBOX.DEV.
+func DeviceInbox(device string) string { return "_INBOX." + device }
 
 // Guard is the daemon's run guard (control.DaemonConfig.RunGuard): a harness that was adopted
 // by another device (the fleet's fence names it) does not run here. Offline, the device runs

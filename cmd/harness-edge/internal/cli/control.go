@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/harness-edge/harness-edge/fleet"
 	"github.com/harness-edge/harness-edge/runtime/harness"
 
 	"github.com/spf13/cobra"
@@ -62,6 +63,9 @@ func newServeCmd(g *globals, stdout, stderr io.Writer) *cobra.Command {
 		retain       string
 		natsURL      string
 		natsCreds    string
+		natsCA       string
+		natsCert     string
+		natsKey      string
 		device       string
 	)
 	c := &cobra.Command{
@@ -108,7 +112,7 @@ memory, load per CPU or temperature is over its limit.`,
 				h = slog.NewJSONHandler(stderr, nil)
 			}
 			cfg.Logger = slog.New(h)
-			if err := fleetLink(&cfg, natsURL, natsCreds, device, cfg.Logger); err != nil {
+			if err := fleetLink(&cfg, fleet.Options{URL: natsURL, Creds: natsCreds, CA: natsCA, Cert: natsCert, Key: natsKey}, device, cfg.Logger); err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -140,6 +144,7 @@ memory, load per CPU or temperature is over its limit.`,
 	f.BoolVar(&logJSON, "log-json", false, "log as JSON lines (default: text) on stderr")
 	f.StringVar(&natsURL, "nats", "", "join the fleet: replicate to JetStream at this NATS URL and answer its requests (docs/fleet.md)")
 	f.StringVar(&natsCreds, "nats-creds", "", "NATS credentials file for --nats")
+	addTLSFlags(f, &natsCA, &natsCert, &natsKey)
 	f.StringVar(&device, "device", "", "this device's name in the fleet (default: the host name)")
 	return c
 }

@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/fleet"
@@ -26,12 +28,15 @@ const EnvNATS = "HARNESS_EDGE_NATS"
 
 // fleetLink joins `serve` to the fleet when --nats is given: the replicator becomes one of the
 // daemon's event sinks and the link runs beside its scheduler.
-func fleetLink(cfg *control.DaemonConfig, url, creds, device string, log *slog.Logger) error {
-	if url == "" {
-		if creds != "" || device != "" {
-			return usageError{errors.New("--nats-creds and --device need --nats URL")}
+func fleetLink(cfg *control.DaemonConfig, nopts fleet.Options, device string, log *slog.Logger) error {
+	if nopts.URL == "" {
+		if nopts.Creds != "" || nopts.CA != "" || nopts.Cert != "" || nopts.Key != "" || device != "" {
+			return usageError{errors.New("--nats-creds, --nats-ca, --nats-cert, --nats-key and --device need --nats URL")}
 		}
 		return nil
+	}
+	if err := nopts.Check(); err != nil {
+		return usageError{err}
 	}
 	if device == "" {
 		device = fleet.DefaultDevice()
@@ -39,7 +44,7 @@ func fleetLink(cfg *control.DaemonConfig, url, creds, device string, log *slog.L
 	if err := fleet.ValidDevice(device); err != nil {
 		return usageError{fmt.Errorf("--device: %w", err)}
 	}
-	l, err := fleet.NewLink(fleet.LinkConfig{NATS: fleet.Options{URL: url, Creds: creds}, Device: device, Version: version, Log: log})
+	l, err := fleet.NewLink(fleet.LinkConfig{NATS: nopts, Device: device, Version: version, Log: log})
 	if err != nil {
 		return err
 	}
@@ -87,25 +92,68 @@ permissions a larger fleet on its own NATS cluster needs. SIGTERM or SIGINT stop
 	return c
 }
 
+// addTLSFlags adds the flags for TLS to NATS.
+func addTLSFlags(f *pflag.FlagSet, ca, cert, key *string) {
+	f.StringVar(ca, "nats-ca", "", "PEM file of the CA that signs the NATS server's certificate (turns TLS on; default: the system's CAs for a tls:// URL)")
+	f.StringVar(cert, "nats-cert", "", "PEM client certificate for a NATS server that verifies clients (with --nats-key)")
+	f.StringVar(key, "nats-key", "", "PEM private key of --nats-cert")
+}
+
 // fleetFlags are the flags every fleet command takes.
 type fleetFlags struct {
-	url, creds string
-	timeout    time.Duration
+	url, creds, ca, cert, key string
+	timeout                   time.Duration
+	// refused is the first refusal of a publish or subscription on the session's connection;
+	// it ends the session at once (cancel).
+	mu      sync.Mutex
+	refused error
+	cancel  context.CancelFunc
+}
+
+// explain turns a command's error into the server's refusal when there was one: without it a
+// refused request would read as a device that does not answer.
+func (f *fleetFlags) explain(err error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil || f.refused == nil {
+		return err
+	}
+	who := "this connection's NATS user"
+	if f.creds != "" {
+		who = "the NATS user of --nats-creds " + f.creds
+	}
+	return fmt.Errorf("NATS refused it: %w (%s may not do this: see the permissions in docs/fleet.md, \"Security\")", f.refused, who)
+}
+
+func (f *fleetFlags) onRefused(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refused == nil {
+		f.refused = err
+	}
+	if f.cancel != nil {
+		f.cancel()
+	}
 }
 
 func (f *fleetFlags) add(c *cobra.Command) {
 	c.PersistentFlags().StringVar(&f.url, "nats", "", "NATS URL of the fleet (default $"+EnvNATS+", else nats://127.0.0.1:4222)")
 	c.PersistentFlags().StringVar(&f.creds, "nats-creds", "", "NATS credentials file")
+	addTLSFlags(c.PersistentFlags(), &f.ca, &f.cert, &f.key)
 	c.PersistentFlags().DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for NATS (and for a device's answer)")
 }
 
 // session connects to NATS and bounds the command by --timeout; done lets both go.
 func (f *fleetFlags) session() (ctx context.Context, js jetstream.JetStream, done func(), err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	f.mu.Lock()
+	f.cancel = cancel
+	f.mu.Unlock()
 	js, closeNC, err := f.connect()
 	if err != nil {
+		cancel()
 		return nil, nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	return ctx, js, func() { cancel(); closeNC() }, nil
 }
 
@@ -117,7 +165,11 @@ func (f *fleetFlags) connect() (jetstream.JetStream, func(), error) {
 	if url == "" {
 		url = "nats://" + fleet.DefaultListen
 	}
-	nc, err := fleet.Connect(fleet.Options{URL: url, Creds: f.creds, Name: "harness-edge fleet"}, false)
+	o := fleet.Options{URL: url, Creds: f.creds, CA: f.ca, Cert: f.cert, Key: f.key, Name: "harness-edge fleet", Refused: f.onRefused}
+	if err := o.Check(); err != nil {
+		return nil, nil, usageError{err}
+	}
+	nc, err := fleet.Connect(o, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -153,6 +205,11 @@ func newFleetCmd(g *globals, stdin io.Reader, stdout io.Writer) *cobra.Command {
 	c.AddCommand(newFleetLsCmd(&ff, stdout), newFleetShowCmd(&ff, stdout), newFleetDecideCmd(&ff, stdout, true), newFleetDecideCmd(&ff, stdout, false), newFleetAdoptCmd(&ff, stdout),
 		newFleetEventsCmd(&ff, stdout), newFleetReportCmd(&ff, stdout),
 		newFleetControlCmd(&ff, stdin, stdout, fleet.OpPause), newFleetControlCmd(&ff, stdin, stdout, fleet.OpResume), newFleetControlCmd(&ff, stdin, stdout, fleet.OpTell))
+	for _, sub := range c.Commands() {
+		if run := sub.RunE; run != nil {
+			sub.RunE = func(c *cobra.Command, args []string) error { return ff.explain(run(c, args)) }
+		}
+	}
 	return c
 }
 
