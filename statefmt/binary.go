@@ -995,7 +995,10 @@ func decodeBinary(b []byte, whole string, validate bool) (*HarnessState, error) 
 	if string(b[:3]) != binaryMagic {
 		return nil, &DecodeError{0, "bad magic (not a harness-edge binary state)"}
 	}
-	if b[3] < 1 || b[3] > BinaryFormatVersion {
+	if b[3] > BinaryFormatVersion {
+		return nil, &DecodeError{3, fmt.Sprintf("binary format version %d is not supported (supported: 1 to %d): a newer harness-edge wrote it; read it with that version or a later one", b[3], BinaryFormatVersion)}
+	}
+	if b[3] < 1 {
 		return nil, &DecodeError{3, fmt.Sprintf("binary format version %d is not supported (supported: 1 to %d)", b[3], BinaryFormatVersion)}
 	}
 	end := len(b) - trailerLen

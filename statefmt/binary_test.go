@@ -63,7 +63,7 @@ func TestDecodeBinaryRefusesDamage(t *testing.T) {
 		want string
 	}{
 		{"bad magic", forge(func(b []byte) []byte { b[0] = 'X'; return b }), "bad magic"},
-		{"bad version", forge(func(b []byte) []byte { b[3] = 7; return b }), "binary format version 7 is not supported (supported: 1 to 3)"},
+		{"bad version", forge(func(b []byte) []byte { b[3] = 7; return b }), "binary format version 7 is not supported (supported: 1 to 3): a newer harness-edge wrote it"},
 		{"history end past the state", forge(func(b []byte) []byte {
 			binary.LittleEndian.PutUint64(b[end:], uint64(len(b)))
 			return b
