@@ -497,23 +497,91 @@ type ReplicaEvent struct {
 	Data []byte
 }
 
-// ImportReplica imports one harness (one without sub-agents, and no sub-agent) from a replica
-// the way Import imports an export: every record replayed and every hash and link checked, the
-// task and every event checked, then everything written in one synced batch, or nothing. A
-// harness the store holds is refused (ErrExists) unless o.Replace is set. With o.DryRun it
-// checks all that and writes nothing.
+// ImportReplica imports one harness (one without sub-agents, and no sub-agent) from a replica;
+// see ImportReplicas.
 func (s *Store) ImportReplica(r Replica, o ImportOptions) (TransferSummary, error) {
+	return s.ImportReplicas([]Replica{r}, o)
+}
+
+// ImportReplicas imports a family from replicas the way Import imports an export: the root
+// first, then every sub-agent of the family (ReplicaFamily gathers them), each with every
+// record replayed and every hash and link checked, its task and every event checked, the
+// family checked as Import checks it, then everything written in one synced batch, or
+// nothing. A harness the store holds is refused (ErrExists) unless o.Replace is set. With
+// o.DryRun it checks all that and writes nothing.
+func (s *Store) ImportReplicas(rs []Replica, o ImportOptions) (TransferSummary, error) {
+	if len(rs) == 0 {
+		return TransferSummary{}, errors.New("no replica to import; nothing was imported")
+	}
+	if len(rs) > maxFamily {
+		return TransferSummary{}, fmt.Errorf("%d replicas: a family holds at most %d harnesses; nothing was imported", len(rs), maxFamily)
+	}
+	family := make([]*member, 0, len(rs))
+	for _, r := range rs {
+		m, err := replicaMember(r)
+		if err != nil {
+			return TransferSummary{}, err
+		}
+		family = append(family, m)
+	}
+	return s.importFamily(family[0].id, family, o, "replica")
+}
+
+func replicaMember(r Replica) (*member, error) {
 	m := &member{indexJSON: r.IndexJSON, task: r.Task, records: r.Records}
 	dec := json.NewDecoder(bytes.NewReader(r.IndexJSON))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m.index); err != nil {
-		return TransferSummary{}, fmt.Errorf("the replicated index entry does not decode: %w; nothing was imported", err)
+		return nil, fmt.Errorf("the replicated index entry does not decode: %w; nothing was imported", err)
 	}
 	m.id = m.index.ID
 	for _, e := range r.Events {
 		m.events = append(m.events, storedEvent{e.N, e.Data})
 	}
-	return s.importFamily(m.id, []*member{m}, o, "replica")
+	return m, nil
+}
+
+// ReplicaFamily gathers the family of a root's replica: the root, then, breadth first, every
+// sub-agent a member's head state lists, read through read (each once, at most maxFamily
+// harnesses in all). Each member is verified as an import verifies it, to learn its
+// sub-agents. A root that is a sub-agent is refused, naming its parent.
+func (s *Store) ReplicaFamily(root Replica, read func(id string) (Replica, error)) ([]Replica, error) {
+	out := []Replica{root}
+	seen := map[string]bool{}
+	rootID := ""
+	for i := 0; i < len(out); i++ {
+		m, err := replicaMember(out[i])
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			if m.index.ParentHarnessID != "" {
+				return nil, fmt.Errorf("harness %s is a sub-agent of %s: adopt %s (its sub-agents go with it)", m.id, m.index.ParentHarnessID, m.index.ParentHarnessID)
+			}
+			seen[m.id], rootID = true, m.id
+		}
+		if err := s.verifyMember(m); err != nil {
+			return nil, fmt.Errorf("replica does not verify: harness %s: %w", m.id, err)
+		}
+		for _, c := range m.state.SubAgentIDs {
+			if seen[c] {
+				continue
+			}
+			seen[c] = true
+			if len(seen) > maxFamily {
+				return nil, fmt.Errorf("harness %s has more than %d harnesses in its family", rootID, maxFamily)
+			}
+			if err := ValidID(c); err != nil {
+				return nil, fmt.Errorf("harness %s lists sub-agent %q: %w", m.id, c, err)
+			}
+			r, err := read(c)
+			if err != nil {
+				return nil, fmt.Errorf("harness %s lists sub-agent %s, which was not read: %w", m.id, c, err)
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 func (s *Store) importFamily(root string, family []*member, o ImportOptions, what string) (TransferSummary, error) {

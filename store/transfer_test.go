@@ -539,3 +539,76 @@ func TestImportReplicaVerifiesTheChainAndIsAllOrNothing(t *testing.T) {
 		t.Fatalf("a second import: %v, want ErrExists", err)
 	}
 }
+
+// A family of replicas (a root, its sub-agent and that one's sub-agent) is gathered from its
+// root, each sub-agent read once, and imported in one batch; a sub-agent as the root, a
+// sub-agent the reader does not have, and a family without one of its members are refused and
+// write nothing.
+func TestImportReplicasMovesAWholeFamily(t *testing.T) {
+	a := open(t, t.TempDir())
+	defer a.Close()
+	family(t, a, 3)
+	reps := map[string]store.Replica{}
+	for _, id := range []string{"quick", "quick.sub", "quick.sub.deep"} {
+		reps[id] = replicaOf(t, a, id)
+	}
+	var reads []string
+	read := func(id string) (store.Replica, error) {
+		reads = append(reads, id)
+		r, ok := reps[id]
+		if !ok {
+			return store.Replica{}, fmt.Errorf("%w: no replica of %s", store.ErrNotFound, id)
+		}
+		return r, nil
+	}
+	bdir := t.TempDir()
+	b := open(t, bdir)
+	member(t, b, "other", "", nil, statefmt.StatusPaused, 2)
+	if _, err := b.ReplicaFamily(reps["quick.sub"], read); err == nil || !strings.Contains(err.Error(), "harness quick.sub is a sub-agent of quick: adopt quick") {
+		t.Fatalf("a sub-agent as the root: %v", err)
+	}
+	fam, err := b.ReplicaFamily(reps["quick"], read)
+	if err != nil || len(fam) != 3 || !reflect.DeepEqual(reads, []string{"quick.sub", "quick.sub.deep"}) {
+		t.Fatalf("the family: %d replicas, read %v, %v", len(fam), reads, err)
+	}
+	delete(reps, "quick.sub.deep")
+	if _, err := b.ReplicaFamily(reps["quick"], read); err == nil || !strings.Contains(err.Error(), "harness quick.sub lists sub-agent quick.sub.deep, which was not read") {
+		t.Fatalf("a sub-agent missing: %v", err)
+	}
+	b.Close()
+	before := dump(t, bdir)
+	for name, rs := range map[string][]store.Replica{"without its deepest member": fam[:2], "the root alone": fam[:1], "none": nil} {
+		b := open(t, bdir)
+		_, err := b.ImportReplicas(rs, store.ImportOptions{})
+		b.Close()
+		if err == nil {
+			t.Fatalf("%s: imported", name)
+		}
+		if after := dump(t, bdir); !reflect.DeepEqual(after, before) {
+			t.Fatalf("%s: the store changed", name)
+		}
+		t.Logf("%s: %v", name, err)
+	}
+	b = open(t, bdir)
+	defer b.Close()
+	sum, err := b.ImportReplicas(fam, store.ImportOptions{DryRun: true})
+	if err != nil || !reflect.DeepEqual(sum.Harnesses, []string{"quick", "quick.sub", "quick.sub.deep"}) {
+		t.Fatalf("dry run: %+v, %v", sum, err)
+	}
+	if _, err := b.Index("quick"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the dry run wrote: %v", err)
+	}
+	if _, err := b.ImportReplicas(fam, store.ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"quick", "quick.sub", "quick.sub.deep"} {
+		want, _ := a.Restore(id)
+		got, err := b.Restore(id)
+		if err != nil || got.Status != want.Status || got.CheckpointCount != want.CheckpointCount || !slices.Equal(got.SubAgentIDs, want.SubAgentIDs) {
+			t.Fatalf("%s imported: %+v, %v", id, got, err)
+		}
+	}
+	if _, err := b.ImportReplicas(fam, store.ImportOptions{}); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("a second import: %v, want ErrExists", err)
+	}
+}
