@@ -36,9 +36,12 @@ type Adoption struct {
 	To      string          `json:"to"`
 	Status  statefmt.Status `json:"status"`
 	HeadSeq uint64          `json:"headSeq"`
-	// Records were replayed and verified, hash by hash, from the keyframe to the head.
+	// Records were replayed and verified, hash by hash, from the keyframe to the head (the
+	// harness's own; its sub-agents' were verified the same way).
 	Records int `json:"records"`
 	Events  int `json:"events"`
+	// Harnesses are the family that moved: the harness first, then its sub-agents.
+	Harnesses []string `json:"harnesses,omitempty"`
 	// FenceRevision is the fence entry's revision that made To the owner.
 	FenceRevision uint64 `json:"fenceRevision"`
 	// Resumed says the daemon queued the harness to run; Waiting lists the gates it waits
@@ -188,6 +191,9 @@ func (a *adopter) adopt(ctx context.Context, req Request) (Adoption, error) {
 	}
 	e := rep.Entry
 	out.Status, out.HeadSeq, out.Records, out.Events = e.Status, e.HeadSeq, len(rep.Replica.Records), len(rep.Replica.Events)
+	if e.ParentHarnessID != "" {
+		return out, refused("harness %s/%s is a sub-agent of %s: adopt %s/%s (its sub-agents go with it); nothing was changed", req.From, e.ID, e.ParentHarnessID, req.From, e.ParentHarnessID)
+	}
 	kv, err := js.KeyValue(ctx, FenceBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = js.CreateOrUpdateKeyValue(ctx, FenceConfig())
@@ -232,9 +238,22 @@ func (a *adopter) adopt(ctx context.Context, req Request) (Adoption, error) {
 		_, err := task.Parse("the replicated task of harness "+id, raw)
 		return err
 	}}
-	if _, err := db.ImportReplica(rep.Replica, opts); err != nil {
+	// The family: every sub-agent the root's state lists (and theirs), as the hub holds it.
+	family, err := db.ReplicaFamily(rep.Replica, func(id string) (store.Replica, error) {
+		sub, err := ReadReplicated(ctx, js, req.From, id)
+		if err != nil {
+			return store.Replica{}, err
+		}
+		return sub.Replica, nil
+	})
+	if err != nil {
+		return out, refused("the hub's copy does not rebuild here: %v; nothing was changed", err)
+	}
+	sum, err := db.ImportReplicas(family, opts)
+	if err != nil {
 		return out, refused("the hub's copy does not rebuild here: %v", err)
 	}
+	out.Harnesses = sum.Harnesses
 	if ours {
 		out.FenceRevision = fence.Revision
 	} else {
@@ -248,7 +267,7 @@ func (a *adopter) adopt(ctx context.Context, req Request) (Adoption, error) {
 		out.FenceRevision = rev
 	}
 	opts.DryRun = false
-	if _, err := db.ImportReplica(rep.Replica, opts); err != nil {
+	if _, err := db.ImportReplicas(family, opts); err != nil {
 		return out, fmt.Errorf("device %s owns harness %s in the fence now (revision %d), but storing it failed: %w; send the same request again (the same --request-id) to finish", a.device, e.ID, out.FenceRevision, err)
 	}
 	return a.resume(ctx, out), nil

@@ -372,12 +372,14 @@ func newFleetAdoptCmd(ff *fleetFlags, stdout io.Writer) *cobra.Command {
 DEVICE2's daemon over NATS, which rebuilds the harness from the records, task and events DEVICE
 replicated, replaying its chain hash by hash as an import does, makes itself the harness's owner
 in the fleet's fence (a compare-and-set on the harness's entry), stores it and resumes it, and
-answers with the result. DEVICE's daemon, when it comes back, does not run the harness: it
-pauses it, saying which device adopted it.
+answers with the result. Its sub-agents (and theirs) move with it, in the same checks and the
+same batch; the fence entry is the harness's, and covers them. DEVICE's daemon, when it comes
+back, does not run the harness (nor, so, its sub-agents): it pauses it, saying which device
+adopted it.
 
 Refused, changing nothing: while DEVICE's daemon answers on NATS, when the fence already names
 another device, when the replicated records do not verify, when DEVICE2 holds a harness of that
-id, and for a harness that completed or failed. Without --to, the target is the one device other
+id, for a harness that completed or failed, and for a sub-agent on its own (adopt its parent). Without --to, the target is the one device other
 than DEVICE whose heartbeat is less than 15 s old; with none or several, name it. A request is
 sent again while no answer comes (until --timeout), and applied once; to retry by hand, give the
 same --request-id.`,
@@ -437,6 +439,9 @@ same --request-id.`,
 			}
 			fmt.Fprintf(stdout, "%s/%s adopted by %s: records %d-%d verified (%d), %d events, fence revision %d%s\n",
 				dev, a.Harness, a.To, a.HeadSeq-uint64(max(a.Records, 1))+1, a.HeadSeq, a.Records, a.Events, a.FenceRevision, again)
+			if len(a.Harnesses) > 1 {
+				fmt.Fprintf(stdout, "%s/%s: its sub-agents moved with it: %s\n", a.To, a.Harness, strings.Join(a.Harnesses[1:], ", "))
+			}
 			switch {
 			case a.Resumed:
 				fmt.Fprintf(stdout, "%s/%s: the daemon resumes it\n", a.To, a.Harness)
