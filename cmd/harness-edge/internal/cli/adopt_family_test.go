@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/harness-edge/harness-edge/fleet"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
@@ -72,15 +70,7 @@ func TestFleetAdoptMovesAKilledDevicesFamily(t *testing.T) {
 	if code, out, stderr := run(t, "--store", dbs["a"], "submit", writeTask(t, dir, "fam.yaml", familyTask("fam", ws, subSteps, "250ms"))); code != ExitOK {
 		t.Fatalf("submit on a: exit %d: %s%s", code, out, stderr)
 	}
-	nc, err := fleet.Connect(fleet.Options{URL: url}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := hubStream(t, url)
 	ctx := context.Background()
 	// The hub holds the sub-agent with some of its steps done.
 	var sub string

@@ -130,15 +130,7 @@ func TestFleetAdoptMovesAKilledDevicesHarness(t *testing.T) {
 	waitStatus(t, dbs["c"], "job", statefmt.StatusCompleted)
 	_, cBefore, _ := run(t, "--store", dbs["c"], "show", "job", "--json")
 
-	nc, err := fleet.Connect(fleet.Options{URL: url}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := hubStream(t, url)
 	ctx := context.Background()
 	// The hub holds a's harness with some steps done.
 	var hubEntry store.IndexEntry

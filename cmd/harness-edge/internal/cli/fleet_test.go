@@ -19,6 +19,22 @@ import (
 	"github.com/harness-edge/harness-edge/store"
 )
 
+// hubStream connects to the NATS server at url for the test's own reads of what the hub holds;
+// the connection closes when the test ends.
+func hubStream(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := fleet.Connect(fleet.Options{URL: url}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
 // startHub starts `hub --listen 127.0.0.1:0` as a child process and returns its URL.
 func startHub(t *testing.T, dir string) string {
 	t.Helper()
@@ -167,15 +183,7 @@ func TestFleetReplicationAcrossADeviceKilledWithSIGKILL(t *testing.T) {
 	<-d.exited
 	d = startDaemon(t, db, "--nats", url, "--device", "crashy")
 	waitStatus(t, db, "k", statefmt.StatusCompleted)
-	nc, err := fleet.Connect(fleet.Options{URL: url}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := hubStream(t, url)
 	ctx := context.Background()
 	var recs []fleet.Record
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
