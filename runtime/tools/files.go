@@ -11,6 +11,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/harness-edge/harness-edge/runtime/task"
@@ -73,6 +74,10 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
+// lineReaders keeps readLines' buffers from call to call: a fresh one per call cost more than
+// reading the lines. Its size bounds a read, not a line (a longer line is read in pieces).
+var lineReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10) }}
+
 // readLines streams the lines [offset, offset+n) of a workspace file (offset 1-based; n ≤ 0:
 // to the end) into at most limit bytes of output. Memory stays bounded whatever the file's size
 // or line lengths: skipped lines are never kept, and the output stops at the cap.
@@ -88,7 +93,9 @@ func readLines(ctx context.Context, root *os.Root, p string, offset, n, limit in
 		return Failed(statefmt.ErrorPermanent, "%v", err)
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(ctxReader{ctx, f}, 64<<10)
+	br := lineReaders.Get().(*bufio.Reader)
+	br.Reset(ctxReader{ctx, f})
+	defer func() { br.Reset(nil); lineReaders.Put(br) }()
 	var out strings.Builder
 	line, taken := 1, 0
 	from := max(offset, 1)
