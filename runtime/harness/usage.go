@@ -2,8 +2,11 @@ package harness
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"os"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -20,13 +23,28 @@ func cpuTime() time.Duration {
 	return total
 }
 
+// statm is /proc/self/statm, opened once: every step reads it, and opening it each time cost
+// more than reading it. Nil where /proc is missing.
+var statm = sync.OnceValue(func() *os.File {
+	f, err := os.Open("/proc/self/statm")
+	if err != nil {
+		return nil
+	}
+	return f
+})
+
 // rssBytes is this process's resident memory now (0 where /proc is missing).
 func rssBytes() int64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
+	file := statm()
+	if file == nil {
 		return 0
 	}
-	f := bytes.Fields(b)
+	var buf [128]byte
+	n, err := file.ReadAt(buf[:], 0)
+	if n == 0 || (err != nil && !errors.Is(err, io.EOF)) {
+		return 0
+	}
+	f := bytes.Fields(buf[:n])
 	if len(f) < 2 {
 		return 0
 	}
