@@ -143,6 +143,12 @@ type Store struct {
 	policy bridge.ChainPolicy
 	lock   *os.File
 	zdec   *zstd.Decoder
+	// zall compresses every harness's keyframes: one encoder for the store (EncodeAll may be
+	// called at once from several goroutines), made at the first keyframe. Each harness holding
+	// its own cost megabytes of tables per harness.
+	zall     *zstd.Encoder
+	zallOnce sync.Once
+	zallErr  error
 
 	mu        sync.Mutex
 	harnesses map[string]*harness
@@ -173,11 +179,10 @@ type harness struct {
 	index IndexEntry
 
 	// The deltas' zstd stream (see compress): zw is nil until the first delta, streamOpen
-	// says whether the next delta continues it. zall compresses keyframes into zscratch.
+	// says whether the next delta continues it. Keyframes are compressed into zscratch.
 	zw         *zstd.Encoder
 	zbuf       bytes.Buffer
 	streamOpen bool
-	zall       *zstd.Encoder
 	zscratch   []byte
 
 	nextEvent uint64 // the next event's number; 0 until read from the log
@@ -195,20 +200,21 @@ func (h *harness) close() {
 	if h.zw != nil {
 		h.zw.Close()
 	}
-	if h.zall != nil {
-		h.zall.Close()
-	}
 }
 
 // compress returns the stored form of a record's payload. A keyframe is one zstd frame of its
 // own, decoded straight into the restore buffer, and it ends the harness's stream; the deltas
 // after it share one stream, flushed at each checkpoint, so each record's payload can refer to
 // the earlier ones. A delta starts a new stream after a keyframe or a restart.
-func (h *harness) compress(payload []byte, keyframe bool) (statefmt.Compression, []byte, error) {
+func (h *harness) compress(zall func() (*zstd.Encoder, error), payload []byte, keyframe bool) (statefmt.Compression, []byte, error) {
 	h.zbuf.Reset()
 	if keyframe {
 		h.streamOpen = false
-		return h.compressKeyframe(payload)
+		enc, err := zall()
+		if err != nil {
+			return 0, nil, err
+		}
+		return h.compressKeyframe(enc, payload)
 	}
 	comp := statefmt.CompressionZstdStream
 	if !h.streamOpen {
@@ -234,29 +240,30 @@ func (h *harness) compress(payload []byte, keyframe bool) (statefmt.Compression,
 	return comp, h.zbuf.Bytes(), nil
 }
 
+// keyframeEncoder is the store's keyframe compressor, made at its first use.
+func (s *Store) keyframeEncoder() (*zstd.Encoder, error) {
+	s.zallOnce.Do(func() {
+		s.zall, s.zallErr = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderCRC(false),
+			zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)))
+	})
+	return s.zall, s.zallErr
+}
+
 // keyframeFrame is the raw size of each independent zstd frame of a keyframe: large keyframes
 // compress and decompress on every core (restore time at 10 MB is mostly this decompression).
 const keyframeFrame = 1 << 20
 
 // compressKeyframe compresses a keyframe as one zstd frame, or as independent frames in
 // parallel (CompressionZstdFrames) when it is larger than keyframeFrame.
-func (h *harness) compressKeyframe(payload []byte) (statefmt.Compression, []byte, error) {
-	if h.zall == nil {
-		zall, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderCRC(false),
-			zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)))
-		if err != nil {
-			return 0, nil, err
-		}
-		h.zall = zall
-	}
+func (h *harness) compressKeyframe(zall *zstd.Encoder, payload []byte) (statefmt.Compression, []byte, error) {
 	if len(payload) <= keyframeFrame {
-		h.zscratch = h.zall.EncodeAll(payload, h.zscratch[:0])
+		h.zscratch = zall.EncodeAll(payload, h.zscratch[:0])
 		return statefmt.CompressionZstd, h.zscratch, nil
 	}
 	n := (len(payload) + keyframeFrame - 1) / keyframeFrame
 	frames := make([][]byte, n)
 	parallel(n, func(i int) {
-		frames[i] = h.zall.EncodeAll(payload[i*keyframeFrame:min(len(payload), (i+1)*keyframeFrame)], nil)
+		frames[i] = zall.EncodeAll(payload[i*keyframeFrame:min(len(payload), (i+1)*keyframeFrame)], nil)
 	})
 	rawLens, zLens := make([]int, n), make([]int, n)
 	for i, f := range frames {
@@ -471,6 +478,10 @@ func (s *Store) Close() error {
 		h.mu.Unlock()
 	}
 	s.zdec.Close()
+	s.zallOnce.Do(func() {}) // orders the read of zall after any keyframe's making of it
+	if s.zall != nil {
+		s.zall.Close()
+	}
 	s.headsWG.Wait()
 	var herr error
 	if !s.readOnly {
@@ -904,7 +915,7 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	if info.Kind == bridge.KindDelta {
 		rec.DeltaFormat = bridge.DeltaFormatVersion
 	}
-	comp, z, err := h.compress(payload, info.Kind == bridge.KindKeyframe)
+	comp, z, err := h.compress(s.keyframeEncoder, payload, info.Kind == bridge.KindKeyframe)
 	if err != nil {
 		s.forgetLocked(id, h)
 		return Checkpoint{}, err
