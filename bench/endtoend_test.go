@@ -29,6 +29,11 @@ func TestEndToEndRunsRealStepsOnRealOrGeneratedText(t *testing.T) {
 		if r.steps != 3*11 || len(r.gaps) != 3*10 || r.wall <= 0 || r.disk <= 0 || len(r.outputs) != 3*12 {
 			t.Fatalf("steps %d, gaps %d, wall %v, disk %d, outputs %d", r.steps, len(r.gaps), r.wall, r.disk, len(r.outputs))
 		}
+		// Counted while all three ran: some of the steps after the first, over a window inside
+		// the measured run.
+		if n := r.together * r.window.Seconds(); r.window <= 0 || r.window > r.wall || n < 1 || n > float64(r.steps)+0.5 {
+			t.Fatalf("steps per second while all ran: %.1f over %v (%d steps in %v)", r.together, r.window, r.steps, r.wall)
+		}
 		var text strings.Builder
 		for _, f := range files {
 			b, err := os.ReadFile(filepath.Join(ws, f))
