@@ -115,11 +115,18 @@ func e2eTask(id, workspace string, files []string, lines []int, n int, seed uint
 // stepClock records, for every harness, when each of its steps completed and the process's CPU
 // time then; it cancels a harness's run once it has completed enough steps.
 type stepClock struct {
+	upTo int
+	// series has one entry per harness, made before any runs (so that Emit only reads the map):
+	// each harness's completions are recorded under its own lock, and the harnesses do not
+	// wait on each other to be measured.
+	series map[string]*stepSeries
+}
+
+type stepSeries struct {
 	mu     sync.Mutex
-	upTo   int
-	at     map[string][]time.Time
-	cpu    map[string][]time.Duration
-	cancel map[string]context.CancelFunc
+	at     []time.Time
+	cpu    []time.Duration
+	cancel context.CancelFunc
 }
 
 func (c *stepClock) Emit(e event.Event) {
@@ -127,12 +134,16 @@ func (c *stepClock) Emit(e event.Event) {
 		return
 	}
 	now, cpu := time.Now(), cpuTime()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.at[e.HarnessID] = append(c.at[e.HarnessID], now)
-	c.cpu[e.HarnessID] = append(c.cpu[e.HarnessID], cpu)
-	if len(c.at[e.HarnessID]) >= c.upTo && c.cancel[e.HarnessID] != nil {
-		c.cancel[e.HarnessID]()
+	s := c.series[e.HarnessID]
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.at = append(s.at, now)
+	s.cpu = append(s.cpu, cpu)
+	if len(s.at) >= c.upTo && s.cancel != nil {
+		s.cancel()
 	}
 }
 
@@ -166,7 +177,7 @@ func runE2E(ctx context.Context, o Options, files []string, lines []int, ws stri
 		return res, err
 	}
 	defer s.Close()
-	clk := &stepClock{upTo: upTo, at: map[string][]time.Time{}, cpu: map[string][]time.Duration{}, cancel: map[string]context.CancelFunc{}}
+	clk := &stepClock{upTo: upTo, series: map[string]*stepSeries{}}
 	m := harness.NewManager(s, harness.Options{Sinks: []event.Sink{clk}})
 	var hs []*harness.Harness
 	for i := range harnesses {
@@ -186,11 +197,14 @@ func runE2E(ctx context.Context, o Options, files []string, lines []int, ws stri
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(hs))
+	ctxs := make([]context.Context, len(hs))
 	for i, h := range hs {
-		rctx, cancel := context.WithCancel(ctx)
-		clk.mu.Lock()
-		clk.cancel[h.ID()] = cancel
-		clk.mu.Unlock()
+		var cancel context.CancelFunc
+		ctxs[i], cancel = context.WithCancel(ctx)
+		clk.series[h.ID()] = &stepSeries{cancel: cancel}
+	}
+	for i, h := range hs {
+		rctx, cancel := ctxs[i], clk.series[h.ID()].cancel
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -212,7 +226,7 @@ func runE2E(ctx context.Context, o Options, files []string, lines []int, ws stri
 	var first, last, from, to time.Time
 	var cpu0, cpu1 time.Duration
 	for _, h := range hs {
-		if at := clk.at[h.ID()]; len(at) > 1 {
+		if at := clk.series[h.ID()].at; len(at) > 1 {
 			if from.IsZero() || at[1].After(from) {
 				from = at[1]
 			}
@@ -222,7 +236,7 @@ func runE2E(ctx context.Context, o Options, files []string, lines []int, ws stri
 		}
 	}
 	for _, h := range hs {
-		at, cpu := clk.at[h.ID()], clk.cpu[h.ID()]
+		at, cpu := clk.series[h.ID()].at, clk.series[h.ID()].cpu
 		if len(at) < min(upTo, planSize) {
 			st := h.State()
 			return res, fmt.Errorf("harness %s completed %d steps of %d: %s (%s)", h.ID(), len(at), min(upTo, planSize), st.Status, st.StatusReason)

@@ -22,11 +22,11 @@ func TestEndToEndRunsRealStepsOnRealOrGeneratedText(t *testing.T) {
 		}
 		t.Logf("corpus: %s", source)
 		o := Options{Dir: t.TempDir(), Quick: true}
-		r, err := runE2E(context.Background(), o, files, lines, ws, 40, 12, 3)
+		r, err := runE2E(context.Background(), o, files, lines, ws, 40, 40, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.steps != 3*11 || len(r.gaps) != 3*10 || r.wall <= 0 || r.disk <= 0 || len(r.outputs) != 3*12 {
+		if r.steps != 3*39 || len(r.gaps) != 3*38 || r.wall <= 0 || r.disk <= 0 || len(r.outputs) != 3*40 {
 			t.Fatalf("steps %d, gaps %d, wall %v, disk %d, outputs %d", r.steps, len(r.gaps), r.wall, r.disk, len(r.outputs))
 		}
 		// Counted while all three ran: some of the steps after the first, over a window inside
