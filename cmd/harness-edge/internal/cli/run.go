@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -28,6 +30,19 @@ import (
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/sysinfo"
 )
+
+// oneShot sets the garbage collector for a command that reads, prints and exits: it runs
+// only when the heap nears 1 GiB (a read of a large harness allocates a few times its state,
+// and collecting that on the way cost a third of the command's time). It returns what puts the
+// settings back.
+func oneShot() (restore func()) {
+	percent := debug.SetGCPercent(-1)
+	limit := debug.SetMemoryLimit(1 << 30)
+	return func() {
+		debug.SetGCPercent(percent)
+		debug.SetMemoryLimit(limit)
+	}
+}
 
 // isTerminal reports whether w is a terminal (progress is shown there, not in pipes).
 func isTerminal(w io.Writer) bool {
@@ -298,6 +313,7 @@ func newShowCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Short: "Show a harness: status, plan and step statuses, counts, last checkpoint (--json: HarnessState JSON v1)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
+			defer oneShot()()
 			return g.read(func(api *control.Conn) error {
 				if asJSON {
 					b, err := api.StateJSON(context.Background(), args[0])
@@ -311,8 +327,9 @@ func newShowCmd(g *globals, stdout io.Writer) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				printState(stdout, st)
-				return nil
+				w := bufio.NewWriterSize(stdout, 64<<10)
+				printState(w, st)
+				return w.Flush()
 			})
 		},
 	}
@@ -451,9 +468,16 @@ func newEventsCmd(g *globals, stdout io.Writer) *cobra.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			var last uint64
+			// Printed through a buffer: a long log is thousands of lines. Following, each event
+			// is flushed as it comes.
+			w := bufio.NewWriterSize(stdout, 64<<10)
+			defer w.Flush()
 			print := func(e event.Event) error {
-				printEvent(stdout, e, asJSON)
+				printEvent(w, e, asJSON)
 				last = e.N
+				if follow {
+					return w.Flush()
+				}
 				return nil
 			}
 			err := g.read(func(api *control.Conn) error {
