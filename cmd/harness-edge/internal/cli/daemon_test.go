@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -406,4 +407,65 @@ func TestDaemonFreeze(t *testing.T) {
 	}
 	waitStatus(t, db, "a", statefmt.StatusCompleted)
 	waitStatus(t, db, "b", statefmt.StatusCompleted)
+}
+
+// lineWatch is a stdout that says when a line containing want arrives.
+type lineWatch struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+}
+
+func (w *lineWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if w.seen != nil && strings.Contains(w.buf.String(), w.want) {
+		close(w.seen)
+		w.seen = nil
+	}
+	return len(p), nil
+}
+
+// events --follow prints each event as it comes: a harness waiting at a gate has its events
+// on the terminal while the command still waits for more.
+func TestEventsFollowPrintsEventsBeforeTheHarnessEnds(t *testing.T) {
+	dir := t.TempDir()
+	db, ws := filepath.Join(dir, "db"), filepath.Join(dir, "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	startDaemon(t, db)
+	if code, out, stderr := run(t, "--store", db, "submit", writeTask(t, dir, "g.yaml", daemonTask("g", ws, 2, "1ms", true))); code != ExitOK {
+		t.Fatalf("submit: exit %d: %s%s", code, out, stderr)
+	}
+	waitStatus(t, db, "g", statefmt.StatusPaused)
+	w := &lineWatch{want: "gate", seen: make(chan struct{})}
+	seen := w.seen
+	done := make(chan int, 1)
+	var errb bytes.Buffer
+	go func() { done <- Main([]string{"--store", db, "events", "g", "--follow"}, w, &errb) }()
+	select {
+	case <-seen:
+	case code := <-done:
+		t.Fatalf("events --follow ended (exit %d) while the harness waits: %s", code, errb.String())
+	case <-time.After(30 * time.Second):
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		t.Fatalf("no gate event printed while following a harness at its gate; printed so far:\n%s", w.buf.String())
+	}
+	if code, out, stderr := run(t, "--store", db, "approve", "g"); code != ExitOK {
+		t.Fatalf("approve: exit %d: %s%s", code, out, stderr)
+	}
+	select {
+	case code := <-done:
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if code != ExitOK || !strings.Contains(w.buf.String(), "running -> completed") {
+			t.Fatalf("events --follow: exit %d: %s%s", code, w.buf.String(), errb.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("events --follow did not end after the harness completed")
+	}
 }
