@@ -178,8 +178,9 @@ type harness struct {
 	chain bridge.Chain
 	index IndexEntry
 
-	// The deltas' zstd stream (see compress): zw is nil until the first delta, streamOpen
-	// says whether the next delta continues it. Keyframes are compressed into zscratch.
+	// The deltas' zstd stream (see compress): zw is nil until the first delta and after the
+	// harness stops (releaseStream); streamOpen says whether the next delta continues it.
+	// Keyframes are compressed into zscratch.
 	zw         *zstd.Encoder
 	zbuf       bytes.Buffer
 	streamOpen bool
@@ -238,6 +239,18 @@ func (h *harness) compress(zall func() (*zstd.Encoder, error), payload []byte, k
 		return 0, nil, err
 	}
 	return comp, h.zbuf.Bytes(), nil
+}
+
+// releaseStream lets a harness that stopped (paused, failed, completed) give back its delta
+// compressor, megabytes of window and tables that would otherwise stay for as long as the store
+// holds the harness: a daemon keeps many harnesses that wait at gates all night. The next delta,
+// if it ever comes, starts a new stream. h.mu held.
+func (h *harness) releaseStream() {
+	if h.zw != nil {
+		h.zw.Close()
+		h.zw = nil
+	}
+	h.streamOpen, h.zbuf, h.zscratch = false, bytes.Buffer{}, nil
 }
 
 // keyframeEncoder is the store's keyframe compressor, made at its first use.
@@ -968,6 +981,9 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 		return Checkpoint{}, fmt.Errorf("harness %s: checkpoint %d not committed: %w", id, info.Seq, err)
 	}
 	h.index = idx
+	if settling {
+		h.releaseStream()
+	}
 	s.acknowledge(id, info.Seq)
 	s.saveHeadsSoon()
 	if len(events) > 0 {

@@ -398,3 +398,54 @@ func TestStoreReleaseUnderConcurrentUse(t *testing.T) {
 		t.Fatalf("verify: %v %v", probs, err)
 	}
 }
+
+// A harness that stops (paused, failed, completed) gives back its delta compressor: the next
+// delta starts a new zstd stream, and the chain restores and verifies whole, before and after a
+// reopen.
+func TestStoppedHarnessStartsANewCompressionStream(t *testing.T) {
+	e, _ := bridge.Load()
+	dir := t.TempDir()
+	s := openStore(t, dir, e, bridge.ChainPolicy{})
+	r := rand.New(rand.NewPCG(5, 11))
+	st := stategen.Reference(r, 20_000)
+	st.Status = statefmt.StatusRunning
+	persist := func(status statefmt.Status) {
+		t.Helper()
+		step(r, st)
+		st.Status = status
+		if _, err := s.Persist(st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, status := range []statefmt.Status{statefmt.StatusRunning, statefmt.StatusRunning, statefmt.StatusRunning,
+		statefmt.StatusPaused, statefmt.StatusRunning, statefmt.StatusRunning, statefmt.StatusCompleted} {
+		persist(status)
+	}
+	recs, err := s.Inspect(st.HarnessID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []statefmt.Compression
+	for _, rec := range recs {
+		got = append(got, rec.Compression)
+	}
+	// keyframe; a stream of three deltas, the third the pause; a new stream of three.
+	want := []statefmt.Compression{statefmt.CompressionZstd, statefmt.CompressionZstdStreamStart, statefmt.CompressionZstdStream,
+		statefmt.CompressionZstdStream, statefmt.CompressionZstdStreamStart, statefmt.CompressionZstdStream, statefmt.CompressionZstdStream}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("compressions %v, want %v", got, want)
+	}
+	for reopen := range 2 {
+		if reopen == 1 {
+			s.Close()
+			s = openStore(t, dir, e, bridge.ChainPolicy{})
+		}
+		if back, err := s.Restore(st.HarnessID); err != nil || !reflect.DeepEqual(back, clone(t, st)) {
+			t.Fatalf("restore (reopened: %d): %v", reopen, err)
+		}
+		if problems, err := s.Verify(st.HarnessID); err != nil || len(problems) != 0 {
+			t.Fatalf("verify (reopened: %d): %v %v", reopen, problems, err)
+		}
+	}
+	s.Close()
+}
