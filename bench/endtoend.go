@@ -402,7 +402,8 @@ func endToEnd(ctx context.Context, o Options, rep *Report) error {
 	}
 	agg := r.together
 	rep.add(info(fmt.Sprintf("e2e_harnesses%d_steps_per_s", many), fmt.Sprintf("%d harnesses at once in one process: steps per second, all together", many), agg, "steps/s",
-		fmt.Sprintf("%d steps in all, counted while all %d ran; one harness alone does %.0f (plan of 1,000, counted the same way); %d CPUs", r.steps, many, oneRate, runtime.NumCPU())))
+		fmt.Sprintf("%d steps in all, counted while all %d ran; one harness alone does %.0f (plan of 1,000, counted the same way); the %d harnesses kept %.1f of %d CPUs busy, %.2f ms of CPU per step",
+			r.steps, many, oneRate, many, r.cpu.Seconds()/max(r.wall.Seconds(), 1e-9), runtime.NumCPU(), msf(r.cpu)/float64(max(1, r.steps)))))
 	rep.add(atMost(fmt.Sprintf("e2e_harnesses%d_p99_ms", many), fmt.Sprintf("%d harnesses at once: time between a harness's steps, p99", many), msf(pct(r.gaps, .99)), "ms", 50, false,
 		"timing-sensitive: reported, not enforced"))
 	rep.add(info(fmt.Sprintf("e2e_harnesses%d_speedup", many), fmt.Sprintf("%d harnesses at once: aggregate steps/s over one harness's", many), agg/oneRate, "x",
