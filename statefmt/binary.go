@@ -414,7 +414,25 @@ type BinaryEncoder struct {
 	lastRec   []byte
 	prevTail  []byte
 	memo      []stepSeen // by index in the plan: each step as the log last holds it
+	// planBase is the first plan step of the last encoding: EncodeChanged relies on its caller's
+	// word only for the same plan, in the same place, of the same length.
+	planBase *ExecutionStep
+	// narrowed counts the encodings that compared only the steps their caller named, so that
+	// every fullEvery-th compares them all again.
+	narrowed int
 }
+
+// StepChanges is what a caller of EncodeChanged knows of the plan since its previous encoding:
+// with Known, the indexes of the only steps that may differ (any order, repeats allowed);
+// without, nothing (every step is compared, as Encode does).
+type StepChanges struct {
+	Known   bool
+	Indexes []int
+}
+
+// fullEvery bounds how long a change EncodeChanged's caller forgot to name could go unstored:
+// every fullEvery-th encoding compares every step anyway.
+const fullEvery = 256
 
 // Reset makes the next Encode start from nothing.
 func (e *BinaryEncoder) Reset() {
@@ -423,6 +441,7 @@ func (e *BinaryEncoder) Reset() {
 	e.texts, e.stepN, e.logBytes, e.liveBytes = 0, 0, 0, 0
 	e.lastRec = e.lastRec[:0]
 	e.memo = e.memo[:0]
+	e.planBase = nil
 }
 
 // stale reports whether the log holds more entries no step refers to than is worth keeping:
@@ -434,6 +453,16 @@ func (e *BinaryEncoder) stale() bool {
 
 // Encode encodes s, reusing what it can of the previous encoding.
 func (e *BinaryEncoder) Encode(s *HarnessState) (Incremental, error) {
+	return e.EncodeChanged(s, StepChanges{})
+}
+
+// EncodeChanged is Encode for a caller that knows which plan steps it changed since its
+// previous encoding (of the same state object): only those are compared with what the log
+// holds, instead of every step. A plan of thousands of steps then costs a checkpoint what its
+// changed steps cost. The caller's word is taken only for the plan the last encoding saw (same
+// steps array, same length); every fullEvery-th encoding compares every step anyway; and builds
+// with the invariants tag check every step it was told had not changed.
+func (e *BinaryEncoder) EncodeChanged(s *HarnessState, changes StepChanges) (Incremental, error) {
 	hist := s.ToolCallHistory
 	var prefix int
 	if e.histEnd == 0 || len(hist) < e.histCount || !e.lastRecordUnchanged(hist) || e.stale() {
@@ -467,7 +496,7 @@ func (e *BinaryEncoder) Encode(s *HarnessState) (Incremental, error) {
 		return Incremental{}, err
 	}
 	e.histCount = len(hist)
-	e.planEntries(s)
+	e.planEntries(s, changes)
 	if e.w.err != nil {
 		err := e.w.err
 		e.Reset()
@@ -487,61 +516,109 @@ func (e *BinaryEncoder) Encode(s *HarnessState) (Incremental, error) {
 
 // planEntries gives each plan step its entry number, appending to the log the steps that the
 // previous encoding did not hold as they are now at the same place in the plan, and their
-// outputs when those changed too.
-func (e *BinaryEncoder) planEntries(s *HarnessState) {
-	e.w.steps = e.w.steps[:0]
+// outputs when those changed too. With changes known (see EncodeChanged), only the named steps
+// are looked at; the others keep their entries.
+func (e *BinaryEncoder) planEntries(s *HarnessState, changes StepChanges) {
 	var steps []ExecutionStep
 	if s.Plan != nil {
 		steps = s.Plan.Steps
 	}
+	if e.narrow(steps, changes) {
+		for _, i := range changes.Indexes {
+			e.w.steps[i] = e.planStep(i, &steps[i])
+		}
+		if checkInvariants {
+			e.checkUnnamed(steps, changes.Indexes)
+		}
+		return
+	}
+	e.w.steps = e.w.steps[:0]
 	for i := range steps {
-		st := &steps[i]
-		var m *stepSeen
-		if i < len(e.memo) {
-			m = &e.memo[i]
-			if m.same(st) {
-				e.w.steps = append(e.w.steps, m.entry)
-				continue
-			}
-			e.liveBytes -= m.size
-		} else {
-			e.memo = append(e.memo, stepSeen{})
-			m = &e.memo[i]
-		}
-		start := len(e.w.b)
-		out := uint64(outputAbsent)
-		switch {
-		case st.Output == nil:
-		case *st.Output == "":
-			out = outputEmpty
-		case m.hasOut && m.out > outputEmpty && m.st.ID == st.ID && m.output == *st.Output:
-			out = m.out // the step changed, its output did not
-		default:
-			e.w.appendText(*st.Output)
-			e.texts++
-			out = e.texts + outputEmpty
-		}
-		e.scratch.b = e.scratch.b[:0]
-		e.scratch.step(st, out)
-		if e.scratch.err != nil && e.w.err == nil {
-			e.w.err = e.scratch.err
-		}
-		e.w.uv(uint64(len(e.scratch.b))<<2 | entryStep)
-		e.w.b = append(e.w.b, e.scratch.b...)
-		size := len(e.w.b) - start
-		if out == m.out && out > outputEmpty {
-			size += len(m.output) // the output's text, written earlier, is still live
-		}
-		e.logBytes += len(e.w.b) - start
-		e.liveBytes += size
-		m.set(st, out, e.stepN, size)
-		e.stepN++
-		e.w.steps = append(e.w.steps, m.entry)
+		e.w.steps = append(e.w.steps, e.planStep(i, &steps[i]))
 	}
 	for i := len(steps); i < len(e.memo); i++ {
 		e.liveBytes -= e.memo[i].size
 	}
 	e.memo = e.memo[:len(steps)]
+	e.planBase = nil
+	if len(steps) > 0 {
+		e.planBase = &steps[0]
+	}
+}
+
+// narrow reports whether this encoding may look at the changed steps only: the caller knows
+// them, they are steps of the plan the last encoding saw whole, and it is not time for a full
+// comparison.
+func (e *BinaryEncoder) narrow(steps []ExecutionStep, changes StepChanges) bool {
+	if !changes.Known || len(steps) == 0 || &steps[0] != e.planBase || len(steps) != len(e.memo) || len(steps) != len(e.w.steps) {
+		return false
+	}
+	for _, i := range changes.Indexes {
+		if i < 0 || i >= len(steps) {
+			return false
+		}
+	}
+	e.narrowed++
+	return e.narrowed%fullEvery != 0
+}
+
+// planStep returns the entry number of plan step i as st is now: the one the log holds when
+// st has not changed, else a new entry appended to the log (with its output when that changed).
+func (e *BinaryEncoder) planStep(i int, st *ExecutionStep) uint64 {
+	var m *stepSeen
+	if i < len(e.memo) {
+		m = &e.memo[i]
+		if m.same(st) {
+			return m.entry
+		}
+		e.liveBytes -= m.size
+	} else {
+		e.memo = append(e.memo, stepSeen{})
+		m = &e.memo[i]
+	}
+	start := len(e.w.b)
+	out := uint64(outputAbsent)
+	switch {
+	case st.Output == nil:
+	case *st.Output == "":
+		out = outputEmpty
+	case m.hasOut && m.out > outputEmpty && m.st.ID == st.ID && m.output == *st.Output:
+		out = m.out // the step changed, its output did not
+	default:
+		e.w.appendText(*st.Output)
+		e.texts++
+		out = e.texts + outputEmpty
+	}
+	e.scratch.b = e.scratch.b[:0]
+	e.scratch.step(st, out)
+	if e.scratch.err != nil && e.w.err == nil {
+		e.w.err = e.scratch.err
+	}
+	e.w.uv(uint64(len(e.scratch.b))<<2 | entryStep)
+	e.w.b = append(e.w.b, e.scratch.b...)
+	size := len(e.w.b) - start
+	if out == m.out && out > outputEmpty {
+		size += len(m.output) // the output's text, written earlier, is still live
+	}
+	e.logBytes += len(e.w.b) - start
+	e.liveBytes += size
+	m.set(st, out, e.stepN, size)
+	e.stepN++
+	return m.entry
+}
+
+// checkUnnamed panics when a step EncodeChanged was not told of differs from what the log
+// holds: its caller changed a step without saying so (builds with the invariants tag only).
+func (e *BinaryEncoder) checkUnnamed(steps []ExecutionStep, named []int) {
+	isNamed := make(map[int]bool, len(named))
+	for _, i := range named {
+		isNamed[i] = true
+	}
+	for i := range steps {
+		if !isNamed[i] && !e.memo[i].same(&steps[i]) {
+			panic(fmt.Sprintf("statefmt: plan step %d (%q) changed, but the encoder was told only of steps %v", i, steps[i].ID, named))
+		}
+	}
 }
 
 // lastRecordUnchanged re-encodes the last record the encoder has seen and compares.

@@ -111,14 +111,16 @@ func TestPropertyDeterminism(t *testing.T) {
 }
 
 // mutatePlan changes the plan the way a run, a retry or a replan does: a step's fields set,
-// cleared or edited in place, steps inserted or removed, or a new plan.
-func mutatePlan(r *rand.Rand, s *statefmt.HarnessState) {
+// cleared or edited in place, steps inserted or removed, or a new plan. It returns the index of
+// the step it changed in place, or -1 when it changed the plan's shape.
+func mutatePlan(r *rand.Rand, s *statefmt.HarnessState) int {
 	if s.Plan == nil || len(s.Plan.Steps) == 0 || r.IntN(8) == 0 {
 		s.Plan = stategen.Plan(r, stategen.Small)
-		return
+		return -1
 	}
 	steps := s.Plan.Steps
-	st := &steps[r.IntN(len(steps))]
+	at := r.IntN(len(steps))
+	st := &steps[at]
 	text := stategen.String(r, stategen.Small)
 	switch r.IntN(11) {
 	case 0:
@@ -150,10 +152,13 @@ func mutatePlan(r *rand.Rand, s *statefmt.HarnessState) {
 	case 9:
 		i := r.IntN(len(steps))
 		s.Plan.Steps = slices.Insert(steps, i, statefmt.ExecutionStep{ID: text, AssignedAgent: "a", Status: statefmt.StepPending, Dependencies: []string{}})
+		return -1
 	default:
 		i := r.IntN(len(steps))
 		s.Plan.Steps = slices.Delete(steps, i, i+1)
+		return -1
 	}
+	return at
 }
 
 // TestPropertyIncrementalDecodesLikeFull drives one BinaryEncoder through a random history of
@@ -260,5 +265,54 @@ func TestPropertyEnvelopeCorruptionDetected(t *testing.T) {
 		_, err := statefmt.DecodeRecord(b)
 		return err != nil
 	}, genRecord(), gen.UInt64(), gen.UInt8()))
+	ps.TestingRun(t)
+}
+
+// TestPropertyToldWhichStepsChangedDecodesLikeFull drives EncodeChanged as a harness does:
+// told the steps it changed in place since the previous encoding (none, one or several, with
+// repeats), and told nothing when the plan changed shape. Every encoding decodes to the state
+// it encoded; under the invariants tag, the encoder also checks every step it was not told of.
+func TestPropertyToldWhichStepsChangedDecodesLikeFull(t *testing.T) {
+	ps := props(t, 300)
+	ps.Property("an encoder told which steps changed decodes like a full encoding", prop.ForAll(func(seed uint64) bool {
+		r := rand.New(rand.NewPCG(seed, 5))
+		s := stategen.State(r, stategen.Small)
+		statefmt.Normalize(s)
+		var enc statefmt.BinaryEncoder
+		for step := range 40 {
+			changes := statefmt.StepChanges{Known: step > 0}
+			for range r.IntN(4) {
+				switch i := mutatePlan(r, s); {
+				case i < 0:
+					changes.Known = false
+				default:
+					changes.Indexes = append(changes.Indexes, i, i)
+				}
+			}
+			if r.IntN(3) == 0 {
+				s.ToolCallHistory = append(s.ToolCallHistory, stategen.Record(r, stategen.Small))
+				s.TotalToolCalls = len(s.ToolCallHistory)
+			}
+			s.CheckpointCount++
+			statefmt.Normalize(s)
+			inc, err := enc.EncodeChanged(s, changes)
+			if err != nil {
+				t.Log(err)
+				return false
+			}
+			got, err := statefmt.DecodeBinaryUnvalidated(inc.Bytes)
+			if err != nil {
+				t.Logf("step %d: does not decode: %v", step, err)
+				return false
+			}
+			full, _ := statefmt.EncodeBinary(s)
+			want, _ := statefmt.DecodeBinaryUnvalidated(full)
+			if !reflect.DeepEqual(got, want) {
+				t.Logf("step %d: decodes to another state than the full encoding (told %+v)", step, changes)
+				return false
+			}
+		}
+		return true
+	}, gen.UInt64()))
 	ps.TestingRun(t)
 }
