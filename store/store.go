@@ -890,6 +890,11 @@ type Extras struct {
 	// Checkpoint, when set, is the checkpoint's own event, logged after Events: the store
 	// fills in the sequence number, kind and stored size, which are known only at commit.
 	Checkpoint *event.Event
+	// Steps, when Known, names the only plan steps that may differ from the state this
+	// harness's previous checkpoint persisted, the same state object changed in place (see
+	// statefmt.BinaryEncoder.EncodeChanged): a checkpoint of a long plan then compares those
+	// steps only. The store takes the word only for the plan it encoded last.
+	Steps statefmt.StepChanges
 }
 
 // PersistWith is Persist that also writes extras in the same batch.
@@ -913,7 +918,7 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	defer h.mu.Unlock()
 	start := time.Now()
 	h.restoreBuf = nil
-	inc, err := h.enc.Encode(state)
+	inc, err := h.enc.EncodeChanged(state, x.Steps)
 	if err != nil {
 		return Checkpoint{}, err
 	}

@@ -110,6 +110,7 @@ func (h *Harness) overBudget(cur *attemptState) *agent.BudgetError {
 func (h *Harness) budgetStopLocked(step *statefmt.ExecutionStep, be *agent.BudgetError) error {
 	if step.Status == statefmt.StepRunning {
 		step.Status = statefmt.StepReady
+		h.touch(h.plan().step(step.ID))
 	}
 	if h.task.Autonomy >= 4 {
 		msg := "budget exceeded: " + be.Msg

@@ -51,7 +51,25 @@ type Harness struct {
 	wsLock *WorkspaceLock
 	// repo is the workspace's git repository, with commits per step (see commits.go).
 	repo *gitrepo.Repo
+	// changed are the plan steps changed in place since the last checkpoint, when stepsKnown:
+	// the store then compares only those with what it holds (store.Extras.Steps), so that a
+	// checkpoint of a long plan does not cost a comparison of every step. Every change to a plan
+	// step goes through touch (one step) or touchAll (not worth naming); builds with the
+	// invariants tag check that none is left out.
+	changed    []int
+	stepsKnown bool
 }
+
+// touch records that plan step i changed in place. h.mu held.
+func (h *Harness) touch(i int) {
+	if i >= 0 {
+		h.changed = append(h.changed, i)
+	}
+}
+
+// touchAll records that the plan changed in ways not worth naming step by step (a replan, a
+// retry, a recovery): the next checkpoint compares every step. h.mu held.
+func (h *Harness) touchAll() { h.stepsKnown = false }
 
 // ID is the harness id.
 func (h *Harness) ID() string { return h.st.HarnessID }
@@ -117,13 +135,15 @@ func (h *Harness) checkpoint() error {
 	events := h.pending
 	h.pending = nil
 	cp, err := h.m.store.PersistWith(h.st, store.Extras{Events: events, Task: h.taskJSON,
-		Checkpoint: &event.Event{Type: event.Checkpoint, HarnessID: h.st.HarnessID, Time: now, Reason: h.cpReason}})
+		Checkpoint: &event.Event{Type: event.Checkpoint, HarnessID: h.st.HarnessID, Time: now, Reason: h.cpReason},
+		Steps:      statefmt.StepChanges{Known: h.stepsKnown, Indexes: h.changed}})
 	h.cpReason = ""
 	if err != nil {
 		h.st.CheckpointCount--
 		return fmt.Errorf("harness %s: checkpoint: %w", h.st.HarnessID, err)
 	}
 	h.taskJSON, h.last, h.startDue = nil, cp, false
+	h.changed, h.stepsKnown = h.changed[:0], true
 	for _, e := range cp.Events {
 		for _, s := range h.m.sinks {
 			s.Emit(e)
@@ -364,6 +384,7 @@ func (h *Harness) beginLocked(ctx context.Context, i int) (*runningAttempt, erro
 		h.st.AgentLoopSnapshot = nil
 	}
 	step.Status, h.st.CurrentStepIndex = statefmt.StepRunning, i
+	h.touch(i)
 	at := &runningAttempt{index: i, attempt: step.Attempts + 1, cur: &attemptState{step: step.ID, occ: map[string]int{}}}
 	at.host = &stepAttempt{h: h, cur: at.cur}
 	h.emit(event.Event{Type: event.StepStarted, StepID: step.ID, Attempt: at.attempt})
@@ -413,6 +434,7 @@ func (h *Harness) settleLocked(ctx context.Context, at *runningAttempt, out stri
 		at.cancelStart()
 	}
 	step := &h.st.Plan.Steps[at.index]
+	h.touch(at.index) // every branch below may change it
 	var susp *suspended
 	var be *agent.BudgetError
 	var pe *agent.PauseError
@@ -567,6 +589,7 @@ func stepInputs(x *planIndex, step *statefmt.ExecutionStep) []agent.StepInput {
 func (h *Harness) plan() *planIndex {
 	if h.pidx == nil || h.pidx.p != h.st.Plan {
 		h.pidx = indexPlan(h.st.Plan)
+		h.pidx.touched = h.touch
 	}
 	return h.pidx
 }
@@ -600,6 +623,7 @@ func (h *Harness) startLocked(ctx context.Context) error {
 		return &TransitionError{HarnessID: h.ID(), From: h.st.Status, To: statefmt.StatusRunning}
 	}
 	// A step left running by a crash runs again from its start.
+	h.touchAll()
 	if h.st.Plan != nil {
 		for i := range h.st.Plan.Steps {
 			if s := &h.st.Plan.Steps[i]; s.Status == statefmt.StepRunning {
@@ -731,6 +755,7 @@ func (h *Harness) stopLocked() error {
 		if done, _, _ := planOutcome(h.st.Plan); done && h.st.Status == statefmt.StatusRunning {
 			return h.transitionLocked(statefmt.StatusCompleted, "")
 		}
+		h.touchAll()
 		for i := range h.st.Plan.Steps {
 			if s := &h.st.Plan.Steps[i]; s.Status == statefmt.StepRunning {
 				s.Status = statefmt.StepReady

@@ -61,6 +61,14 @@ type planIndex struct {
 	// open is a lower bound of the first step that is not completed, failed or blocked (those
 	// statuses are final).
 	open int
+	// touched, when set, is told of every step the index changes.
+	touched func(i int)
+}
+
+func (x *planIndex) touch(i int) {
+	if x.touched != nil {
+		x.touched(i)
+	}
 }
 
 func indexPlan(p *statefmt.ExecutionPlan) *planIndex {
@@ -98,6 +106,7 @@ func (x *planIndex) refresh(i int) bool {
 		}
 	}
 	s.Status = statefmt.StepReady
+	x.touch(i)
 	return true
 }
 
@@ -115,6 +124,7 @@ func (x *planIndex) complete(id, output string) {
 	i := x.step(id)
 	s := &x.p.Steps[i]
 	s.Status, s.Output, s.Error = statefmt.StepCompleted, &output, nil
+	x.touch(i)
 	for _, j := range x.dependents[i] {
 		x.refresh(j)
 	}
@@ -126,6 +136,7 @@ func (x *planIndex) fail(id, msg string) []string {
 	i := x.step(id)
 	s := &x.p.Steps[i]
 	s.Status, s.Error = statefmt.StepFailed, &msg
+	x.touch(i)
 	doomed := x.downstream([]int{i})
 	order := make([]int, 0, len(doomed))
 	for j := range doomed {
@@ -137,6 +148,7 @@ func (x *planIndex) fail(id, msg string) []string {
 	blocked := make([]string, 0, len(order))
 	for _, j := range order {
 		x.p.Steps[j].Status = statefmt.StepBlocked
+		x.touch(j)
 		blocked = append(blocked, x.p.Steps[j].ID)
 	}
 	return blocked

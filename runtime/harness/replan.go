@@ -109,6 +109,7 @@ func (h *Harness) replanLocked(name string, data []byte, by, reason, gateID stri
 	undo := func() {
 		h.st, h.pending, h.task, h.taskJSON, h.agents, h.pidx = saved, h.pending[:pending0], task0, json0, agents0, nil
 	}
+	h.touchAll()
 	now := h.now()
 	summary := change.Summary()
 	who := orNone(by)

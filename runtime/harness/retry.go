@@ -82,6 +82,7 @@ func (m *Manager) Retry(id, stepID, by, reason string) (RetryResult, error) {
 	saved := cloneState(st)
 	pending0 := len(h.pending)
 	undo := func() { h.st, h.pending = saved, h.pending[:pending0]; h.pidx = nil }
+	h.touchAll()
 
 	res := RetryResult{HarnessID: id, Steps: []string{}}
 	for _, i := range failed {

@@ -81,6 +81,7 @@ func (m *Manager) Rollback(id string, to *statefmt.HarnessState, taskJSON []byte
 		h.emit(event.Event{Type: event.StateTransition, Time: now, From: st.Status, To: status, Reason: what})
 	}
 	h.st, h.pidx = n, nil
+	h.touchAll()
 	if t != nil {
 		h.task, h.taskJSON, h.agents = t, taskJSON, map[string]agent.Agent{}
 	}

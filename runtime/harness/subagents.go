@@ -68,6 +68,7 @@ func (h *Harness) runChild(ctx context.Context, i int) (string, error) {
 			}
 			cid = childID(h.ID(), step.ID, tries+1)
 			h.st.Plan.Steps[i].ChildHarnessID = cid
+			h.touch(i)
 			h.st.SubAgentIDs = append(h.st.SubAgentIDs, cid)
 			if h.st.SubAgentResults == nil {
 				h.st.SubAgentResults = map[string]statefmt.SubAgentResult{}
