@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -111,5 +112,46 @@ func BenchmarkStateIncrementalEncode(b *testing.B) {
 			}
 			s.ToolCallHistory = s.ToolCallHistory[:base]
 		})
+	}
+}
+
+// BenchmarkPlanStepEncode is a checkpoint of a plan of 10, 1,000 and 10,000 steps in which one
+// step changed: compared step by step with what the log holds (every), or told which one
+// changed (told), as a running harness tells the store.
+func BenchmarkPlanStepEncode(b *testing.B) {
+	for _, n := range []int{10, 1000, 10000} {
+		for _, told := range []bool{false, true} {
+			name := fmt.Sprintf("%d/every", n)
+			if told {
+				name = fmt.Sprintf("%d/told", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				s := &statefmt.HarnessState{HarnessID: "h", TaskID: "t", AgentName: "a", Status: statefmt.StatusRunning, Plan: &statefmt.ExecutionPlan{TaskID: "t"}}
+				for i := range n {
+					deps := []string{}
+					if i > 0 {
+						deps = []string{s.Plan.Steps[i-1].ID}
+					}
+					s.Plan.Steps = append(s.Plan.Steps, statefmt.ExecutionStep{ID: fmt.Sprintf("s%05d", i),
+						Description: fmt.Sprintf("read lines %d-%d of a file and record them", i, i+40), AssignedAgent: "a",
+						Dependencies: deps, Status: statefmt.StepPending})
+				}
+				var enc statefmt.BinaryEncoder
+				if _, err := enc.Encode(s); err != nil {
+					b.Fatal(err)
+				}
+				i := 0
+				for b.Loop() {
+					st := &s.Plan.Steps[i%n]
+					out := "the lines read"
+					st.Output, st.Attempts = &out, st.Attempts+1
+					_, err := enc.EncodeChanged(s, statefmt.StepChanges{Known: told, Indexes: []int{i % n}})
+					if err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+		}
 	}
 }
