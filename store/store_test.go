@@ -429,9 +429,13 @@ func TestStoppedHarnessStartsANewCompressionStream(t *testing.T) {
 	for _, rec := range recs {
 		got = append(got, rec.Compression)
 	}
-	// keyframe; a stream of three deltas, the third the pause; a new stream of three.
+	// keyframe; a stream of three deltas, the third the pause; a new stream of three. (The Go
+	// fallback writes keyframes only: no deltas, no streams; its chain holds the last one.)
 	want := []statefmt.Compression{statefmt.CompressionZstd, statefmt.CompressionZstdStreamStart, statefmt.CompressionZstdStream,
 		statefmt.CompressionZstdStream, statefmt.CompressionZstdStreamStart, statefmt.CompressionZstdStream, statefmt.CompressionZstdStream}
+	if e.Backend() == bridge.BackendFallback {
+		want = []statefmt.Compression{statefmt.CompressionZstd}
+	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("compressions %v, want %v", got, want)
 	}
