@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -272,10 +273,11 @@ func (s *Store) saveHeads(fromIndex bool) error {
 	for id, seq := range s.heads {
 		heads[id] = seq
 	}
-	for id, seq := range s.acked {
-		heads[id] = max(heads[id], seq)
-	}
 	s.mu.Unlock()
+	s.acked.Range(func(id, seq any) bool {
+		heads[id.(string)] = max(heads[id.(string)], seq.(*atomic.Uint64).Load())
+		return true
+	})
 	if fromIndex && !s.commitFailed.Load() {
 		list, _ := s.List()
 		for _, e := range list {
@@ -289,11 +291,13 @@ func (s *Store) saveHeads(fromIndex bool) error {
 
 // acknowledge records that the harness's checkpoint seq is durable.
 func (s *Store) acknowledge(id string, seq uint64) {
-	s.mu.Lock()
-	if s.acked != nil {
-		s.acked[id] = max(s.acked[id], seq)
+	v, ok := s.acked.Load(id)
+	if !ok {
+		v, _ = s.acked.LoadOrStore(id, new(atomic.Uint64))
 	}
-	s.mu.Unlock()
+	acked := v.(*atomic.Uint64)
+	for cur := acked.Load(); seq > cur && !acked.CompareAndSwap(cur, seq); cur = acked.Load() {
+	}
 }
 
 // headsEvery is how often, at most, a checkpoint also has the heads file rewritten, in the
@@ -324,11 +328,13 @@ func (s *Store) forgetHeads(ids []string, now map[string]uint64) error {
 	s.mu.Lock()
 	for _, id := range ids {
 		delete(s.heads, id)
-		delete(s.acked, id)
+		s.acked.Delete(id)
 		delete(s.damage, id)
 	}
 	for id, seq := range now {
-		s.acked[id] = seq
+		v := new(atomic.Uint64)
+		v.Store(seq)
+		s.acked.Store(id, v)
 	}
 	s.mu.Unlock()
 	s.headsMu.Lock()

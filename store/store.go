@@ -160,7 +160,9 @@ type Store struct {
 	heads    map[string]uint64 // the heads file as read at open (see damage.go)
 	headsErr error             // why the heads file could not be read
 	damage   map[string]error  // harnesses found damaged at open, by id
-	acked    map[string]uint64 // heads acknowledged since open
+	// acked are the heads acknowledged since open: id → *atomic.Uint64, raised by every
+	// checkpoint without a store-wide lock (50 harnesses committing at once queued on one).
+	acked sync.Map
 	// commitFailed says a commit failed: the index may show what the log does not hold.
 	commitFailed atomic.Bool
 	// The heads file's writers (see saveHeadsSoon): one at a time, in the background.
@@ -439,7 +441,7 @@ func logBytes(dbDir string) int64 {
 // mistaken for a new database. Pebble's corruption reports are errors of the reads that meet
 // them (corruptionLog), never a panic.
 func (s *Store) openDB(fs vfs.FS, errLog io.Writer) (*pebble.DB, error) {
-	s.fs, s.corrupt, s.damage, s.acked = fs, &corruptionLog{w: errLog}, map[string]error{}, map[string]uint64{}
+	s.fs, s.corrupt, s.damage = fs, &corruptionLog{w: errLog}, map[string]error{}
 	dbDir := filepath.Join(s.dir, "db")
 	if err := checkDBFiles(fs, dbDir); err != nil {
 		return nil, err
