@@ -250,10 +250,8 @@ func (s *Server) removed(list []store.IndexEntry, e store.IndexEntry) Removed {
 	fam := family(list, e.ID)
 	r := Removed{ID: e.ID, Status: e.Status, UpdatedAt: e.UpdatedAt, SubAgents: fam[1:]}
 	for _, id := range fam {
-		if recs, err := s.store.Inspect(id); err == nil {
-			for _, rec := range recs {
-				r.StoredBytes += rec.StoredBytes
-			}
+		if n, err := s.store.ChainBytes(id); err == nil {
+			r.StoredBytes += n
 		}
 	}
 	return r

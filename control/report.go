@@ -123,10 +123,8 @@ func (s *Server) Report(_ context.Context, since time.Duration) (*Report, error)
 		}
 		re := EntryOf(st, subs)
 		for _, id := range append([]string{e.ID}, st.SubAgentIDs...) {
-			if recs, err := s.store.Inspect(id); err == nil {
-				for _, rec := range recs {
-					re.StoredBytes += rec.StoredBytes
-				}
+			if n, err := s.store.ChainBytes(id); err == nil {
+				re.StoredBytes += n
 			}
 		}
 		r.Add(re)

@@ -453,3 +453,36 @@ func TestStoppedHarnessStartsANewCompressionStream(t *testing.T) {
 	}
 	s.Close()
 }
+
+// ChainBytes adds up a harness's stored records without decompressing them: what Inspect
+// reports record by record, also after a keyframe released the records before it.
+func TestChainBytesIsWhatTheRecordsTake(t *testing.T) {
+	e, _ := bridge.Load()
+	s := openStore(t, t.TempDir(), e, bridge.ChainPolicy{MaxReplay: 4})
+	defer s.Close()
+	r := rand.New(rand.NewPCG(8, 8))
+	st := stategen.Reference(r, 50_000)
+	for i := range 11 {
+		step(r, st)
+		if _, err := s.Persist(st); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := s.Inspect(st.HarnessID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		for _, rec := range recs {
+			want += rec.StoredBytes
+		}
+		if got, err := s.ChainBytes(st.HarnessID); err != nil || got != want || got == 0 {
+			t.Fatalf("after checkpoint %d: ChainBytes %d, %v; the records take %d", i+1, got, err, want)
+		}
+	}
+	if n, err := s.ChainBytes("nobody"); err != nil || n != 0 {
+		t.Fatalf("a harness the store does not hold: %d, %v", n, err)
+	}
+	if _, err := s.ChainBytes("../x"); err == nil {
+		t.Fatal("an invalid id was accepted")
+	}
+}

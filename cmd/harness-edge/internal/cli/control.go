@@ -412,6 +412,7 @@ func fetchAndPrint[T any](g *globals, stdout io.Writer, asJSON bool, get func(co
 
 // readAndPrint is fetchAndPrint for a question that changes nothing (g.read).
 func readAndPrint[T any](g *globals, stdout io.Writer, asJSON bool, get func(context.Context, *control.Conn) (T, error), text func(T) error) error {
+	defer oneShot()()
 	return printWith(g.read, stdout, asJSON, get, text)
 }
 
