@@ -76,7 +76,7 @@ func (m *Manager) Dispatch(ctx context.Context, t *task.Task) (TaskOutput, error
 		return TaskOutput{}, err
 	}
 	err = h.Run(ctx)
-	return OutputOf(h.State(), "harness"), err
+	return h.Output("harness"), err
 }
 
 // RunDirect runs a task's plan by calling its agents directly: nothing is persisted, no event

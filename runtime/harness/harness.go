@@ -84,6 +84,26 @@ func (h *Harness) State() *statefmt.HarnessState {
 	return cloneState(h.st)
 }
 
+// Output is OutputOf the harness's current state, read in place: a run's report does not copy
+// the whole state (every tool call and output) to read its plan.
+func (h *Harness) Output(path string) TaskOutput {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	o := OutputOf(h.st, path)
+	for i := range o.Steps {
+		s := &o.Steps[i]
+		if s.Output != nil {
+			out := *s.Output
+			s.Output = &out
+		}
+		if s.Error != nil {
+			msg := *s.Error
+			s.Error = &msg
+		}
+	}
+	return o
+}
+
 // Status is the harness's current status.
 func (h *Harness) Status() statefmt.Status {
 	h.mu.Lock()

@@ -119,6 +119,12 @@ agents:
 	if err != nil || h.Status() != statefmt.StatusCompleted {
 		t.Fatalf("after reopen: %v", err)
 	}
+	// The output read in place is the output of a copy of the state, and shares nothing with it.
+	if got, want := h.Output("harness"), harness.OutputOf(h.State(), "harness"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Output %+v, OutputOf(State()) %+v", got, want)
+	} else if *got.Steps[1].Output += "!"; *h.Output("harness").Steps[1].Output != *want.Steps[1].Output {
+		t.Fatal("Output shares a step's output with the live state")
+	}
 	if _, err := e.m.ResumeFromCheckpoint("t1"); err == nil || !strings.Contains(err.Error(), "completed: it cannot go to running") {
 		t.Fatalf("resuming a completed harness: %v", err)
 	}

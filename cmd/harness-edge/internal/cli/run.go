@@ -21,8 +21,6 @@ import (
 
 	"github.com/harness-edge/harness-edge/statefmt/event"
 
-	"github.com/harness-edge/harness-edge/store"
-
 	"github.com/spf13/cobra"
 
 	"github.com/harness-edge/harness-edge/control"
@@ -125,7 +123,7 @@ func runHarness(m *harness.Manager, h *harness.Harness, f runFlags, stdout io.Wr
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := h.Run(ctx)
-	out := harness.OutputOf(h.State(), "harness")
+	out := h.Output("harness")
 	return report(out, err, f, stdout, h.Store(), func() string { return pendingHint(m, h.ID()) })
 }
 
@@ -135,14 +133,12 @@ func report(out harness.TaskOutput, err error, f runFlags, stdout io.Writer, db 
 		return err
 	}
 	var stored int
-	type inspector interface {
-		Inspect(id string) ([]store.StoredRecord, error)
+	type sizer interface {
+		ChainBytes(id string) (int, error)
 	}
-	if in, ok := db.(inspector); ok && out.HarnessID != "" {
-		if recs, ierr := in.Inspect(out.HarnessID); ierr == nil {
-			for _, r := range recs {
-				stored += r.StoredBytes
-			}
+	if in, ok := db.(sizer); ok && out.HarnessID != "" {
+		if n, ierr := in.ChainBytes(out.HarnessID); ierr == nil {
+			stored = n
 		}
 	}
 	if f.json {
