@@ -264,9 +264,11 @@ func (s *Store) keyframeEncoder() (*zstd.Encoder, error) {
 	return s.zall, s.zallErr
 }
 
-// keyframeFrame is the raw size of each independent zstd frame of a keyframe: large keyframes
-// compress and decompress on every core (restore time at 10 MB is mostly this decompression).
-const keyframeFrame = 1 << 20
+// keyframeFrame is the raw size of each independent zstd frame of a keyframe: larger keyframes
+// compress and decompress on every core. A frame finds its matches only within itself, and a
+// keyframe is most of what a finished harness keeps: 1 MiB frames stored a 1,000-step harness
+// of real text (4.5 MB) in 315 KB, one frame in 147 KB; decompressing it takes a few ms.
+const keyframeFrame = 8 << 20
 
 // compressKeyframe compresses a keyframe as one zstd frame, or as independent frames in
 // parallel (CompressionZstdFrames) when it is larger than keyframeFrame.

@@ -242,7 +242,7 @@ func TestStoreLargeKeyframeInFrames(t *testing.T) {
 			dir := t.TempDir()
 			s := openStore(t, dir, e, bridge.ChainPolicy{})
 			r := rand.New(rand.NewPCG(7, 7))
-			st := stategen.Reference(r, 2_600_000)
+			st := stategen.Reference(r, 9_000_000)
 			for range 3 {
 				step(r, st)
 				if _, err := s.Persist(st); err != nil {
@@ -260,7 +260,7 @@ func TestStoreLargeKeyframeInFrames(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if recs[0].Compression != statefmt.CompressionZstdFrames || recs[0].RawLen < 2_000_000 {
+			if recs[0].Compression != statefmt.CompressionZstdFrames || recs[0].RawLen < 8_500_000 {
 				t.Fatalf("first record: %v, %d bytes; want a zstd-frames keyframe of the whole state", recs[0].Compression, recs[0].RawLen)
 			}
 			if problems, err := s.Verify(st.HarnessID); err != nil || len(problems) != 0 {
