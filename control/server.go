@@ -432,6 +432,10 @@ func (s *Server) Resume(_ context.Context, id string) error {
 	if closing {
 		return fmt.Errorf("%w: harness %s: the daemon is shutting down; the next daemon on this store can resume it", ErrNotDaemon, id)
 	}
+	// Queued, durably: a daemon that stops before it runs leaves it for the next one.
+	if err := s.m.MarkQueued(id); err != nil {
+		return err
+	}
 	s.enqueue(id)
 	return nil
 }
@@ -716,7 +720,7 @@ func (s *Server) Recover() ([]string, error) {
 				s.log.Warn("recover: cannot read", "harness", e.ID, "err", err)
 				continue
 			}
-			if st.StatusReason != harness.ReasonShutdown && st.StatusReason != ReasonFrozen && !harness.PausedForDiskFull(st) {
+			if st.StatusReason != harness.ReasonShutdown && st.StatusReason != ReasonFrozen && st.StatusReason != harness.ReasonQueued && !harness.PausedForDiskFull(st) {
 				continue
 			}
 		default:

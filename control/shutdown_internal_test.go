@@ -123,3 +123,93 @@ func mustTask(t *testing.T, src string) *task.Task {
 	}
 	return tk
 }
+
+// A paused harness the daemon queued to resume, behind one that holds its only slot, is queued
+// again by the next daemon when this one stops before running it; paused again while queued, it
+// is not.
+func TestAQueuedResumeOutlivesTheDaemon(t *testing.T) {
+	for _, pausedAgain := range []bool{false, true} {
+		t.Run(fmt.Sprintf("paused again: %v", pausedAgain), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "store")
+			db, err := store.OpenStore(dir, store.StoreOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { db.Close() }()
+			srv := NewServer(db, Config{Owner: "daemon", Concurrency: 1})
+			task := func(id, sleep string) string {
+				return fmt.Sprintf(`id: %s
+agent: A
+workspace: %s
+agents:
+  A:
+    driver: script
+    script: {steps: {"*": [{sleep: %s}, {output: done}]}}
+plan:
+  - {id: s0, description: one, agent: A}
+  - {id: s1, description: two, agent: A, dependsOn: [s0]}
+`, id, t.TempDir(), sleep)
+			}
+			// p: started, then paused by a person while it runs.
+			h, err := srv.m.Create(mustTask(t, task("p", "300ms")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ran := make(chan error, 1)
+			go func() { ran <- h.Run(context.Background()) }()
+			for h.Status() != statefmt.StatusRunning {
+				time.Sleep(time.Millisecond)
+			}
+			if err := srv.m.Pause("p", ReasonRequested); err != nil {
+				t.Fatal(err)
+			}
+			<-ran
+			srv.m.Release("p")
+			if st, _ := db.Restore("p"); st.Status != statefmt.StatusPaused || st.StatusReason != ReasonRequested {
+				t.Fatalf("p is %s (%s), want paused (%s)", st.Status, st.StatusReason, ReasonRequested)
+			}
+			// busy takes the daemon's only slot; p's resume waits in the queue.
+			if _, err := srv.Submit(context.Background(), Submission{Task: []byte(task("busy", "10s")), Dir: t.TempDir()}); err != nil {
+				t.Fatal(err)
+			}
+			sctx, stop := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { srv.Schedule(sctx, 10*time.Second); close(done) }()
+			for {
+				srv.mu.Lock()
+				busy := srv.running["busy"]
+				srv.mu.Unlock()
+				if busy {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if err := srv.Resume(context.Background(), "p"); err != nil {
+				t.Fatal(err)
+			}
+			if pausedAgain {
+				if err := srv.Pause(context.Background(), "p"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stop()
+			<-done
+			db.Close()
+			db, err = store.OpenStore(dir, store.StoreOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids, err := NewServer(db, Config{Owner: "daemon"}).Recover()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := slices.Contains(ids, "p"); got == pausedAgain {
+				st, _ := db.Restore("p")
+				t.Fatalf("the next daemon queues %v; p is %s (%s)", ids, st.Status, st.StatusReason)
+			}
+			if !slices.Contains(ids, "busy") {
+				t.Fatalf("the next daemon queues %v, want busy (paused by the shutdown) among them", ids)
+			}
+		})
+	}
+}

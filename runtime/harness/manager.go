@@ -306,6 +306,31 @@ var ErrNotStarted = errors.New("has not started")
 // daemon on the store resumes them (as it resumes interrupted ones).
 const ReasonShutdown = "daemon shutdown"
 
+// ReasonQueued is the status reason of a paused harness a daemon queued to resume (MarkQueued):
+// a daemon that stops before it ran leaves it so, and the next one queues it again.
+const ReasonQueued = "queued to resume"
+
+// MarkQueued records, durably, that a paused harness is queued to resume: its status reason
+// becomes ReasonQueued. A harness that is not paused (or runs here) is left as it is.
+func (m *Manager) MarkQueued(id string) error {
+	h, err := m.Get(id)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running || h.st.Status != statefmt.StatusPaused || h.st.StatusReason == ReasonQueued {
+		return nil
+	}
+	reason0, updated0 := h.st.StatusReason, h.st.UpdatedAt
+	h.st.StatusReason, h.st.UpdatedAt = ReasonQueued, h.now()
+	if err := h.checkpoint(); err != nil {
+		h.st.StatusReason, h.st.UpdatedAt = reason0, updated0
+		return err
+	}
+	return nil
+}
+
 // Pause pauses a harness with a reason. One running in this process stops at once: the step in
 // flight is cut short and goes on from its last save on resume (Run returns ErrPaused). One left
 // running by a crashed process is marked paused. A paused harness stays as it is.
@@ -322,6 +347,16 @@ func (m *Manager) Pause(id, reason string) error {
 	}
 	switch h.st.Status {
 	case statefmt.StatusPaused:
+		if h.st.StatusReason != ReasonQueued {
+			return nil
+		}
+		// Queued to resume, and paused again before it ran: it stays paused, for this reason.
+		reason0, updated0 := h.st.StatusReason, h.st.UpdatedAt
+		h.st.StatusReason, h.st.UpdatedAt = reason, h.now()
+		if err := h.checkpoint(); err != nil {
+			h.st.StatusReason, h.st.UpdatedAt = reason0, updated0
+			return err
+		}
 		return nil
 	case statefmt.StatusRunning:
 		return h.transitionLocked(statefmt.StatusPaused, reason)
