@@ -80,15 +80,7 @@ plan:
 			done := make(chan struct{})
 			start := time.Now()
 			go func() { srv.Schedule(ctx, 10*time.Second); close(done) }()
-			for {
-				srv.mu.Lock()
-				scheduled := srv.running["q"]
-				srv.mu.Unlock()
-				if scheduled {
-					break
-				}
-				time.Sleep(time.Millisecond)
-			}
+			waitScheduled(srv, "q")
 			stop()
 			<-done
 			if took := time.Since(start); took > 5*time.Second {
@@ -112,6 +104,19 @@ plan:
 				t.Fatalf("the next daemon queues %v (%v), want q", ids, err)
 			}
 		})
+	}
+}
+
+// waitScheduled waits until the daemon's scheduler has taken id from its queue to run.
+func waitScheduled(srv *Server, id string) {
+	for {
+		srv.mu.Lock()
+		scheduled := srv.running[id]
+		srv.mu.Unlock()
+		if scheduled {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -175,15 +180,7 @@ plan:
 			sctx, stop := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { srv.Schedule(sctx, 10*time.Second); close(done) }()
-			for {
-				srv.mu.Lock()
-				busy := srv.running["busy"]
-				srv.mu.Unlock()
-				if busy {
-					break
-				}
-				time.Sleep(time.Millisecond)
-			}
+			waitScheduled(srv, "busy")
 			if err := srv.Resume(context.Background(), "p"); err != nil {
 				t.Fatal(err)
 			}

@@ -322,8 +322,14 @@ func (m *Manager) MarkQueued(id string) error {
 	if h.running || h.st.Status != statefmt.StatusPaused || h.st.StatusReason == ReasonQueued {
 		return nil
 	}
+	return h.repauseLocked(ReasonQueued)
+}
+
+// repauseLocked gives a paused harness a new status reason, durably; a failed checkpoint leaves
+// the old one. h.mu held.
+func (h *Harness) repauseLocked(reason string) error {
 	reason0, updated0 := h.st.StatusReason, h.st.UpdatedAt
-	h.st.StatusReason, h.st.UpdatedAt = ReasonQueued, h.now()
+	h.st.StatusReason, h.st.UpdatedAt = reason, h.now()
 	if err := h.checkpoint(); err != nil {
 		h.st.StatusReason, h.st.UpdatedAt = reason0, updated0
 		return err
@@ -351,13 +357,7 @@ func (m *Manager) Pause(id, reason string) error {
 			return nil
 		}
 		// Queued to resume, and paused again before it ran: it stays paused, for this reason.
-		reason0, updated0 := h.st.StatusReason, h.st.UpdatedAt
-		h.st.StatusReason, h.st.UpdatedAt = reason, h.now()
-		if err := h.checkpoint(); err != nil {
-			h.st.StatusReason, h.st.UpdatedAt = reason0, updated0
-			return err
-		}
-		return nil
+		return h.repauseLocked(reason)
 	case statefmt.StatusRunning:
 		return h.transitionLocked(statefmt.StatusPaused, reason)
 	case statefmt.StatusCreated:
