@@ -29,6 +29,7 @@ import (
 
 	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/runtime/itlog"
+	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
@@ -39,8 +40,11 @@ const (
 	TokenName  = "http.token"
 )
 
-// MaxBody is the largest request body the API reads (a task file is far smaller).
-const MaxBody = 1 << 20
+// MaxBody is the largest request body the API reads (7 MiB). A submitted task file may be
+// task.MaxFileSize, and JSON writes each of its bytes in at most six (a control character,
+// an invalid UTF-8 byte, or <, > and & as \u003c); the last MiB is room for the rest of the
+// body: the task's name and directory, and the other fields.
+const MaxBody = 6*task.MaxFileSize + 1<<20
 
 // maxSocketPath is the longest path a Unix socket may have on Linux (sun_path is 108 bytes).
 const maxSocketPath = 107
@@ -158,7 +162,7 @@ func decode(r *http.Request, v any) error {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return fmt.Errorf("the request body is larger than the API takes (%d bytes, 1 MiB): %w", mbe.Limit, err)
+			return fmt.Errorf("the request body is larger than the API takes (%d bytes, %d MiB): %w", mbe.Limit, mbe.Limit>>20, err)
 		}
 		return fmt.Errorf("%w: reading the body: %v", ErrBadInput, err)
 	}

@@ -28,7 +28,7 @@ type Limits struct {
 	IdleTimeout time.Duration
 }
 
-// HTTPLimits are the HTTP API's limits. Its requests are small (1 MiB at most) and anyone who
+// HTTPLimits are the HTTP API's limits. Its requests are short (MaxBody at most) and anyone who
 // reaches the address can open connections, so its read timeouts are short: under a flood the
 // slots come free quickly.
 var HTTPLimits = Limits{MaxConns: 512, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,

@@ -5,6 +5,7 @@ package task
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -343,11 +344,47 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s: %s", loc, e.Field, e.Msg)
 }
 
-// Load reads and parses a task file, and makes its workspace absolute (relative to the file).
-func Load(path string) (*Task, error) {
-	data, err := os.ReadFile(path)
+// MaxFileSize is the largest task file taken, whichever way it comes: `run`, `loop`, `submit`
+// and the daemon's API refuse a bigger one alike (the API's body limit leaves room for a task
+// file of this size however JSON escapes it).
+const MaxFileSize = 1 << 20
+
+// sizeError is the refusal of a task file over MaxFileSize; size is its size in bytes, or -1
+// when only "more than the limit" is known.
+func sizeError(name string, size int64) error {
+	what := fmt.Sprintf("%d bytes", size)
+	if size < 0 {
+		what = fmt.Sprintf("more than %d bytes", MaxFileSize)
+	}
+	return &Error{File: name, Msg: fmt.Sprintf("the task file is %s, over the %d MiB (%d bytes) a task file may be", what, MaxFileSize>>20, MaxFileSize)}
+}
+
+// ReadFile reads a task file, refusing one over MaxFileSize (named, with the limit) without
+// reading more of it than the limit.
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("task file: %w", err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > MaxFileSize {
+		return nil, sizeError(path, fi.Size())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("task file: %w", err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, sizeError(path, -1) // it grew, or is not a regular file
+	}
+	return data, nil
+}
+
+// Load reads and parses a task file, and makes its workspace absolute (relative to the file).
+func Load(path string) (*Task, error) {
+	data, err := ReadFile(path)
+	if err != nil {
+		return nil, err
 	}
 	return ParseAt(path, data, filepath.Dir(path))
 }
@@ -355,8 +392,12 @@ func Load(path string) (*Task, error) {
 // ParseAt parses a task file's bytes and makes its workspace absolute, relative to dir (the
 // directory the file came from: a task submitted to a daemon keeps the meaning it has for `run`).
 // It is how a task is loaded to run, so it also checks that the executables of command agents,
-// command tools and hooks are found on the PATH their subprocesses will get.
+// command tools and hooks are found on the PATH their subprocesses will get, and refuses a
+// task file over MaxFileSize.
 func ParseAt(name string, data []byte, dir string) (*Task, error) {
+	if len(data) > MaxFileSize {
+		return nil, sizeError(name, int64(len(data)))
+	}
 	t, root, errs, err := parse(name, data)
 	if err != nil {
 		return nil, err

@@ -192,8 +192,10 @@ func newSubmitCmd(g *globals, stdin io.Reader, stdout io.Writer) *cobra.Command 
 				}
 				dir = t.Workspace.Path
 			} else {
-				if data, err = os.ReadFile(args[0]); err != nil {
-					return fmt.Errorf("task file: %w", err)
+				// The size is checked here, as `run` checks it: a file over the limit is
+				// refused before anything is sent.
+				if data, err = task.ReadFile(args[0]); err != nil {
+					return err
 				}
 				if dir, err = filepath.Abs(filepath.Dir(args[0])); err != nil {
 					return err

@@ -129,7 +129,15 @@ func (o *loopOptions) taskFile(agentCmd []string, stdin io.Reader) ([]byte, erro
 	if err := enc.Encode(f); err != nil {
 		return nil, err
 	}
-	return b.Bytes(), enc.Close()
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	// The prompt is written into the task file (indented, or quoted and escaped), which is a
+	// task file like any other: run and submit take it only within their size limit.
+	if b.Len() > task.MaxFileSize {
+		return nil, usageError{fmt.Errorf("the prompt (%d bytes) makes the loop's task file %d bytes, over the %d MiB (%d bytes) a task file may be: shorten the prompt", len(prompt), b.Len(), task.MaxFileSize>>20, task.MaxFileSize)}
+	}
+	return b.Bytes(), nil
 }
 
 // readPrompt reads the loop's objective.

@@ -1,0 +1,64 @@
+package task_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/harness-edge/harness-edge/runtime/task"
+)
+
+// sizedTask is a valid task file of exactly size bytes: a script task whose prompt is padded
+// with characters that JSON escapes the most (quotes, backslashes, <, > and &).
+func sizedTask(t *testing.T, size int) []byte {
+	t.Helper()
+	head := "id: big\nagent: S\nagents:\n  S: {driver: script, script: {steps: {\"*\": [{output: done}]}}}\nplan:\n  - {id: s0, description: one step, agent: S}\nprompt: |\n"
+	line := "  " + strings.Repeat(`"<&>\`, 15) + "\n"
+	var b strings.Builder
+	b.WriteString(head)
+	for b.Len()+len(line) <= size {
+		b.WriteString(line)
+	}
+	if rest := size - b.Len(); rest > 0 {
+		b.WriteString("#" + strings.Repeat("x", rest-1))
+	}
+	if b.Len() != size {
+		t.Fatalf("the task file is %d bytes, want %d", b.Len(), size)
+	}
+	return []byte(b.String())
+}
+
+// TestATaskFileUpToTheLimitIsTakenAndOneByteMoreIsRefusedNamingTheFileAndTheLimit: a task file
+// of exactly MaxFileSize loads and parses; one byte more is refused, by Load and by ParseAt
+// alike, with a message that names the file, its size and the limit.
+func TestATaskFileUpToTheLimitIsTakenAndOneByteMoreIsRefusedNamingTheFileAndTheLimit(t *testing.T) {
+	dir := t.TempDir()
+	at, over := filepath.Join(dir, "at.yaml"), filepath.Join(dir, "over.yaml")
+	atData, overData := sizedTask(t, task.MaxFileSize), sizedTask(t, task.MaxFileSize+1)
+	if err := os.WriteFile(at, atData, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(over, overData, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := task.Load(at); err != nil {
+		t.Fatalf("a task file of %d bytes: %v", task.MaxFileSize, err)
+	}
+	if _, err := task.ParseAt("at.yaml", atData, dir); err != nil {
+		t.Fatalf("a task file of %d bytes: %v", task.MaxFileSize, err)
+	}
+	want := "the task file is 1048577 bytes, over the 1 MiB (1048576 bytes) a task file may be"
+	if _, err := task.Load(over); err == nil || err.Error() != over+": "+want {
+		t.Fatalf("Load of a task file over the limit: %v", err)
+	}
+	if _, err := task.ParseAt("over.yaml", overData, dir); err == nil || err.Error() != "over.yaml: "+want {
+		t.Fatalf("ParseAt of a task file over the limit: %v", err)
+	}
+	if data, err := task.ReadFile(over); err == nil || data != nil || err.Error() != over+": "+want {
+		t.Fatalf("ReadFile of a task file over the limit: %d bytes, %v", len(data), err)
+	}
+	if data, err := task.ReadFile(at); err != nil || len(data) != task.MaxFileSize {
+		t.Fatalf("ReadFile of a task file at the limit: %d bytes, %v", len(data), err)
+	}
+}
