@@ -33,6 +33,9 @@ type RetryResult struct {
 	// Steps are the failed steps made ready again; Unblocked the steps they had blocked.
 	Steps     []string `json:"steps"`
 	Unblocked []string `json:"unblocked,omitempty"`
+	// PlansAgain says the harness has no plan (it failed planning): resume plans again. Else
+	// its plan is kept as it is, and resume runs the steps not done yet.
+	PlansAgain bool `json:"plansAgain,omitempty"`
 }
 
 // Retry takes a failed harness, or one failed step of it, back to runnable, keeping its
@@ -84,7 +87,7 @@ func (m *Manager) Retry(id, stepID, by, reason string) (RetryResult, error) {
 	undo := func() { h.st, h.pending = saved, h.pending[:pending0]; h.pidx = nil }
 	h.touchAll()
 
-	res := RetryResult{HarnessID: id, Steps: []string{}}
+	res := RetryResult{HarnessID: id, Steps: []string{}, PlansAgain: st.Plan == nil}
 	for _, i := range failed {
 		s := &st.Plan.Steps[i]
 		s.Status, s.Error = statefmt.StepPending, nil
@@ -103,7 +106,7 @@ func (m *Manager) Retry(id, stepID, by, reason string) (RetryResult, error) {
 	if st.Plan == nil {
 		detail = "planning again"
 	} else if detail == "" {
-		detail = "no failed step"
+		detail = "no failed step; the plan is kept"
 	}
 	if len(res.Unblocked) > 0 {
 		detail += "; unblocked " + ListForMessage(res.Unblocked, ", ")

@@ -140,3 +140,75 @@ agents:
 		t.Fatal("a refused retry left an event")
 	}
 }
+
+// A retry of a failed harness with no failed step left (a replan replaced the step that
+// failed) keeps the plan as the replan left it: the result does not say it plans again, the
+// course event and the status reason say the plan is kept, and resume runs the replaced step
+// (not the steps done before it, nor a new plan).
+func TestRetryAfterAReplanKeepsThePlanAndSaysSo(t *testing.T) {
+	e := newEnv(t)
+	h, err := e.m.Create(parseTask(t, `id: rp
+agent: A
+agents:
+  A:
+    driver: script
+    script:
+      plan:
+        - {id: prep, description: prepare, agent: A}
+        - {id: build, description: build it, agent: A, dependsOn: [prep]}
+      steps:
+        prep: [{output: ready}]
+        build: [{fail: permanent, message: compiler not found}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil || h.Status() != statefmt.StatusFailed {
+		t.Fatalf("run: %v, %s", err, h.Status())
+	}
+	if _, err := e.m.Replan("rp", "fix.yaml", []byte("replace:\n  build: {actions: [{output: built}]}\n"), "ada", "another compiler"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.m.Retry("rp", "", "ada", "")
+	if err != nil || res.Status != statefmt.StatusPaused || len(res.Steps) != 0 || res.PlansAgain {
+		t.Fatalf("retry: %+v %v", res, err)
+	}
+	if c := e.rec.of(event.Course); c[len(c)-1].Message != "no failed step; the plan is kept" {
+		t.Fatalf("the retry's course event says %q", c[len(c)-1].Message)
+	}
+	if r := h.State().StatusReason; r != "retry (no failed step; the plan is kept) by ada; resume to run it" {
+		t.Fatalf("status reason %q", r)
+	}
+	h, err = e.m.ResumeFromCheckpoint("rp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := h.State()
+	if st.Status != statefmt.StatusCompleted || len(st.Plan.Steps) != 2 || st.Plan.Steps[0].Attempts != 1 || *st.Plan.Steps[1].Output != "built" {
+		t.Fatalf("status %s, plan %+v", st.Status, st.Plan.Steps)
+	}
+}
+
+// A retry of a harness that failed before it had a plan (its agent could not plan) says that
+// resume plans again.
+func TestRetryOfAHarnessThatFailedPlanningSaysItPlansAgain(t *testing.T) {
+	e := newEnv(t)
+	h, err := e.m.Create(parseTask(t, `id: np
+agent: A
+agents:
+  A: {driver: script, script: {steps: {"*": [{output: done}]}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil || h.Status() != statefmt.StatusFailed || h.State().Plan != nil {
+		t.Fatalf("run: %v, %s", err, h.Status())
+	}
+	res, err := e.m.Retry("np", "", "ada", "")
+	if err != nil || res.Status != statefmt.StatusPaused || len(res.Steps) != 0 || !res.PlansAgain {
+		t.Fatalf("retry: %+v %v", res, err)
+	}
+}

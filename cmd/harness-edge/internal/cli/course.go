@@ -48,8 +48,11 @@ has not failed is refused, and nothing changes.`,
 			return fetchAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (harness.RetryResult, error) {
 				return api.Retry(ctx, args[0], req)
 			}, func(res harness.RetryResult) error {
-				what := "no failed step (it plans again)"
-				if len(res.Steps) > 0 {
+				what := "no failed step: its plan is kept as it is, and resume runs the steps not done yet"
+				switch {
+				case res.PlansAgain:
+					what = "it has no plan yet: resume plans again"
+				case len(res.Steps) > 0:
 					what = "step " + harness.ListForMessage(res.Steps, ", ") + " ready again"
 				}
 				if len(res.Unblocked) > 0 {

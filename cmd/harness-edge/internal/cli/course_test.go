@@ -504,6 +504,28 @@ func TestReplanThenRetryFixesAFailedHarness(t *testing.T) {
 	}
 }
 
+// retry says what it does with the plan: after a replan replaced the step that failed, there
+// is no failed step left and the plan is kept (resume runs the replaced step, not a new plan);
+// a harness that failed before it had a plan plans again on resume.
+func TestRetryAfterAReplanSaysThePlanIsKept(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	expectIn(t, db, ExitError, "compiler not found", "run", writeTask(t, dir, "f.yaml", strings.ReplaceAll(strings.ReplaceAll(flakyTask, "times: 1", "times: 0"), "%s", "f")))
+	expectIn(t, db, ExitOK, "it is failed", "replan", "f", writeTask(t, dir, "fix.yaml", "replace:\n  build: {actions: [{output: built with clang}]}\n"))
+	out := expectIn(t, db, ExitOK, "harness f: retry: no failed step: its plan is kept as it is, and resume runs the steps not done yet; it is paused", "retry", "f")
+	if strings.Contains(out, "plans again") {
+		t.Fatalf("retry says the harness plans again:\n%s", out)
+	}
+	expectIn(t, db, ExitOK, "retry (no failed step; the plan is kept) by", "show", "f")
+	expectIn(t, db, ExitOK, "harness f: completed", "resume", "f")
+	if st := storeState(t, db, "f"); st.Plan.Steps[0].Attempts != 1 || deref(st.Plan.Steps[1].Output) != "built with clang" {
+		t.Fatalf("the plan was not kept: %+v", st.Plan.Steps)
+	}
+
+	expectIn(t, db, ExitError, "the task declares no plan", "run", writeTask(t, dir, "np.yaml", "id: np\nagent: A\nworkspace: ./ws\nagents:\n  A: {driver: script, script: {steps: {\"*\": [{output: done}]}}}\n"))
+	expectIn(t, db, ExitOK, "harness np: retry: it has no plan yet: resume plans again; it is paused", "retry", "np")
+}
+
 // A checkpoint named while the harness waits at a gate is rolled back to after it completed:
 // resume then asks the gate again and, approved, runs the steps after the point again, to the
 // same outputs (real processes, a store on disk). A recent checkpoint is reached by number;
