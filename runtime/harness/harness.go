@@ -640,7 +640,7 @@ func (h *Harness) startLocked(ctx context.Context) error {
 	case statefmt.StatusRunning:
 		h.emit(event.Event{Type: event.Warning, Message: "continuing after an interruption (the process that ran it stopped without pausing it)"})
 	default:
-		return &TransitionError{HarnessID: h.ID(), From: h.st.Status, To: statefmt.StatusRunning}
+		return transitionError(h.st, statefmt.StatusRunning)
 	}
 	// A step left running by a crash runs again from its start.
 	h.touchAll()

@@ -271,7 +271,7 @@ func (m *Manager) Stop(id string) error {
 	switch h.st.Status {
 	case statefmt.StatusCompleted, statefmt.StatusFailed:
 		h.mu.Unlock()
-		return &TransitionError{HarnessID: id, From: h.st.Status, To: statefmt.StatusFailed}
+		return transitionError(h.st, statefmt.StatusFailed)
 	}
 	var children []string
 	for _, cid := range h.st.SubAgentIDs {
@@ -363,7 +363,7 @@ func (m *Manager) Pause(id, reason string) error {
 	case statefmt.StatusCreated:
 		return fmt.Errorf("harness %s %w: there is nothing to pause (stop it to drop it)", id, ErrNotStarted)
 	default:
-		return &TransitionError{HarnessID: id, From: h.st.Status, To: statefmt.StatusPaused}
+		return transitionError(h.st, statefmt.StatusPaused)
 	}
 }
 

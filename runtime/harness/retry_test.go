@@ -3,6 +3,7 @@ package harness_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -210,5 +211,57 @@ agents:
 	res, err := e.m.Retry("np", "", "ada", "")
 	if err != nil || res.Status != statefmt.StatusPaused || len(res.Steps) != 0 || !res.PlansAgain {
 		t.Fatalf("retry: %+v %v", res, err)
+	}
+}
+
+// Stop, pause and resume of a failed harness are refused, changing nothing, with a message
+// that says it has stopped and what takes it on; retry, which the message names, does.
+func TestStopOfAFailedHarnessSaysItHasStoppedAndRetryTakesItOn(t *testing.T) {
+	e := newEnv(t)
+	h, err := e.m.Create(parseTask(t, `id: sf
+agent: A
+agents:
+  A:
+    driver: script
+    script:
+      plan:
+        - {id: s1, description: fails once, agent: A}
+      steps:
+        s1: [{fail: permanent, message: broken, times: 1}, {output: fixed}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil || h.Status() != statefmt.StatusFailed {
+		t.Fatalf("run: %v, %s", err, h.Status())
+	}
+	before := h.State()
+	var te *harness.TransitionError
+	err = e.m.Stop("sf")
+	if !errors.As(err, &te) || !strings.HasPrefix(err.Error(), "harness sf is failed: it has stopped already; `harness-edge retry sf` makes it paused") {
+		t.Fatalf("stop of a failed harness: %v", err)
+	}
+	err = e.m.Pause("sf", "")
+	if !errors.As(err, &te) || !strings.HasPrefix(err.Error(), "harness sf is failed: it cannot go to paused: it has stopped; `harness-edge retry sf`") {
+		t.Fatalf("pause of a failed harness: %v", err)
+	}
+	if _, err = e.m.ResumeFromCheckpoint("sf"); !errors.As(err, &te) || !strings.Contains(err.Error(), "`harness-edge retry sf`") {
+		t.Fatalf("resume of a failed harness: %v", err)
+	}
+	if after := h.State(); after.Status != statefmt.StatusFailed || after.CheckpointCount != before.CheckpointCount || after.StatusReason != before.StatusReason {
+		t.Fatalf("a refusal changed the harness: %s (%s), %d checkpoints", after.Status, after.StatusReason, after.CheckpointCount)
+	}
+	if res, err := e.m.Retry("sf", "", "ada", ""); err != nil || res.Status != statefmt.StatusPaused {
+		t.Fatalf("retry: %+v %v", res, err)
+	}
+	if h, err = e.m.ResumeFromCheckpoint("sf"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil || h.Status() != statefmt.StatusCompleted {
+		t.Fatalf("resume after the retry: %v, %s", err, h.Status())
+	}
+	err = e.m.Stop("sf")
+	if !errors.As(err, &te) || !strings.HasPrefix(err.Error(), "harness sf is completed: it has stopped already; its plan is done: `harness-edge rollback sf --to NAME|SEQ`") {
+		t.Fatalf("stop of a completed harness: %v", err)
 	}
 }

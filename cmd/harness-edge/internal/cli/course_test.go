@@ -526,6 +526,24 @@ func TestRetryAfterAReplanSaysThePlanIsKept(t *testing.T) {
 	expectIn(t, db, ExitOK, "harness np: retry: it has no plan yet: resume plans again; it is paused", "retry", "np")
 }
 
+// stop of a failed harness says it has stopped already and what takes it on (retry, replan,
+// rollback, delete), not that it can go nowhere; the retry it names does take it on.
+func TestStopOfAFailedHarnessSaysItHasStoppedAndWhatTakesItOn(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	expectIn(t, db, ExitError, "compiler not found", "run", writeTask(t, dir, "f.yaml", fmt.Sprintf(flakyTask, "f")))
+	out := expectIn(t, db, ExitError, "harness f is failed: it has stopped already; `harness-edge retry f` makes it paused, to resume "+
+		"(after `harness-edge replan f FILE` when its plan needs a change); `harness-edge rollback f --to NAME|SEQ` takes it back to a checkpoint; "+
+		"`harness-edge delete f` removes it", "stop", "f")
+	if strings.Contains(out, "none") || strings.Contains(out, "final") {
+		t.Fatalf("stop says the failed harness can go nowhere:\n%s", out)
+	}
+	expectIn(t, db, ExitError, "harness f is failed: it cannot go to running: it has stopped; `harness-edge retry f`", "resume", "f")
+	expectIn(t, db, ExitOK, "step build ready again", "retry", "f")
+	expectIn(t, db, ExitOK, "harness f: completed", "resume", "f")
+	expectIn(t, db, ExitError, "harness f is completed: it has stopped already; its plan is done: `harness-edge rollback f --to NAME|SEQ`", "stop", "f")
+}
+
 // A checkpoint named while the harness waits at a gate is rolled back to after it completed:
 // resume then asks the gate again and, approved, runs the steps after the point again, to the
 // same outputs (real processes, a store on disk). A recent checkpoint is reached by number;
