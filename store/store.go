@@ -340,6 +340,18 @@ func (quietLogger) Fatalf(format string, args ...any) { panic(fmt.Sprintf("pebbl
 // ErrStoreInUse is returned (wrapped, with the owner's pid) when another process has the store.
 var ErrStoreInUse = errors.New("store in use")
 
+// InUseError is the ErrStoreInUse of an open: the store's directory and the pid its lock file
+// names ("unknown" when it names none), for a caller that says more about what to do.
+type InUseError struct {
+	Dir, PID string
+}
+
+func (e *InUseError) Error() string {
+	return fmt.Sprintf("%v: %s is in use by pid %s (stop that process, or talk to it through its control socket)", ErrStoreInUse, e.Dir, e.PID)
+}
+
+func (e *InUseError) Unwrap() error { return ErrStoreInUse }
+
 // ErrNotFound is returned for a harness the store does not hold.
 var ErrNotFound = errors.New("harness not found")
 
@@ -358,7 +370,7 @@ func lockDir(dir string) (*os.File, error) {
 		if pid == "" {
 			pid = "unknown"
 		}
-		return nil, fmt.Errorf("%w: %s is in use by pid %s (stop that process, or talk to it through its control socket)", ErrStoreInUse, dir, pid)
+		return nil, &InUseError{Dir: dir, PID: pid}
 	}
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)

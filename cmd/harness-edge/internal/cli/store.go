@@ -3,13 +3,16 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/harness-edge/harness-edge/store"
+	"github.com/harness-edge/harness-edge/store/trust"
 
 	"github.com/spf13/cobra"
 
@@ -19,17 +22,67 @@ import (
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
-func (g *globals) openStore() (*store.Store, error) {
-	dir, err := g.storeDir()
-	if err != nil {
-		return nil, err
-	}
-	return store.OpenStore(dir, store.StoreOptions{})
+// direct is a command that reads or writes the store's files itself (inspect, export,
+// import) rather than asking the process that owns the store, as the others do. While another
+// process owns the store, it is refused, saying who owns it and what to do.
+type direct struct {
+	name string // the command, as the user types it
+	does string // what it does with the store's files: "reads", "writes"
+	// meanwhile is what works through the owner meanwhile ("" when nothing does).
+	meanwhile string
 }
 
-// withStore opens the store for one command and closes it after.
-func (g *globals) withStore(f func(*store.Store) error) error {
-	s, err := g.openStore()
+// open opens the store in dir with open, or says why it cannot. A store held by a process
+// that serves no control socket (a command holds it for a moment, an owner is starting) is
+// waited for, up to 3 s, as the other commands wait.
+func (d direct) open(dir string, open func(string) (*store.Store, error)) (*store.Store, error) {
+	for try := 0; ; try++ {
+		s, err := open(dir)
+		var inUse *store.InUseError
+		if err == nil || !errors.As(err, &inUse) {
+			return s, err
+		}
+		if trust.CheckDir(dir) == nil {
+			if c, derr := control.Dial(dir); derr == nil {
+				return nil, d.refusal(dir, c.Owner)
+			}
+		}
+		if try >= 30 {
+			return nil, fmt.Errorf("%w: %s is in use by pid %s, which does not answer on the store's control socket, and %s %s the store's files itself: run it again once that process has ended",
+				store.ErrStoreInUse, dir, inUse.PID, d.name, d.does)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// refusal says that the store in dir is owned by owner, that the command cannot go through it,
+// and what the user can do.
+func (d direct) refusal(dir string, owner control.Health) error {
+	then := ""
+	if d.meanwhile != "" {
+		then = "; meanwhile " + d.meanwhile
+	}
+	if owner.Owner == control.OwnerDaemon {
+		return fmt.Errorf("%w: %s is owned by the harness-edge daemon (pid %d), and %s %s the store's files itself, not through the daemon: "+
+			"stop the daemon (`kill %d`: it pauses what runs, and the next `harness-edge serve` resumes it), run %s, then start the daemon again%s",
+			store.ErrStoreInUse, dir, owner.PID, d.name, d.does, owner.PID, d.name, then)
+	}
+	running := "no harness running yet"
+	if len(owner.Running) > 0 {
+		running = "running " + strings.Join(owner.Running, ", ")
+	}
+	return fmt.Errorf("%w: %s is owned by a foreground `harness-edge run` (pid %d, %s), and %s %s the store's files itself: "+
+		"wait for the run to end, or pause it with `harness-edge pause ID`, then run %s again%s",
+		store.ErrStoreInUse, dir, owner.PID, running, d.name, d.does, d.name, then)
+}
+
+// withStore opens the store for one command that writes it itself (d) and closes it after.
+func (g *globals) withStore(d direct, f func(*store.Store) error) error {
+	dir, err := g.storeDir()
+	if err != nil {
+		return err
+	}
+	s, err := d.open(dir, func(dir string) (*store.Store, error) { return store.OpenStore(dir, store.StoreOptions{}) })
 	if err != nil {
 		return err
 	}
@@ -39,12 +92,12 @@ func (g *globals) withStore(f func(*store.Store) error) error {
 
 // withStoreRead is withStore for a command that only reads: the store is opened with
 // store.OpenToRead (read-only, unless it has no database yet or a megabyte of log to recover).
-func (g *globals) withStoreRead(f func(*store.Store) error) error {
+func (g *globals) withStoreRead(d direct, f func(*store.Store) error) error {
 	dir, err := g.storeDir()
 	if err != nil {
 		return err
 	}
-	s, err := store.OpenToRead(dir)
+	s, err := d.open(dir, store.OpenToRead)
 	if err != nil {
 		return err
 	}
@@ -131,7 +184,8 @@ func newInspectCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Short: "Show a harness's checkpoint chain: seq, kind, raw and stored bytes, hashes, totals",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return g.withStoreRead(func(s *store.Store) error {
+			d := direct{name: "inspect", does: "reads", meanwhile: fmt.Sprintf("`harness-edge checkpoints %[1]s` and `harness-edge verify %[1]s` go through it", args[0])}
+			return g.withStoreRead(d, func(s *store.Store) error {
 				recs, err := s.Inspect(args[0])
 				if err != nil {
 					return err
@@ -227,7 +281,11 @@ on there (approve, resume, stop, events) as it would have here. A sub-agent move
 parent: export the parent.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return g.withStoreRead(func(s *store.Store) (err error) {
+			d := direct{name: "export", does: "reads"}
+			if !chain {
+				d.meanwhile = fmt.Sprintf("`harness-edge show %s --json` prints the same state through it", args[0])
+			}
+			return g.withStoreRead(d, func(s *store.Store) (err error) {
 				w := stdout
 				if out != "" && out != "-" {
 					f, oerr := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -301,7 +359,7 @@ state becomes the harness's next checkpoint: its task and event log are kept.`,
 				return err
 			}
 			if !isJSONState(data) {
-				return g.withStore(func(s *store.Store) error {
+				return g.withStore(direct{name: "import", does: "writes"}, func(s *store.Store) error {
 					sum, err := s.Import(data, store.ImportOptions{Replace: replace, CheckTask: func(id string, raw []byte) error {
 						_, err := task.Parse("the stored task of harness "+id, raw)
 						return err
@@ -325,7 +383,7 @@ state becomes the harness's next checkpoint: its task and event log are kept.`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
-			return g.withStore(func(s *store.Store) error {
+			return g.withStore(direct{name: "import", does: "writes"}, func(s *store.Store) error {
 				_, notHeld := s.Index(st.HarnessID)
 				cp, err := s.ImportState(st, replace)
 				if err != nil {
