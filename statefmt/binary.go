@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 	"unicode/utf8"
 	"unsafe"
@@ -20,7 +21,9 @@ import (
 //	2: the budget ends with the cost limit and the cost used (millionths of a dollar)
 //	3: the plan's steps and their outputs move into the append-only log, beside the tool-call
 //	   records; the plan lists its steps' entries by number
-const BinaryFormatVersion = 3
+//	4: a step's output that is the start of a tool call's result (a script step's output is its
+//	   tool's result) is a reference to that record, not a second copy of the text
+const BinaryFormatVersion = 4
 
 const (
 	binaryMagic   = "HES"
@@ -32,13 +35,18 @@ const (
 	entryRecord = 0 // a ToolCallHistory record
 	entryText   = 1 // a plan step's output
 	entryStep   = 2 // a plan step, its output as a reference
+	entryPrefix = 3 // a plan step's output that is the start of a record's result (layout 4)
+
+	// minPrefixRef is the shortest output written as a reference to a record's result: a
+	// shorter one costs about what the reference does.
+	minPrefixRef = 16
 
 	// A step's output reference (layout 3): absent, empty, or the text entry numbered ref-2.
 	outputAbsent = 0
 	outputEmpty  = 1
 )
 
-// The binary layout, version 3:
+// The binary layout, version 4:
 //
 //	"HES" version:u8
 //	log:     entry*               each: uvarint(len<<2 | kind) bytes
@@ -46,7 +54,10 @@ const (
 //	                              kind 1: the UTF-8 text of a plan step's output (never empty)
 //	                              kind 2: a plan step (see writer.step); its output is
 //	                              uvarint(ref): 0 absent, 1 empty, n >= 2 the log's text entry
-//	                              number n-2 (counting text entries only, from 0)
+//	                              number n-2 (counting text entries only, kinds 1 and 3, from 0)
+//	                              kind 3 (layout 4): a plan step's output given as the first
+//	                              uvarint(n) bytes of the result output of the log's tool-call
+//	                              record uvarint(k), an earlier entry; it counts as a text entry
 //	rest:    every other field of HarnessState, in a fixed order (see writer.rest); the plan's
 //	         steps are uvarint(count) and then, for each, the number of its step entry
 //	         (counting step entries only, from 0)
@@ -93,6 +104,7 @@ type stepSeen struct {
 	out     uint64 // the output reference written
 	entry   uint64 // the step entry's number among the log's step entries
 	size    int    // the step entry's and its output text's bytes in the log
+	outSize int    // the output text entry's bytes in the log
 }
 
 // executionStepFields is how many fields stepSeen.same compares: a test checks it against the
@@ -257,6 +269,15 @@ func (w *writer) appendRecord(r *ToolCallRecord, scratch *writer) {
 	w.b = append(w.b, scratch.b...)
 }
 
+// appendPrefix appends one step output given as the first n bytes of record k's result output.
+func (w *writer) appendPrefix(k uint64, n int) {
+	var b [2 * binary.MaxVarintLen64]byte
+	p := binary.AppendUvarint(b[:0], k)
+	p = binary.AppendUvarint(p, uint64(n))
+	w.uv(uint64(len(p))<<2 | entryPrefix)
+	w.b = append(w.b, p...)
+}
+
 // appendText appends one step output to the log.
 func (w *writer) appendText(s string) {
 	if !utf8.ValidString(s) {
@@ -414,6 +435,11 @@ type BinaryEncoder struct {
 	lastRec   []byte
 	prevTail  []byte
 	memo      []stepSeen // by index in the plan: each step as the log last holds it
+	// hist is the history being encoded, for a step output that is the start of a record's
+	// result; byStart finds records by their result's first bytes, in a full encoding only.
+	hist    []ToolCallRecord
+	byStart map[string][]int
+	full    bool // this encoding started from nothing
 	// planBase is the first plan step of the last encoding: EncodeChanged relies on its caller's
 	// word only for the same plan, in the same place, of the same length.
 	planBase *ExecutionStep
@@ -496,7 +522,9 @@ func (e *BinaryEncoder) EncodeChanged(s *HarnessState, changes StepChanges) (Inc
 		return Incremental{}, err
 	}
 	e.histCount = len(hist)
+	e.hist, e.full = hist, prefix == 0
 	e.planEntries(s, changes)
+	e.hist, e.byStart = nil, nil
 	if e.w.err != nil {
 		err := e.w.err
 		e.Reset()
@@ -585,10 +613,15 @@ func (e *BinaryEncoder) planStep(i int, st *ExecutionStep) uint64 {
 	case m.hasOut && m.out > outputEmpty && m.st.ID == st.ID && m.output == *st.Output:
 		out = m.out // the step changed, its output did not
 	default:
-		e.w.appendText(*st.Output)
+		if k, ok := e.prefixRecord(*st.Output); ok {
+			e.w.appendPrefix(uint64(k), len(*st.Output))
+		} else {
+			e.w.appendText(*st.Output)
+		}
 		e.texts++
 		out = e.texts + outputEmpty
 	}
+	textSize := len(e.w.b) - start
 	e.scratch.b = e.scratch.b[:0]
 	e.scratch.step(st, out)
 	if e.scratch.err != nil && e.w.err == nil {
@@ -598,13 +631,57 @@ func (e *BinaryEncoder) planStep(i int, st *ExecutionStep) uint64 {
 	e.w.b = append(e.w.b, e.scratch.b...)
 	size := len(e.w.b) - start
 	if out == m.out && out > outputEmpty {
-		size += len(m.output) // the output's text, written earlier, is still live
+		textSize = m.outSize
+		size += textSize // the output's text, written earlier, is still live
 	}
 	e.logBytes += len(e.w.b) - start
 	e.liveBytes += size
 	m.set(st, out, e.stepN, size)
+	m.outSize = textSize
 	e.stepN++
 	return m.entry
+}
+
+// prefixRecord returns the number of the last tool-call record in the log whose result output
+// starts with out, when out is long enough for a reference to pay: a step's output is most often
+// its tool's result, or that result trimmed. It looks at the last few records, then (in a full
+// encoding, where a step may have run long ago) at the last few whose results start with the
+// same minPrefixRef bytes. The choice depends on the text alone, so equal states encode alike.
+// A record that does not match costs a compare that stops at the first differing byte; one that
+// does, a compare of out's bytes.
+func (e *BinaryEncoder) prefixRecord(out string) (int, bool) {
+	const tries = 8
+	if len(out) < minPrefixRef {
+		return 0, false
+	}
+	for i := e.histCount - 1; i >= max(0, e.histCount-tries); i-- {
+		if startsWith(e.hist[i].Result.Output, out) {
+			return i, true
+		}
+	}
+	if !e.full || e.histCount <= tries {
+		return 0, false
+	}
+	if e.byStart == nil {
+		e.byStart = make(map[string][]int, e.histCount)
+		for i, r := range e.hist[:e.histCount-tries] {
+			if o := r.Result.Output; len(o) >= minPrefixRef {
+				e.byStart[o[:minPrefixRef]] = append(e.byStart[o[:minPrefixRef]], i)
+			}
+		}
+	}
+	same := e.byStart[out[:minPrefixRef]]
+	for j := len(same) - 1; j >= max(0, len(same)-tries); j-- {
+		if startsWith(e.hist[same[j]].Result.Output, out) {
+			return same[j], true
+		}
+	}
+	return 0, false
+}
+
+// startsWith reports whether s starts with prefix, cut at a character boundary.
+func startsWith(s, prefix string) bool {
+	return strings.HasPrefix(s, prefix) && (len(prefix) == len(s) || utf8.RuneStart(s[len(prefix)]))
 }
 
 // checkUnnamed panics when a step EncodeChanged was not told of differs from what the log
@@ -1062,6 +1139,30 @@ func DecodeBinaryOwned(b []byte) (*HarnessState, error) {
 	return decodeBinary(b, unsafe.String(unsafe.SliceData(b), len(b)), true)
 }
 
+// prefixText reads a text entry given as the start of a record's result output (layout 4): the
+// record is one decoded before it, and the text is a non-empty run of whole characters.
+func prefixText(b []byte, records []ToolCallRecord, n int) (string, error) {
+	k, a := binary.Uvarint(b)
+	if a <= 0 {
+		return "", fmt.Errorf("log text entry %d: the record's number is truncated or overlong", n)
+	}
+	size, c := binary.Uvarint(b[a:])
+	if c <= 0 || a+c != len(b) {
+		return "", fmt.Errorf("log text entry %d: the text's length is truncated, overlong or followed by %d bytes", n, max(0, len(b)-a-c))
+	}
+	if k >= uint64(len(records)) {
+		return "", fmt.Errorf("log text entry %d: refers to tool-call record %d, but only %d come before it", n, k, len(records))
+	}
+	out := records[k].Result.Output
+	if size == 0 || size > uint64(len(out)) {
+		return "", fmt.Errorf("log text entry %d: takes %d bytes of tool-call record %d's %d-byte result", n, size, k, len(out))
+	}
+	if size < uint64(len(out)) && !utf8.RuneStart(out[size]) {
+		return "", fmt.Errorf("log text entry %d: takes %d bytes of tool-call record %d's result, which cuts a character", n, size, k)
+	}
+	return out[:size], nil
+}
+
 // decodeBinary decodes b; whole holds the same bytes as a string, and every decoded string is a
 // slice of it: one allocation (or none) instead of one per field. validate false skips
 // Validate (for tests of the layout on states no run would make).
@@ -1120,6 +1221,16 @@ func decodeBinary(b []byte, whole string, validate bool) (*HarnessState, error) 
 				return nil, &DecodeError{at, fmt.Sprintf("log step entry %d is empty", len(r.stepSpans))}
 			}
 			r.stepSpans = append(r.stepSpans, [2]int{r.pos - len(rb), r.pos})
+			continue
+		case entryPrefix:
+			if r.version < 4 {
+				return nil, &DecodeError{at, fmt.Sprintf("log entry of unknown kind %d (binary format version %d)", kind, r.version)}
+			}
+			text, err := prefixText(rb, s.ToolCallHistory[:i], len(r.texts))
+			if err != nil {
+				return nil, &DecodeError{at, err.Error()}
+			}
+			r.texts = append(r.texts, text)
 			continue
 		case entryText, entryRecord:
 		default:

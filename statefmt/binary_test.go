@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -63,7 +64,7 @@ func TestDecodeBinaryRefusesDamage(t *testing.T) {
 		want string
 	}{
 		{"bad magic", forge(func(b []byte) []byte { b[0] = 'X'; return b }), "bad magic"},
-		{"bad version", forge(func(b []byte) []byte { b[3] = 7; return b }), "binary format version 7 is not supported (supported: 1 to 3): a newer harness-edge wrote it"},
+		{"bad version", forge(func(b []byte) []byte { b[3] = 7; return b }), fmt.Sprintf("binary format version 7 is not supported (supported: 1 to %d): a newer harness-edge wrote it", statefmt.BinaryFormatVersion)},
 		{"history end past the state", forge(func(b []byte) []byte {
 			binary.LittleEndian.PutUint64(b[end:], uint64(len(b)))
 			return b
@@ -108,11 +109,11 @@ func TestIncrementalEncodingKeepsTheHistory(t *testing.T) {
 	}
 }
 
-// States written in binary layouts 1 (before the budget's cost fields) and 2 (step outputs in
-// the plan) still decode, to the state their JSON says; re-encoded, they are written in the
-// current layout.
+// States written in binary layouts 1 (before the budget's cost fields), 2 (step outputs in the
+// plan) and 3 (step outputs always as text of their own) still decode, to the state their JSON
+// says; re-encoded, they are written in the current layout.
 func TestOlderBinaryLayoutsStillDecode(t *testing.T) {
-	for _, v := range []int{1, 2} {
+	for _, v := range []int{1, 2, 3} {
 		old, err := os.ReadFile(fmt.Sprintf("testdata/state-v%d.bin", v))
 		if err != nil {
 			t.Fatal(err)
@@ -272,5 +273,126 @@ func TestBudgetCostRoundTrips(t *testing.T) {
 func TestStepMemoComparesEveryFieldOfAStep(t *testing.T) {
 	if n := reflect.TypeOf(statefmt.ExecutionStep{}).NumField(); n != statefmt.ExecutionStepFields {
 		t.Fatalf("ExecutionStep has %d fields, the encoder's memo compares %d: compare the new ones in stepSeen.same", n, statefmt.ExecutionStepFields)
+	}
+}
+
+// outputsFromTools returns a state of n steps, each run by one tool call whose result is a
+// distinct line of text; each step's output is its result without the newline, as a script
+// step's is. The strings do not share bytes: what the encoder finds, it finds by content.
+func outputsFromTools(t *testing.T, n int) (*statefmt.HarnessState, int) {
+	t.Helper()
+	js, err := os.ReadFile("testdata/state-v3.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := statefmt.DecodeJSON(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, step := s.ToolCallHistory[0], s.Plan.Steps[1]
+	s.ToolCallHistory, s.Plan.Steps = nil, nil
+	text := 0
+	for i := range n {
+		out := fmt.Sprintf("%d: %s\n", i, strings.Repeat(fmt.Sprintf("line %d of the file é ", i), 20))
+		rec.Result.Output = out
+		s.ToolCallHistory = append(s.ToolCallHistory, rec)
+		st := step
+		st.ID, st.Dependencies = fmt.Sprintf("s%03d", i), nil
+		o := strings.Clone(strings.TrimRight(out, "\n"))
+		st.Output = &o
+		s.Plan.Steps = append(s.Plan.Steps, st)
+		text += len(out)
+	}
+	s.TotalToolCalls, s.CurrentStepIndex = n, 0
+	return s, text
+}
+
+// A step's output that is the start of a tool call's result is stored once, as a reference to
+// the record, by a full encoding and by an incremental one alike; it decodes to the same text.
+func TestAStepOutputTakenFromItsToolIsStoredOnce(t *testing.T) {
+	s, text := outputsFromTools(t, 40)
+	full, err := statefmt.EncodeBinary(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full) > text*3/2 {
+		t.Fatalf("full encoding: %d bytes for %d bytes of text: the outputs were stored twice", len(full), text)
+	}
+	got, err := statefmt.DecodeBinary(full)
+	if err != nil || !reflect.DeepEqual(got, s) {
+		t.Fatalf("the full encoding does not decode to the state: %v", err)
+	}
+	again, err := statefmt.EncodeBinary(got)
+	if err != nil || len(again) > text*3/2 {
+		t.Fatalf("the decoded state re-encoded: %d bytes, %v", len(again), err)
+	}
+
+	// Step by step, as a run checkpoints: the record, then the step it completed.
+	steps, hist := s.Plan.Steps, s.ToolCallHistory
+	s.Plan.Steps, s.ToolCallHistory = slices.Clone(steps), nil
+	for i := range s.Plan.Steps {
+		s.Plan.Steps[i].Output, s.Plan.Steps[i].Status = nil, statefmt.StepPending
+	}
+	var enc statefmt.BinaryEncoder
+	var last statefmt.Incremental
+	for i := range steps {
+		s.ToolCallHistory = hist[:i+1]
+		if last, err = enc.Encode(s); err != nil {
+			t.Fatal(err)
+		}
+		s.Plan.Steps[i] = steps[i]
+		if last, err = enc.Encode(s); err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 && last.Prefix == 0 {
+			t.Fatalf("step %d: the encoder started over", i)
+		}
+	}
+	if len(last.Bytes) > text*3/2 {
+		t.Fatalf("incremental encoding: %d bytes for %d bytes of text: the outputs were stored twice", len(last.Bytes), text)
+	}
+	if got, err := statefmt.DecodeBinary(last.Bytes); err != nil || !reflect.DeepEqual(got, s) {
+		t.Fatalf("the incremental encoding does not decode to the state: %v", err)
+	}
+}
+
+// A forged reference to a record is refused with what is wrong: a record that does not come
+// before it, more bytes than the result has, a cut character, or a layout that has no
+// references.
+func TestDecodeBinaryRefusesForgedOutputReferences(t *testing.T) {
+	s, _ := outputsFromTools(t, 1)
+	out := "0123456789abcdeé and more"
+	s.ToolCallHistory[0].Result.Output = out
+	long := out[:17] // up to and with é, which is bytes 15 and 16
+	s.Plan.Steps[0].Output = &long
+	good, err := statefmt.EncodeBinary(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := []byte{2<<2 | 3, 0, 17} // kind 3: record 0, 17 bytes
+	at := bytes.Index(good, entry)
+	if at < 0 {
+		t.Fatalf("no reference entry %x in the encoding", entry)
+	}
+	if got, err := statefmt.DecodeBinary(good); err != nil || *got.Plan.Steps[0].Output != long {
+		t.Fatalf("the good encoding: %v", err)
+	}
+	forge := func(i int, v byte) []byte { b := bytes.Clone(good); b[i] = v; return b }
+	for _, c := range []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"a record that does not come before it", forge(at+1, 5), "refers to tool-call record 5, but only 1 come before it"},
+		{"more bytes than the result has", forge(at+2, 120), "takes 120 bytes of tool-call record 0's"},
+		{"no bytes", forge(at+2, 0), "takes 0 bytes"},
+		{"a cut character", forge(at+2, 16), "cuts a character"},
+		{"an older layout", forge(3, 3), "log entry of unknown kind 3 (binary format version 3)"},
+	} {
+		_, err := statefmt.DecodeBinary(c.b)
+		var de *statefmt.DecodeError
+		if err == nil || !errors.As(err, &de) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want a DecodeError saying %q", c.name, err, c.want)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/harness-edge/harness-edge/internal/workload"
 	"github.com/harness-edge/harness-edge/statefmt"
@@ -210,6 +211,20 @@ func State(r *rand.Rand, sz Size) *statefmt.HarnessState {
 		s.ToolCallHistory = append(s.ToolCallHistory, Record(r, sz))
 	}
 	s.TotalToolCalls = len(s.ToolCallHistory)
+	// A step's output is often its tool's result, or the start of it.
+	if s.Plan != nil && len(s.ToolCallHistory) > 0 {
+		for i := range s.Plan.Steps {
+			if st := &s.Plan.Steps[i]; st.Output != nil && r.IntN(3) == 0 {
+				out := s.ToolCallHistory[r.IntN(len(s.ToolCallHistory))].Result.Output
+				cut := len(out) - r.IntN(len(out)/2+1)
+				for cut > 0 && cut < len(out) && !utf8.RuneStart(out[cut]) {
+					cut--
+				}
+				out = out[:cut]
+				st.Output = &out
+			}
+		}
+	}
 	for range r.IntN(4) {
 		s.SubAgentIDs = append(s.SubAgentIDs, ident(r, "harness"))
 	}
