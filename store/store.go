@@ -259,7 +259,7 @@ func (h *harness) releaseStream() {
 // keyframeEncoder is the store's keyframe compressor, made at its first use.
 func (s *Store) keyframeEncoder() (*zstd.Encoder, error) {
 	s.zallOnce.Do(func() {
-		s.zall, s.zallErr = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderCRC(false),
+		s.zall, s.zallErr = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderCRC(false),
 			zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)))
 	})
 	return s.zall, s.zallErr
@@ -803,6 +803,25 @@ func stateLenOf(r *statefmt.Record, raw []byte) (uint64, error) {
 	return r.Prefix + target, nil
 }
 
+// defaultMaxReplay is the engine's bound on the deltas after a keyframe when the policy sets
+// none (see bridge.ChainPolicy).
+const defaultMaxReplay = 1000
+
+// keyframeDue reports whether the chain's next record will be a keyframe because the deltas
+// since the last one reached the policy's bound. The encoder then starts over: a keyframe is
+// what a finished harness keeps, and an encoder that went on for a thousand checkpoints holds
+// every step's earlier versions, the text between them, which costs a tenth more compressed
+// (see docs/store.md). The other keyframe trigger (delta bytes against the state's size) is
+// left to the encoder's own start-over rule. h.mu held.
+func (s *Store) keyframeDue(h *harness) bool {
+	bound := uint64(s.policy.MaxReplay)
+	if bound == 0 {
+		bound = defaultMaxReplay
+	}
+	head := h.chain.Head()
+	return head.Seq > 0 && head.Seq-min(head.Seq, h.index.KeyframeSeq) >= bound
+}
+
 // open returns the in-memory harness for id, replaying its chain from the store the first time.
 // create says whether a harness the store does not hold may be started.
 func (s *Store) open(id string, create bool) (*harness, error) {
@@ -936,6 +955,9 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	defer h.mu.Unlock()
 	start := time.Now()
 	h.restoreBuf = nil
+	if s.keyframeDue(h) {
+		h.enc.Reset()
+	}
 	inc, err := h.enc.EncodeChanged(state, x.Steps)
 	if err != nil {
 		return Checkpoint{}, err

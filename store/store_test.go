@@ -270,6 +270,47 @@ func TestStoreLargeKeyframeInFrames(t *testing.T) {
 	}
 }
 
+// A keyframe written because the deltas since the last one reached the replay bound is a fresh
+// encoding of the state: it holds none of the earlier versions of the steps that the encoder
+// kept between them, which a finished harness would otherwise keep for good.
+func TestAKeyframeAtTheReplayBoundIsAFreshEncoding(t *testing.T) {
+	e, _ := bridge.Load()
+	if e.Backend() == bridge.BackendFallback {
+		t.Skip("the fallback backend writes every record as a keyframe; the replay bound is the engine's")
+	}
+	s := openStore(t, t.TempDir(), e, bridge.ChainPolicy{MaxReplay: 8})
+	defer s.Close()
+	r := rand.New(rand.NewPCG(8, 8))
+	st := stategen.Reference(r, 20_000)
+	keyframes := 0
+	for i := range 30 {
+		step(r, st)
+		// The running step changes at every checkpoint, as a run's steps do.
+		st.Plan.Steps[1].Attempts = i
+		cp, err := s.Persist(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cp.Kind != statefmt.KindKeyframe || cp.Seq == 1 {
+			continue
+		}
+		keyframes++
+		full, err := statefmt.EncodeBinary(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cp.StateBytes != len(full) {
+			t.Fatalf("keyframe %d holds %d bytes, a fresh encoding %d", cp.Seq, cp.StateBytes, len(full))
+		}
+	}
+	if keyframes != 3 {
+		t.Fatalf("%d keyframes after the first in 30 checkpoints, want 3 (every 9th)", keyframes)
+	}
+	if got, err := s.Restore(st.HarnessID); err != nil || !reflect.DeepEqual(got, clone(t, st)) {
+		t.Fatalf("restore: %v", err)
+	}
+}
+
 func TestStoreEventLog(t *testing.T) {
 	e, _ := bridge.Load()
 	dir := t.TempDir()
