@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/harness-edge/harness-edge/store/trust"
 
+	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/store"
 )
 
@@ -196,4 +198,22 @@ func (o *Owned) Close() error {
 		o.err = o.srv.Store().Close()
 	})
 	return o.err
+}
+
+// WriteStateJSON writes StateJSON's bytes to w: the owner's as they came, or, when no process
+// owns the store, the state's JSON as it is made (statefmt.WriteJSON), never held whole.
+func (c *Conn) WriteStateJSON(ctx context.Context, id string, w io.Writer) error {
+	if c.owner != nil {
+		b, err := c.owner.StateJSON(ctx, id)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	st, err := c.API.State(ctx, id)
+	if err != nil {
+		return err
+	}
+	return statefmt.WriteJSON(w, st)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"time"
@@ -25,6 +26,24 @@ func EncodeJSON(s *HarnessState) ([]byte, error) {
 		return nil, w.err
 	}
 	return append(w.b, '\n'), nil
+}
+
+// jsonChunk is how much of its JSON WriteJSON holds before it writes to its writer.
+const jsonChunk = 64 << 10
+
+// WriteJSON writes EncodeJSON's bytes to out as they are made, through a buffer of about 64 KiB
+// (more only for a longer string): a state of megabytes is not held whole a second time, in a
+// buffer the size of its JSON that would first be zeroed and then fault in page by page. A state
+// EncodeJSON refuses is refused here too, but what was written before the refusal stays written.
+func WriteJSON(out io.Writer, s *HarnessState) error {
+	w := jsonWriter{b: make([]byte, 0, jsonChunk+jsonChunk/4), out: out}
+	w.state(s)
+	w.b = append(w.b, '\n')
+	w.flush()
+	if w.err != nil {
+		return w.err
+	}
+	return w.werr
 }
 
 // DecodeJSON reads HarnessState JSON of any supported schema version (older ones are migrated),

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -19,6 +20,26 @@ type jsonWriter struct {
 	b     []byte
 	depth int
 	err   error // the first error; the writer goes on but its output is thrown away
+	// out, when set, takes b whenever it holds jsonChunk bytes (WriteJSON); werr is its
+	// first error, after which nothing more is written.
+	out  io.Writer
+	werr error
+}
+
+// spill hands b to out once it holds jsonChunk bytes. It is called after whole values, where
+// nothing refers to an offset in b.
+func (w *jsonWriter) spill() {
+	if w.out != nil && len(w.b) >= jsonChunk {
+		w.flush()
+	}
+}
+
+// flush hands b to out (WriteJSON), unless encoding or writing failed already.
+func (w *jsonWriter) flush() {
+	if w.err == nil && w.werr == nil && len(w.b) > 0 {
+		_, w.werr = w.out.Write(w.b)
+	}
+	w.b = w.b[:0]
 }
 
 // indentPrefixes[d] is the indentation of nesting depth d (two spaces a level).
@@ -31,6 +52,7 @@ var indentPrefixes = func() [16]string {
 }()
 
 func (w *jsonWriter) newline() {
+	w.spill()
 	w.b = append(w.b, '\n')
 	for d := w.depth; d > 0; {
 		n := min(d, len(indentPrefixes)-1)
@@ -166,6 +188,7 @@ func (w *jsonWriter) str(s string) {
 	}
 	b = append(b, s[start:]...)
 	w.b = append(b, '"')
+	w.spill()
 }
 
 func (w *jsonWriter) optStr(s *string) {

@@ -2,6 +2,7 @@ package statefmt_test
 
 import (
 	"bytes"
+	"errors"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -315,4 +316,50 @@ func TestPropertyToldWhichStepsChangedDecodesLikeFull(t *testing.T) {
 		return true
 	}, gen.UInt64()))
 	ps.TestingRun(t)
+}
+
+// chunks records every Write it is given; after fail writes it refuses the rest.
+type chunks struct {
+	all    bytes.Buffer
+	writes int
+	fail   int
+}
+
+func (c *chunks) Write(p []byte) (int, error) {
+	c.writes++
+	if c.fail > 0 && c.writes > c.fail {
+		return 0, errors.New("disk full")
+	}
+	return c.all.Write(p)
+}
+
+// WriteJSON writes what EncodeJSON returns, byte for byte, in pieces; a write that fails stops
+// it and is what it returns.
+func TestPropertyWriteJSONWritesEncodeJSONsBytes(t *testing.T) {
+	ps := props(t, 300)
+	ps.Property("WriteJSON writes EncodeJSON's bytes", prop.ForAll(func(s *statefmt.HarnessState) bool {
+		want, err := statefmt.EncodeJSON(s)
+		var c chunks
+		err2 := statefmt.WriteJSON(&c, s)
+		return err == nil && err2 == nil && bytes.Equal(c.all.Bytes(), want)
+	}, genState()))
+	ps.TestingRun(t)
+
+	r := rand.New(rand.NewPCG(11, 11))
+	big := stategen.Reference(r, 3<<20)
+	want, err := statefmt.EncodeJSON(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c chunks
+	if err := statefmt.WriteJSON(&c, big); err != nil || !bytes.Equal(c.all.Bytes(), want) {
+		t.Fatalf("a %d-byte document: %v, equal %v", len(want), err, bytes.Equal(c.all.Bytes(), want))
+	}
+	if c.writes < len(want)/(80<<10) {
+		t.Fatalf("a %d-byte document in %d writes: it was held whole", len(want), c.writes)
+	}
+	failing := chunks{fail: 2}
+	if err := statefmt.WriteJSON(&failing, big); err == nil || err.Error() != "disk full" || failing.writes != 3 {
+		t.Fatalf("a writer that fails at its third write: %v after %d writes", err, failing.writes)
+	}
 }

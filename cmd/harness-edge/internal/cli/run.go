@@ -312,11 +312,10 @@ func newShowCmd(g *globals, stdout io.Writer) *cobra.Command {
 			defer oneShot()()
 			return g.read(func(api *control.Conn) error {
 				if asJSON {
-					b, err := api.StateJSON(context.Background(), args[0])
-					if err != nil {
+					if err := api.WriteStateJSON(context.Background(), args[0], stdout); err != nil {
 						return err
 					}
-					_, err = stdout.Write(append(b, '\n'))
+					_, err := io.WriteString(stdout, "\n")
 					return err
 				}
 				st, err := api.State(context.Background(), args[0])
