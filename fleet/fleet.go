@@ -28,12 +28,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/harness-edge/harness-edge/internal/ident"
 )
 
 // Stream names.
@@ -59,12 +60,10 @@ const (
 
 const subjectRoot = "he.fleet"
 
-var deviceRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
-
 // ValidDevice checks a device name: 1-64 letters, digits, '_' or '-', starting with a letter
 // or digit (it is one token of a NATS subject).
 func ValidDevice(name string) error {
-	if !deviceRe.MatchString(name) {
+	if !ident.Valid(name, 64, "_-") {
 		return fmt.Errorf("device name %q is not valid: use 1-64 letters, digits, '_' or '-', starting with a letter or digit", name)
 	}
 	return nil

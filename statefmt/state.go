@@ -3,10 +3,11 @@ package statefmt
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/harness-edge/harness-edge/internal/ident"
 )
 
 // SchemaVersion is the HarnessState schema this build writes. Older versions are read through
@@ -384,12 +385,10 @@ func (s *HarnessState) Validate() error {
 	return nil
 }
 
-var harnessIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-
 // ValidHarnessID reports whether id can name a harness: 1-128 characters of letters, digits,
 // '.', '_' and '-', starting with a letter or digit (so it is safe as a key part and a file
 // name).
-func ValidHarnessID(id string) bool { return harnessIDPattern.MatchString(id) }
+func ValidHarnessID(id string) bool { return ident.Valid(id, 128, "._-") }
 
 // planCycle returns the steps of a dependency cycle in the plan (the first step repeated at
 // the end), or nil. Dependencies are known to name steps of the plan.

@@ -5,12 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/harness-edge/harness-edge/internal/ident"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/statefmt/event"
 )
@@ -27,15 +27,13 @@ const prefixNamed = "n/"
 
 func namedKey(id, name string) []byte { return []byte(prefixNamed + id + "/" + name) }
 
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-
 // ErrInvalidName matches the error a named checkpoint's bad name gives.
 var ErrInvalidName = errors.New("invalid checkpoint name")
 
 // ValidName reports whether name can name a checkpoint: 1-64 letters, digits, '.', '_' and
 // '-', starting with a letter or digit, and not all digits (a number names a sequence number).
 func ValidName(name string) error {
-	if !namePattern.MatchString(name) || allDigits(name) {
+	if !ident.Valid(name, 64, "._-") || allDigits(name) {
 		return fmt.Errorf("%w %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit, not a number alone (numbers are sequence numbers)", ErrInvalidName, name)
 	}
 	return nil

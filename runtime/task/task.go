@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/harness-edge/harness-edge/internal/ident"
 	"github.com/harness-edge/harness-edge/runtime/proc"
 )
 
@@ -532,13 +533,15 @@ func (f fieldErr) field() string {
 // Drivers are the agent drivers a task may name.
 var Drivers = []string{"script", "command", "openai"}
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+// validID reports whether a task or step ID is 1-128 letters, digits, '.', '_' and '-',
+// starting with a letter or digit.
+func validID(id string) bool { return ident.Valid(id, 128, "._-") }
 
 func (t *Task) validate() []fieldErr {
 	var errs []fieldErr
 	bad := func(msg string, path ...string) { errs = append(errs, fieldErr{path, msg}) }
 	idx := func(i int) string { return fmt.Sprintf("[%d]", i) }
-	if t.ID != "" && !idPattern.MatchString(t.ID) {
+	if t.ID != "" && !validID(t.ID) {
 		bad(fmt.Sprintf("%q is not a valid id: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit", t.ID), "id")
 	}
 	if len(t.Agents) == 0 {
@@ -810,7 +813,7 @@ func CheckPlan(steps []PlanStep, knownAgent func(string) bool) []StepError {
 		switch {
 		case s.ID == "":
 			errs = append(errs, StepError{i, "id", "is required"})
-		case !idPattern.MatchString(s.ID):
+		case !validID(s.ID):
 			errs = append(errs, StepError{i, "id", fmt.Sprintf("%q is not a valid step id (letters, digits, '.', '_', '-')", s.ID)})
 		case index[s.ID] > 0:
 			errs = append(errs, StepError{i, "id", fmt.Sprintf("%q is also the id of step %d", s.ID, index[s.ID]-1)})
