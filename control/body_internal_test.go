@@ -55,7 +55,7 @@ func TestTheAPITakesATaskFileAtItsSizeLimitHoweverJSONEscapesIt(t *testing.T) {
 	defer resp.Body.Close()
 	var b bytes.Buffer
 	_, _ = b.ReadFrom(resp.Body)
-	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(b.String(), "(7340032 bytes, 7 MiB)") {
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(b.String(), "(26214400 bytes, 25 MiB)") {
 		t.Fatalf("a body over the limit: %s %s", resp.Status, b.String())
 	}
 	select {

@@ -40,7 +40,7 @@ const (
 	TokenName  = "http.token"
 )
 
-// MaxBody is the largest request body the API reads (7 MiB). A submitted task file may be
+// MaxBody is the largest request body the API reads (25 MiB). A submitted task file may be
 // task.MaxFileSize, and JSON writes each of its bytes in at most six (a control character,
 // an invalid UTF-8 byte, or <, > and & as \u003c); the last MiB is room for the rest of the
 // body: the task's name and directory, and the other fields.

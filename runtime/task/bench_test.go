@@ -46,10 +46,10 @@ agents:
 	return []byte(b.String() + plan.String())
 }
 
-// BenchmarkParse measures task.Parse at three sizes; the time per byte should not grow with
-// the size.
+// BenchmarkParse measures task.Parse at four sizes, up to MaxFileSize (the largest task file
+// taken); the time per byte should not grow with the size.
 func BenchmarkParse(b *testing.B) {
-	for _, size := range []int{64 << 10, 256 << 10, 1 << 20} {
+	for _, size := range []int{64 << 10, 256 << 10, 1 << 20, task.MaxFileSize} {
 		data := bigTask(size)
 		if _, err := task.Parse("big.yaml", data); err != nil {
 			b.Fatal(err)

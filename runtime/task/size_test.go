@@ -48,7 +48,7 @@ func TestATaskFileUpToTheLimitIsTakenAndOneByteMoreIsRefusedNamingTheFileAndTheL
 	if _, err := task.ParseAt("at.yaml", atData, dir); err != nil {
 		t.Fatalf("a task file of %d bytes: %v", task.MaxFileSize, err)
 	}
-	want := "the task file is 1048577 bytes, over the 1 MiB (1048576 bytes) a task file may be"
+	want := "the task file is 4194305 bytes, over the 4 MiB (4194304 bytes) a task file may be"
 	if _, err := task.Load(over); err == nil || err.Error() != over+": "+want {
 		t.Fatalf("Load of a task file over the limit: %v", err)
 	}

@@ -345,10 +345,13 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s: %s", loc, e.Field, e.Msg)
 }
 
-// MaxFileSize is the largest task file taken, whichever way it comes: `run`, `loop`, `submit`
-// and the daemon's API refuse a bigger one alike (the API's body limit leaves room for a task
-// file of this size however JSON escapes it).
-const MaxFileSize = 1 << 20
+// MaxFileSize is the largest task file taken (4 MiB), whichever way it comes: `run`, `loop`,
+// `submit` and the daemon's API refuse a bigger one alike (the API's body limit leaves room for
+// a task file of this size however JSON escapes it). Generated plans are long: a plan of
+// 10,000 steps of one tool call each is about 2 MB, so the limit leaves it room twice over, and
+// a task file parses in time linear in its size (BenchmarkParse), so a file at the limit costs
+// four times one of 1 MiB, not more.
+const MaxFileSize = 4 << 20
 
 // sizeError is the refusal of a task file over MaxFileSize; size is its size in bytes, or -1
 // when only "more than the limit" is known.

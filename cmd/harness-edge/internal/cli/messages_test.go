@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/harness-edge/harness-edge/runtime/task"
 )
 
 // TestRunOfAFinishedHarnessSaysItCannotBeResumed: running a task whose harness already
@@ -120,10 +122,10 @@ func TestInvalidIDsSayTheRule(t *testing.T) {
 			t.Errorf("%s %s: %d %s", c.method, c.path, code, resp)
 		}
 	}
-	// A task file above the API's limit: submit says the limit.
-	big := writeTask(t, dir, "big.yaml", "id: big\n# "+strings.Repeat("x", 1<<20)+"\n")
+	// A task file above the limit: submit says the limit.
+	big := writeTask(t, dir, "big.yaml", "id: big\n# "+strings.Repeat("x", task.MaxFileSize)+"\n")
 	code, _, stderr := run(t, "--store", db, "submit", big)
-	if code != ExitError || !strings.Contains(stderr, "1 MiB") {
+	if code != ExitError || !strings.Contains(stderr, "over the 4 MiB (4194304 bytes) a task file may be") {
 		t.Errorf("oversized submit: exit %d: %s", code, stderr)
 	}
 }

@@ -29,17 +29,18 @@ func taskOfSize(t *testing.T, src string, size int) string {
 	return b.String()
 }
 
-// TestSubmitOfANearlyOneMebibyteTaskFileIsTakenAsRunTakesIt: submit takes every task file run
-// takes. A task file at the size limit, written so that JSON escaping doubles it, is run in
-// the foreground on one store and submitted to a daemon on another, and completes on both; one
-// byte more is refused by run and by submit with the same message, naming the file and the
-// limit (not the API's request body), and the refused submit changes nothing.
-func TestSubmitOfANearlyOneMebibyteTaskFileIsTakenAsRunTakesIt(t *testing.T) {
+// TestSubmitOfATaskFileAtTheSizeLimitIsTakenAsRunTakesIt: submit takes every task file run
+// takes. A task file at the size limit, written so that JSON escaping makes it more than four
+// times as long, is run in the foreground on one store and submitted to a daemon on another,
+// and completes on both; one byte more is refused by run and by submit with the same message,
+// naming the file and the limit (not the API's request body), and the refused submit changes
+// nothing.
+func TestSubmitOfATaskFileAtTheSizeLimitIsTakenAsRunTakesIt(t *testing.T) {
 	dir := t.TempDir()
 	ws := mkdir(t, filepath.Join(dir, "ws"))
 	at := writeTask(t, dir, "at.yaml", taskOfSize(t, daemonTask("big", ws, 1, "1ms", false), task.MaxFileSize))
 	over := writeTask(t, dir, "over.yaml", taskOfSize(t, daemonTask("over", ws, 1, "1ms", false), task.MaxFileSize+1))
-	want := over + ": the task file is 1048577 bytes, over the 1 MiB (1048576 bytes) a task file may be"
+	want := over + ": the task file is 4194305 bytes, over the 4 MiB (4194304 bytes) a task file may be"
 
 	direct := filepath.Join(dir, "direct")
 	if code, out, stderr := run(t, "--store", direct, "run", at); code != ExitOK {
@@ -66,14 +67,15 @@ func TestSubmitOfANearlyOneMebibyteTaskFileIsTakenAsRunTakesIt(t *testing.T) {
 }
 
 // TestALoopWhosePromptMakesATaskFileOverTheLimitIsRefusedAlikeEverywhere: the loop's task file
-// carries its prompt, each line indented. A prompt under its own limit whose task file would
-// pass the task-file limit is refused by loop, loop --print-task and submit --loop alike,
-// saying so, and nothing is made.
+// carries its prompt, indented, or quoted with its control characters escaped (\x01: four
+// bytes for one). A prompt at its own limit (1 MiB) of control characters makes a task file
+// over the task-file limit (4 MiB); it is refused by loop, loop --print-task and submit --loop
+// alike, saying so, and nothing is made.
 func TestALoopWhosePromptMakesATaskFileOverTheLimitIsRefusedAlikeEverywhere(t *testing.T) {
 	dir := t.TempDir()
 	db, ws := filepath.Join(dir, "store"), mkdir(t, filepath.Join(dir, "ws"))
 	prompt := filepath.Join(dir, "PROMPT.md")
-	if err := os.WriteFile(prompt, []byte(strings.Repeat("a\n", (task.MaxFileSize-100)/2)), 0o644); err != nil {
+	if err := os.WriteFile(prompt, []byte(strings.Repeat("\x01", 1<<20)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{
@@ -82,8 +84,8 @@ func TestALoopWhosePromptMakesATaskFileOverTheLimitIsRefusedAlikeEverywhere(t *t
 		{"submit", "--loop", "--prompt-file", prompt, "--workspace", ws, "--", "sh"},
 	} {
 		code, out, stderr := run(t, append([]string{"--store", db}, args...)...)
-		if code != ExitUsage || !strings.Contains(stderr, "the prompt (1048475 bytes) makes the loop's task file") ||
-			!strings.Contains(stderr, "over the 1 MiB (1048576 bytes) a task file may be: shorten the prompt") || out != "" {
+		if code != ExitUsage || !strings.Contains(stderr, "the prompt (1048576 bytes) makes the loop's task file") ||
+			!strings.Contains(stderr, "over the 4 MiB (4194304 bytes) a task file may be: shorten the prompt") || out != "" {
 			t.Errorf("%v: exit %d: %s%s", args, code, out, stderr)
 		}
 	}
