@@ -58,8 +58,12 @@ type CurrentStep struct {
 // agents it names exist (and are script agents where it gives actions), the ids it inserts are
 // new, and the plan it makes is valid (known dependencies, no cycle). It returns the change
 // and the plan after it (the current steps in order, changed, then the inserted ones). Every
-// problem is reported at once, each with its line and field.
+// problem is reported at once, each with its line and field. A change over MaxFileSize is
+// refused: it may be as large as a task file, no larger.
 func ParsePlanChange(name string, data []byte, current []CurrentStep, agents map[string]*Agent) (*PlanChange, []PlanStep, error) {
+	if len(data) > MaxFileSize {
+		return nil, nil, sizeError(name, "plan change", int64(len(data)))
+	}
 	c := &PlanChange{}
 	root, errs, err := decodeDoc(name, data, reflect.ValueOf(c).Elem(), "the plan change")
 	if err != nil {

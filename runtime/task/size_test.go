@@ -1,6 +1,7 @@
 package task_test
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,5 +61,54 @@ func TestATaskFileUpToTheLimitIsTakenAndOneByteMoreIsRefusedNamingTheFileAndTheL
 	}
 	if data, err := task.ReadFile(at); err != nil || len(data) != task.MaxFileSize {
 		t.Fatalf("ReadFile of a task file at the limit: %d bytes, %v", len(data), err)
+	}
+}
+
+// TestAPlanChangeUpToTheLimitIsTakenAndOneByteMoreIsRefused: a plan change may be as large as a
+// task file. ParsePlanChange (a replan through the daemon, or an owner agent's) takes one of
+// exactly MaxFileSize and refuses one byte more, naming it and the limit; ReadPlanChange reads
+// one at the limit whole, from a file and from standard input, and refuses one byte more from
+// either without returning any of it.
+func TestAPlanChangeUpToTheLimitIsTakenAndOneByteMoreIsRefused(t *testing.T) {
+	current := []task.CurrentStep{{PlanStep: task.PlanStep{ID: "a", Description: "one step", Agent: "S"}}}
+	agents := map[string]*task.Agent{"S": {Driver: "script"}}
+	change := func(size int) []byte {
+		head := "skip: [a]\n#"
+		return []byte(head + strings.Repeat("x", size-len(head)-1) + "\n")
+	}
+	atData, overData := change(task.MaxFileSize), change(task.MaxFileSize+1)
+	if c, _, err := task.ParsePlanChange("at.yaml", atData, current, agents); err != nil || len(c.Skip) != 1 {
+		t.Fatalf("a plan change of %d bytes: %v", len(atData), err)
+	}
+	const limit = "over the 4 MiB (4194304 bytes) a plan change may be, as a task file: split it into smaller changes"
+	if _, _, err := task.ParsePlanChange("over.yaml", overData, current, agents); err == nil || err.Error() != "over.yaml: the plan change is 4194305 bytes, "+limit {
+		t.Fatalf("ParsePlanChange of a plan change over the limit: %v", err)
+	}
+
+	dir := t.TempDir()
+	at, over := filepath.Join(dir, "at.yaml"), filepath.Join(dir, "over.yaml")
+	if err := os.WriteFile(at, atData, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(over, overData, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path  string
+		stdin []byte
+		want  string
+	}{
+		{at, nil, ""},
+		{"-", atData, ""},
+		{over, nil, over + ": the plan change is 4194305 bytes, " + limit},
+		{"-", overData, "standard input: the plan change is more than 4194304 bytes, " + limit},
+	} {
+		data, err := task.ReadPlanChange(c.path, bytes.NewReader(c.stdin))
+		switch {
+		case c.want == "" && (err != nil || !bytes.Equal(data, atData)):
+			t.Errorf("ReadPlanChange(%s) of a change at the limit: %d bytes, %v", c.path, len(data), err)
+		case c.want != "" && (err == nil || data != nil || err.Error() != c.want):
+			t.Errorf("ReadPlanChange(%s) of a change over the limit: %d bytes, %v", c.path, len(data), err)
+		}
 	}
 }

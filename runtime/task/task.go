@@ -353,33 +353,61 @@ func (e *Error) Error() string {
 // four times one of 1 MiB, not more.
 const MaxFileSize = 4 << 20
 
-// sizeError is the refusal of a task file over MaxFileSize; size is its size in bytes, or -1
-// when only "more than the limit" is known.
-func sizeError(name string, size int64) error {
-	what := fmt.Sprintf("%d bytes", size)
+// sizeError is the refusal of a task file (what: "task file") or of a plan change ("plan
+// change") over MaxFileSize; size is its size in bytes, or -1 when only "more than the limit"
+// is known.
+func sizeError(name, what string, size int64) error {
+	n := fmt.Sprintf("%d bytes", size)
 	if size < 0 {
-		what = fmt.Sprintf("more than %d bytes", MaxFileSize)
+		n = fmt.Sprintf("more than %d bytes", MaxFileSize)
 	}
-	return &Error{File: name, Msg: fmt.Sprintf("the task file is %s, over the %d MiB (%d bytes) a task file may be", what, MaxFileSize>>20, MaxFileSize)}
+	msg := fmt.Sprintf("the %s is %s, over the %d MiB (%d bytes) a %s may be", what, n, MaxFileSize>>20, MaxFileSize, what)
+	if what == "plan change" {
+		msg += ", as a task file: split it into smaller changes"
+	}
+	return &Error{File: name, Msg: msg}
 }
 
 // ReadFile reads a task file, refusing one over MaxFileSize (named, with the limit) without
 // reading more of it than the limit.
 func ReadFile(path string) ([]byte, error) {
+	return readLimited(path, "task file")
+}
+
+// ReadPlanChange reads a plan change from the file at path, or from stdin when path is "-",
+// refusing one over MaxFileSize (named, with the limit) without reading more of it than the
+// limit: a plan change may be as large as a task file, whose plan it changes.
+func ReadPlanChange(path string, stdin io.Reader) ([]byte, error) {
+	if path != "-" {
+		return readLimited(path, "plan change")
+	}
+	data, err := io.ReadAll(io.LimitReader(stdin, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("plan change: standard input: %w", err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, sizeError("standard input", "plan change", -1)
+	}
+	return data, nil
+}
+
+// readLimited reads the file at path whole, refusing it (what: "task file" or "plan change")
+// when it is over MaxFileSize.
+func readLimited(path, what string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("task file: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > MaxFileSize {
-		return nil, sizeError(path, fi.Size())
+		return nil, sizeError(path, what, fi.Size())
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("task file: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if len(data) > MaxFileSize {
-		return nil, sizeError(path, -1) // it grew, or is not a regular file
+		return nil, sizeError(path, what, -1) // it grew, or is not a regular file
 	}
 	return data, nil
 }
@@ -400,7 +428,7 @@ func Load(path string) (*Task, error) {
 // task file over MaxFileSize.
 func ParseAt(name string, data []byte, dir string) (*Task, error) {
 	if len(data) > MaxFileSize {
-		return nil, sizeError(name, int64(len(data)))
+		return nil, sizeError(name, "task file", int64(len(data)))
 	}
 	t, root, errs, err := parse(name, data)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/runtime/harness"
+	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/store"
 	"github.com/harness-edge/harness-edge/sysinfo"
@@ -218,7 +219,7 @@ func newReplanCmd(g *globals, stdin io.Reader, stdout io.Writer) *cobra.Command 
 		Use:   "replan ID FILE [--reason TEXT] [--by WHO]",
 		Short: "Change a harness's plan (skip, replace, insert steps, change dependencies) from a YAML or JSON file",
 		Long: `Change the plan of a harness that does not run (paused, created or failed) with a plan change
-written in YAML or JSON (FILE, or - for standard input):
+written in YAML or JSON (FILE, or - for standard input; at most 4 MiB, as a task file):
 
   skip: [ship]                       # completed without running (its output says so)
   replace:
@@ -234,15 +235,11 @@ of it. Applied, it is recorded durably with who (--by, default $USER) and why (-
 by 'show' and 'events'. A failed harness stays failed: 'retry' then makes it runnable.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(_ *cobra.Command, args []string) error {
-			var data []byte
-			var err error
-			if args[1] == "-" {
-				data, err = io.ReadAll(io.LimitReader(stdin, 1<<20))
-			} else {
-				data, err = os.ReadFile(args[1])
-			}
+			// The whole change or none of it: one over the limit is refused before anything is
+			// sent, never cut to a prefix that may itself be a valid change.
+			data, err := task.ReadPlanChange(args[1], stdin)
 			if err != nil {
-				return fmt.Errorf("plan change: %w", err)
+				return fmt.Errorf("harness %s is unchanged: %w", args[0], err)
 			}
 			req.Change, req.Name = string(data), args[1]
 			return fetchAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (harness.ReplanResult, error) {

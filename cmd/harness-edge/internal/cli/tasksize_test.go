@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,5 +92,52 @@ func TestALoopWhosePromptMakesATaskFileOverTheLimitIsRefusedAlikeEverywhere(t *t
 	}
 	if fileExists(db) {
 		t.Fatal("a refused loop touched the store")
+	}
+}
+
+// TestAPlanChangeOverTheLimitIsRefusedWholeNotCut: a plan change may be as large as a task file.
+// One a byte over the limit (a skip, then a long comment) is refused from standard input and
+// from a file alike, saying what, why and the limit, and the harness is unchanged: no prefix of
+// it is applied. One at the limit whose change comes after a long comment is taken whole from
+// standard input.
+func TestAPlanChangeOverTheLimitIsRefusedWholeNotCut(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	if code, out, stderr := run(t, "--store", db, "run", writeTask(t, dir, "k.yaml", strings.ReplaceAll(gatedTask, "%s", "k"))); code != ExitWaiting {
+		t.Fatalf("run: exit %d: %s%s", code, out, stderr)
+	}
+	if code, out, stderr := run(t, "--store", db, "reject", "k", "--reason", "not today"); code != ExitOK {
+		t.Fatalf("reject: exit %d: %s%s", code, out, stderr)
+	}
+	before := storeState(t, db, "k")
+	replan := func(stdin string, args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := MainWithInput(append([]string{"--store", db, "replan", "k"}, args...), strings.NewReader(stdin), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+
+	head := "skip: [ship]\n#"
+	over := head + strings.Repeat("x", task.MaxFileSize+1-len(head)-1) + "\n"
+	if len(over) != task.MaxFileSize+1 {
+		t.Fatalf("the change is %d bytes", len(over))
+	}
+	const limit = "over the 4 MiB (4194304 bytes) a plan change may be, as a task file: split it into smaller changes"
+	code, out, stderr := replan(over, "-")
+	if code != ExitError || out != "" || !strings.Contains(stderr, "harness k is unchanged: standard input: the plan change is more than 4194304 bytes, "+limit) {
+		t.Fatalf("replan of a change over the limit from standard input: exit %d: %s%s", code, out, stderr)
+	}
+	overFile := writeTask(t, dir, "over.yaml", over)
+	code, out, stderr = replan("", overFile)
+	if code != ExitError || out != "" || !strings.Contains(stderr, "harness k is unchanged: "+overFile+": the plan change is 4194305 bytes, "+limit) {
+		t.Fatalf("replan of a change over the limit from a file: exit %d: %s%s", code, out, stderr)
+	}
+	if after := storeState(t, db, "k"); !sameState(before, after) {
+		t.Fatal("a refused replan changed the harness")
+	}
+
+	tail := "\nskip: [ship]\n"
+	at := "#" + strings.Repeat("x", task.MaxFileSize-1-len(tail)) + tail
+	if code, out, stderr := replan(at, "-"); code != ExitOK || !strings.Contains(out, "replanned: skip ship") {
+		t.Fatalf("replan of a change at the limit from standard input: exit %d: %s%s", code, out, stderr)
 	}
 }
