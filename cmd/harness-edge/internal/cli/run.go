@@ -30,16 +30,31 @@ import (
 )
 
 // oneShot sets the garbage collector for a command that reads, prints and exits: it runs
-// only when the heap nears 1 GiB (a read of a large harness allocates a few times its state,
-// and collecting that on the way cost a third of the command's time). It returns what puts the
-// settings back.
+// only when the heap nears oneShotHeap of the machine's memory (a read of a large harness
+// allocates a few times its state, and collecting that on the way cost a third of the
+// command's time). It returns what puts the settings back.
 func oneShot() (restore func()) {
+	var info syscall.Sysinfo_t
+	total := uint64(0)
+	if syscall.Sysinfo(&info) == nil {
+		total = uint64(info.Totalram) * uint64(info.Unit)
+	}
 	percent := debug.SetGCPercent(-1)
-	limit := debug.SetMemoryLimit(1 << 30)
+	limit := debug.SetMemoryLimit(oneShotHeap(total))
 	return func() {
 		debug.SetGCPercent(percent)
 		debug.SetMemoryLimit(limit)
 	}
+}
+
+// oneShotHeap is the heap a one-shot read may reach before the collector runs, on a machine of
+// total bytes of memory (0: unknown): a quarter of it, at least 16 MiB and at most 1 GiB, so
+// that a small device is not pushed into swap by a read that a workstation takes in its stride.
+func oneShotHeap(total uint64) int64 {
+	if total == 0 {
+		return 1 << 30
+	}
+	return int64(min(max(total/4, 16<<20), 1<<30))
 }
 
 // isTerminal reports whether w is a terminal (progress is shown there, not in pipes).
