@@ -721,6 +721,10 @@ func EncodeBinary(s *HarnessState) ([]byte, error) {
 // ---------------------------------------------------------------------------------------------
 // decoding
 
+// NewerBuild is how a decoding error says that a newer harness-edge wrote what this build cannot
+// read: not damage, and nothing to repair or throw away (store.Repair refuses to touch it).
+const NewerBuild = "a newer harness-edge wrote it"
+
 // reader decodes with bounds checks everywhere; the first error sticks and says where.
 type reader struct {
 	// version is the layout's (BinaryFormatVersion or an older one).
@@ -1174,7 +1178,7 @@ func decodeBinary(b []byte, whole string, validate bool) (*HarnessState, error) 
 		return nil, &DecodeError{0, "bad magic (not a harness-edge binary state)"}
 	}
 	if b[3] > BinaryFormatVersion {
-		return nil, &DecodeError{3, fmt.Sprintf("binary format version %d is not supported (supported: 1 to %d): a newer harness-edge wrote it; read it with that version or a later one", b[3], BinaryFormatVersion)}
+		return nil, &DecodeError{3, fmt.Sprintf("binary format version %d is not supported (supported: 1 to %d): %s; read it with that version or a later one", b[3], BinaryFormatVersion, NewerBuild)}
 	}
 	if b[3] < 1 {
 		return nil, &DecodeError{3, fmt.Sprintf("binary format version %d is not supported (supported: 1 to %d)", b[3], BinaryFormatVersion)}

@@ -146,6 +146,9 @@ func DecodeRecord(b []byte) (*Record, error) {
 	if string(b[:3]) != envelopeMagic {
 		return nil, &RecordError{0, "bad magic (not a checkpoint record)"}
 	}
+	if b[3] > EnvelopeVersion {
+		return nil, &RecordError{3, fmt.Sprintf("envelope version %d is not supported (supported: %d): %s", b[3], EnvelopeVersion, NewerBuild)}
+	}
 	if b[3] != EnvelopeVersion {
 		return nil, &RecordError{3, fmt.Sprintf("envelope version %d is not supported (supported: %d)", b[3], EnvelopeVersion)}
 	}

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -32,6 +34,8 @@ import (
 //   - Quarantined: when no checkpoint replays (or its index entry is gone), the harness is
 //     removed from the store; the quarantine file keeps what could be read.
 //   - A damaged heads file is written again from the index.
+// A harness written by a newer harness-edge (a state or record format this build does not read)
+// is not damage: Repair refuses, before it changes anything, and says to use that version.
 // What Repair cannot do it says: damage outside every harness's keys (a table block of keys no
 // harness names) stays reported by verify, and a store that does not open (a missing manifest
 // marker, a damaged MANIFEST) is not repaired: restore those files from a backup.
@@ -82,6 +86,11 @@ func (s *Store) Repair() (RepairReport, error) {
 		}
 	}
 	s.mu.Unlock()
+	for _, id := range slices.Sorted(maps.Keys(damage)) {
+		if strings.Contains(damage[id], statefmt.NewerBuild) {
+			return rep, fmt.Errorf("harness %s was written by a newer harness-edge, which this build cannot read (%s): that is not damage; repair the store with that version or a later one (nothing was changed)", id, damage[id])
+		}
+	}
 	for _, id := range slices.Sorted(func(yield func(string) bool) {
 		for id := range damage {
 			if !yield(id) {

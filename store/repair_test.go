@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,8 +14,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/internal/stategen"
+	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/statefmt/event"
 	"github.com/harness-edge/harness-edge/store"
 )
@@ -189,5 +194,57 @@ func checkQuarantine(t *testing.T, path, id string) {
 		}) {
 			t.Fatalf("%s holds a key of another harness: %q", path, k)
 		}
+	}
+}
+
+// A harness whose head a newer harness-edge wrote (a binary format this build does not read)
+// is not damage: Repair refuses before it changes anything, and the harness is still there.
+func TestRepairLeavesAHarnessANewerBuildWrote(t *testing.T) {
+	dir := t.TempDir()
+	s, err := store.OpenStore(dir, store.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(4, 4))
+	st := stategen.Reference(r, 4_000)
+	if _, err := s.Persist(st); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	// The head as a newer build would write it: a keyframe of a state in the next format.
+	payload, err := statefmt.EncodeBinary(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload[3] = statefmt.BinaryFormatVersion + 1
+	info := bridge.RecordInfo{Kind: bridge.KindKeyframe, Seq: 1, BaseSeq: 1, StateHash: xxhash.Sum64(payload),
+		RawLen: uint64(len(payload)), StateLen: uint64(len(payload))}
+	info.ChainHash = bridge.Link(0, info, payload)
+	rec := statefmt.Record{Kind: statefmt.KindKeyframe, Seq: 1, BaseSeq: 1, StateHash: info.StateHash, ChainHash: info.ChainHash,
+		RawLen: info.RawLen, StateFormat: statefmt.BinaryFormatVersion + 1, Compression: statefmt.CompressionNone, Payload: payload}
+	db, err := pebble.Open(filepath.Join(dir, "db"), &pebble.Options{Logger: silent{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Set(binary.BigEndian.AppendUint64([]byte("c/"+st.HarnessID+"/"), 1), statefmt.EncodeRecord(nil, &rec), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s, err = store.OpenStore(dir, store.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, err = s.Repair()
+	if err == nil || !strings.Contains(err.Error(), "written by a newer harness-edge") || !strings.Contains(err.Error(), "nothing was changed") {
+		t.Fatalf("repair: %v, want a refusal naming the newer build", err)
+	}
+	if _, err := s.Index(st.HarnessID); err != nil {
+		t.Fatalf("the harness is gone after the refused repair: %v", err)
+	}
+	if recs, err := s.Inspect(st.HarnessID); err != nil || len(recs) != 1 {
+		t.Fatalf("its chain after the refused repair: %d records, %v", len(recs), err)
 	}
 }
