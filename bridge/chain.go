@@ -31,9 +31,13 @@ type RecordInfo struct {
 
 var _ [64 - unsafe.Sizeof(RecordInfo{})]struct{} // RecordInfo must stay 64 bytes
 
+// DefaultMaxReplay is the engine's bound on the deltas after a keyframe when ChainPolicy sets
+// none (the store starts its state encoder over before the keyframe it forces).
+const DefaultMaxReplay = 1000
+
 // ChainPolicy says when a chain writes a keyframe instead of a delta. Zero fields take the
-// engine's defaults (1000 deltas at most after a keyframe; delta bytes since the keyframe at most
-// 200% of the state's size).
+// engine's defaults (DefaultMaxReplay deltas at most after a keyframe; delta bytes since the
+// keyframe at most 200% of the state's size).
 type ChainPolicy struct {
 	MaxReplay   uint32
 	MaxDeltaPct uint32

@@ -803,10 +803,6 @@ func stateLenOf(r *statefmt.Record, raw []byte) (uint64, error) {
 	return r.Prefix + target, nil
 }
 
-// defaultMaxReplay is the engine's bound on the deltas after a keyframe when the policy sets
-// none (see bridge.ChainPolicy).
-const defaultMaxReplay = 1000
-
 // keyframeDue reports whether the chain's next record will be a keyframe because the deltas
 // since the last one reached the policy's bound. The encoder then starts over: a keyframe is
 // what a finished harness keeps, and an encoder that went on for a thousand checkpoints holds
@@ -816,7 +812,7 @@ const defaultMaxReplay = 1000
 func (s *Store) keyframeDue(h *harness) bool {
 	bound := uint64(s.policy.MaxReplay)
 	if bound == 0 {
-		bound = defaultMaxReplay
+		bound = bridge.DefaultMaxReplay
 	}
 	head := h.chain.Head()
 	return head.Seq > 0 && head.Seq-min(head.Seq, h.index.KeyframeSeq) >= bound
