@@ -661,7 +661,7 @@ func (s *Store) decompress(rec *statefmt.Record, scratch *[]byte, stream *stream
 	case statefmt.CompressionNone:
 		return rec.Payload, nil
 	case statefmt.CompressionZstd:
-		out, err := s.zdec.DecodeAll(rec.Payload, slices.Grow((*scratch)[:0], int(rec.RawLen)))
+		out, err := s.zdec.DecodeAll(rec.Payload, room(*scratch, int(rec.RawLen)))
 		if err == nil {
 			*scratch = out
 		}
@@ -671,7 +671,7 @@ func (s *Store) decompress(rec *statefmt.Record, scratch *[]byte, stream *stream
 		if err != nil {
 			return nil, err
 		}
-		out := slices.Grow((*scratch)[:0], int(rec.RawLen))[:rec.RawLen]
+		out := room(*scratch, int(rec.RawLen))[:rec.RawLen]
 		errs := make([]error, len(frames))
 		parallel(len(frames), func(i int) {
 			f := frames[i]
@@ -709,7 +709,7 @@ func (s *Store) decompress(rec *statefmt.Record, scratch *[]byte, stream *stream
 		return nil, fmt.Errorf("unknown compression %d", rec.Compression)
 	}
 	stream.ok = false
-	*scratch = slices.Grow((*scratch)[:0], int(rec.RawLen))[:rec.RawLen]
+	*scratch = room(*scratch, int(rec.RawLen))[:rec.RawLen]
 	if _, err := io.ReadFull(stream.dec, *scratch); err != nil {
 		return nil, err
 	}
@@ -758,7 +758,7 @@ func (s *Store) replay(id string, idx IndexEntry, to uint64, scratch *[]byte) (b
 	}
 	if to == idx.HeadSeq && idx.HeadStateBytes <= statefmt.MaxRawLen {
 		// Room for the head state too: the first Restore decodes it into this buffer.
-		*scratch = slices.Grow((*scratch)[:0], int(idx.HeadStateBytes))
+		*scratch = room(*scratch, int(idx.HeadStateBytes))
 	}
 	var lastGood uint64
 	next := from

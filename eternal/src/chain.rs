@@ -226,6 +226,7 @@ impl Chain {
                     return Err(bad("malformed keyframe header".into()));
                 }
                 self.state.clear();
+                crate::paged::reserve(&mut self.state, payload.len());
                 self.state.extend_from_slice(payload);
                 keep = 0;
                 self.deltas_since_key = 0;

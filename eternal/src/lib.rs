@@ -17,6 +17,7 @@
 pub mod chain;
 pub mod delta;
 pub mod hash;
+mod paged;
 
 pub use chain::eternal_record_info;
 
