@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"sync"
 )
 
 // Workspace sharing modes (Workspace.Shared).
@@ -68,7 +69,7 @@ func (w Workspace) SubAgentWorktrees() bool { return w.SubAgents == SubAgentsWor
 func (w Workspace) Isolated() bool { return w.Isolate == IsolateWorktree }
 
 // refPattern is what a ref may look like (never an option).
-var refPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./~^@{}+-]*$`)
+var refPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./~^@{}+-]*$`) })
 
 // ReadOnly reports whether the harness holds its workspace only to read it.
 func (w Workspace) ReadOnly() bool { return w.Shared == SharedReadOnly }
@@ -138,7 +139,7 @@ func (t *Task) validateWorkspace() []fieldErr {
 	}
 	if w.Ref != "" && !w.Isolated() {
 		bad("ref is where isolate: worktree branches from", "ref")
-	} else if w.Ref != "" && !refPattern.MatchString(w.Ref) {
+	} else if w.Ref != "" && !refPattern().MatchString(w.Ref) {
 		bad(fmt.Sprintf("%q is not a ref (letters, digits and ./~^@{}+-, not starting with '-')", w.Ref), "ref")
 	}
 	if w.Merge != "" && w.Merge != MergeFastForward {

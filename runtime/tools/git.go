@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/harness-edge/harness-edge/runtime/clock"
@@ -34,7 +35,7 @@ const DefaultGitLog = 20
 
 // refPattern is what a ref (or a range of refs) argument may look like: no leading '-', so it
 // can never be read as an option.
-var refPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./~^@{}:+-]*$`)
+var refPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./~^@{}:+-]*$`) })
 
 // confinedPaths checks path arguments: relative, inside the workspace, and not through a
 // symlink that leads out of it.
@@ -130,7 +131,7 @@ func runGit(ctx context.Context, env toolEnv, name string, m map[string]any) sta
 		return Failed(statefmt.ErrorPermanent, "%v", a.err)
 	}
 	if ref != "" {
-		if !refPattern.MatchString(ref) {
+		if !refPattern().MatchString(ref) {
 			return Failed(statefmt.ErrorPermanent, "ref %q is not a ref or a range of refs (letters, digits and ./~^@{}:+-, not starting with '-')", ref)
 		}
 		gitArgs = append(gitArgs, ref)

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -15,13 +16,16 @@ import (
 
 // ansi matches terminal escape sequences: CSI (colours, cursor moves), OSC (titles, links) and
 // two-byte escapes. An OSC without its terminator ends at the line's end: a stray one must not
-// swallow the rest of the output (and a promise in it).
-var ansi = regexp.MustCompile(`\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]`)
+// swallow the rest of the output (and a promise in it). Compiled on first use, as the patterns
+// below: every command of the binary would pay for them at start-up otherwise.
+var ansi = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]`)
+})
 
 // StripANSI removes terminal escape sequences and carriage returns.
 func StripANSI(s string) string {
 	if strings.IndexByte(s, 0x1b) >= 0 {
-		s = ansi.ReplaceAllString(s, "")
+		s = ansi().ReplaceAllString(s, "")
 	}
 	return strings.ReplaceAll(s, "\r", "")
 }
@@ -208,14 +212,21 @@ type RateLimit struct {
 	Reset time.Time
 }
 
-var (
-	resetEpoch = regexp.MustCompile(`\|\s*(\d{10})\b`)
-	resetIn    = regexp.MustCompile(`(?i)(?:try again|retry|resets?|available(?: again)?|wait)\s+(?:in|after)\s+((?:\d+(?:\.\d+)?\s*(?:hours?|hrs?|h|minutes?|mins?|m|seconds?|secs?|s)\b[\s,]*(?:and\s+)?)+)`)
-	resetAfter = regexp.MustCompile(`(?i)retry[- ]after:?\s*(\d+)\b`)
-	resetAtISO = regexp.MustCompile(`(?i)resets?\s+(?:at\s+)?(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)`)
-	resetAtClk = regexp.MustCompile(`(?i)resets?\s+(?:at\s+)?(\d{1,2})(?::(\d{2}))?\s*(am|pm)\b`)
-	durPart    = regexp.MustCompile(`(?i)(\d+(?:\.\d+)?)\s*(hours?|hrs?|h|minutes?|mins?|m|seconds?|secs?|s)\b`)
-)
+// resetPatterns read when a rate limit resets, compiled on first use.
+var resetPatterns = sync.OnceValue(func() *resetRegexps {
+	return &resetRegexps{
+		epoch:   regexp.MustCompile(`\|\s*(\d{10})\b`),
+		in:      regexp.MustCompile(`(?i)(?:try again|retry|resets?|available(?: again)?|wait)\s+(?:in|after)\s+((?:\d+(?:\.\d+)?\s*(?:hours?|hrs?|h|minutes?|mins?|m|seconds?|secs?|s)\b[\s,]*(?:and\s+)?)+)`),
+		after:   regexp.MustCompile(`(?i)retry[- ]after:?\s*(\d+)\b`),
+		atISO:   regexp.MustCompile(`(?i)resets?\s+(?:at\s+)?(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)`),
+		atClock: regexp.MustCompile(`(?i)resets?\s+(?:at\s+)?(\d{1,2})(?::(\d{2}))?\s*(am|pm)\b`),
+		durPart: regexp.MustCompile(`(?i)(\d+(?:\.\d+)?)\s*(hours?|hrs?|h|minutes?|mins?|m|seconds?|secs?|s)\b`),
+	}
+})
+
+type resetRegexps struct {
+	epoch, in, after, atISO, atClock, durPart *regexp.Regexp
+}
 
 // DetectRateLimit looks for a rate-limit message in text with the given patterns; now is the
 // time the output was read (for "resets in 2h" and "resets 3pm", local time).
@@ -237,14 +248,15 @@ func DetectRateLimit(text string, patterns []*regexp.Regexp, now time.Time) (Rat
 
 // resetTime reads when a limit resets from a message, or returns zero.
 func resetTime(text string, now time.Time) time.Time {
-	if m := resetEpoch.FindStringSubmatch(text); m != nil {
+	re := resetPatterns()
+	if m := re.epoch.FindStringSubmatch(text); m != nil {
 		if sec, err := strconv.ParseInt(m[1], 10, 64); err == nil {
 			return time.Unix(sec, 0)
 		}
 	}
-	if m := resetIn.FindStringSubmatch(text); m != nil {
+	if m := re.in.FindStringSubmatch(text); m != nil {
 		var d time.Duration
-		for _, p := range durPart.FindAllStringSubmatch(m[1], -1) {
+		for _, p := range re.durPart.FindAllStringSubmatch(m[1], -1) {
 			v, _ := strconv.ParseFloat(p[1], 64)
 			unit := time.Second
 			switch u := strings.ToLower(p[2]); {
@@ -259,19 +271,19 @@ func resetTime(text string, now time.Time) time.Time {
 			return now.Add(d)
 		}
 	}
-	if m := resetAfter.FindStringSubmatch(text); m != nil {
+	if m := re.after.FindStringSubmatch(text); m != nil {
 		if sec, err := strconv.Atoi(m[1]); err == nil && sec < 1<<24 {
 			return now.Add(time.Duration(sec) * time.Second)
 		}
 	}
-	if m := resetAtISO.FindStringSubmatch(text); m != nil {
+	if m := re.atISO.FindStringSubmatch(text); m != nil {
 		for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05Z0700", "2006-01-02 15:04:05Z07:00", "2006-01-02T15:04"} {
 			if t, err := time.Parse(layout, m[1]); err == nil {
 				return t
 			}
 		}
 	}
-	if m := resetAtClk.FindStringSubmatch(text); m != nil {
+	if m := re.atClock.FindStringSubmatch(text); m != nil {
 		h, _ := strconv.Atoi(m[1])
 		mins := 0
 		if m[2] != "" {
