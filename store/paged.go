@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strings"
 	"syscall"
 	"unsafe"
 )
@@ -24,9 +25,25 @@ func room(buf []byte, n int) []byte {
 	if cap(buf) >= n {
 		return buf[:0]
 	}
-	b := make([]byte, 0, n)
+	if n < prefaultMin {
+		return make([]byte, 0, n)
+	}
+	b := unzeroed(n)
 	_ = prefault(b[:n])
 	return b
+}
+
+// unzeroed returns an empty buffer with room for n bytes that the runtime did not zero. make
+// zeroes memory it reuses, and a long-running process reuses memory the runtime has given back
+// to the kernel: the zeroing would fault the pages in one by one before prefault could map them
+// in at once. Every caller overwrites the bytes it uses. The memory comes from strings.Builder,
+// which allocates without zeroing; its only reference is the returned slice.
+func unzeroed(n int) []byte {
+	var sb strings.Builder
+	sb.Grow(n)
+	sb.WriteByte(0)
+	s := sb.String()
+	return unsafe.Slice(unsafe.StringData(s), n)[:0]
 }
 
 // prefault maps in the pages of b's whole aligned blocks. The error is the kernel's refusal
@@ -36,10 +53,10 @@ func prefault(b []byte) error {
 		return nil
 	}
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	start := (p + prefaultAlign - 1) &^ (prefaultAlign - 1)
-	end := (p + uintptr(len(b))) &^ (prefaultAlign - 1)
+	start := int((p+prefaultAlign-1)&^(prefaultAlign-1) - p)
+	end := int((p+uintptr(len(b)))&^(prefaultAlign-1) - p)
 	if end <= start {
 		return nil
 	}
-	return syscall.Madvise(unsafe.Slice((*byte)(unsafe.Pointer(start)), end-start), madvPopulateWrite)
+	return syscall.Madvise(b[start:end], madvPopulateWrite)
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"runtime"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -47,5 +48,26 @@ func TestRoomReusesABufferLargeEnough(t *testing.T) {
 	}
 	if b := room(buf, 101); cap(b) < 101 || &b[:1][0] == &buf[0] {
 		t.Fatalf("room(101) of a 100-byte buffer: cap %d, same memory %v", cap(b), &b[:1][0] == &buf[0])
+	}
+}
+
+func TestUnzeroedBufferHoldsWhatIsWrittenThroughCollections(t *testing.T) {
+	const n = 3 << 20
+	b := unzeroed(n)
+	if len(b) != 0 || cap(b) < n {
+		t.Fatalf("unzeroed(%d): len %d cap %d", n, len(b), cap(b))
+	}
+	b = b[:n]
+	for i := range b {
+		b[i] = byte(i * 7)
+	}
+	for range 3 {
+		runtime.GC()
+		_ = make([]byte, n) // memory the collector may hand out again if it freed b
+	}
+	for i := range b {
+		if b[i] != byte(i*7) {
+			t.Fatalf("byte %d changed after collections: %d", i, b[i])
+		}
 	}
 }
