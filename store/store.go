@@ -143,12 +143,15 @@ type Store struct {
 	policy bridge.ChainPolicy
 	lock   *os.File
 	zdec   *zstd.Decoder
-	// zall compresses every harness's keyframes: one encoder for the store (EncodeAll may be
-	// called at once from several goroutines), made at the first keyframe. Each harness holding
-	// its own cost megabytes of tables per harness.
-	zall     *zstd.Encoder
-	zallOnce sync.Once
-	zallErr  error
+	// zall compresses every harness's keyframes of one frame: one encoder for the store, made
+	// at the first keyframe, whose harnesses take turns. Each harness holding its own would cost
+	// megabytes of tables per harness, and so would an encoder per CPU: EncodeAll hands its
+	// calls to the encoders in turn, so a run of one harness paged in every encoder's 4 MB of
+	// tables. zpar compresses the frames of a keyframe larger than keyframeFrame in parallel;
+	// it is made only when a keyframe is that large.
+	zall, zpar         *zstd.Encoder
+	zallOnce, zparOnce sync.Once
+	zallErr, zparErr   error
 
 	mu        sync.Mutex
 	harnesses map[string]*harness
@@ -210,11 +213,11 @@ func (h *harness) close() {
 // after it share one stream, flushed at each checkpoint, so each record's payload can refer to
 // the earlier ones. A delta starts a new stream after a keyframe, a restart, or a checkpoint
 // that stopped the harness (releaseStream).
-func (h *harness) compress(zall func() (*zstd.Encoder, error), payload []byte, keyframe bool) (statefmt.Compression, []byte, error) {
+func (h *harness) compress(zall func(frames bool) (*zstd.Encoder, error), payload []byte, keyframe bool) (statefmt.Compression, []byte, error) {
 	h.zbuf.Reset()
 	if keyframe {
 		h.streamOpen = false
-		enc, err := zall()
+		enc, err := zall(len(payload) > keyframeFrame)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -256,13 +259,20 @@ func (h *harness) releaseStream() {
 	h.streamOpen, h.zbuf, h.zscratch = false, bytes.Buffer{}, nil
 }
 
-// keyframeEncoder is the store's keyframe compressor, made at its first use.
-func (s *Store) keyframeEncoder() (*zstd.Encoder, error) {
-	s.zallOnce.Do(func() {
-		s.zall, s.zallErr = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderCRC(false),
-			zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)))
-	})
+// keyframeEncoder is the store's keyframe compressor, made at its first use: for keyframes of
+// several frames, the one that compresses them in parallel.
+func (s *Store) keyframeEncoder(frames bool) (*zstd.Encoder, error) {
+	if frames {
+		s.zparOnce.Do(func() { s.zpar, s.zparErr = newKeyframeEncoder(runtime.GOMAXPROCS(0)) })
+		return s.zpar, s.zparErr
+	}
+	s.zallOnce.Do(func() { s.zall, s.zallErr = newKeyframeEncoder(1) })
 	return s.zall, s.zallErr
+}
+
+func newKeyframeEncoder(concurrency int) (*zstd.Encoder, error) {
+	return zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderCRC(false),
+		zstd.WithEncoderConcurrency(concurrency))
 }
 
 // keyframeFrame is the raw size of each independent zstd frame of a keyframe: larger keyframes
@@ -509,9 +519,12 @@ func (s *Store) Close() error {
 		h.mu.Unlock()
 	}
 	s.zdec.Close()
-	s.zallOnce.Do(func() {}) // orders the read of zall after any keyframe's making of it
-	if s.zall != nil {
-		s.zall.Close()
+	s.zallOnce.Do(func() {}) // orders the reads of zall and zpar after any keyframe's making of them
+	s.zparOnce.Do(func() {})
+	for _, z := range []*zstd.Encoder{s.zall, s.zpar} {
+		if z != nil {
+			z.Close()
+		}
 	}
 	s.headsWG.Wait()
 	var herr error
