@@ -62,6 +62,18 @@ type Chain interface {
 	Close() error
 }
 
+// AppendKeyframe makes the chain's next record a keyframe of state, whatever the policy would
+// choose, and returns its header; the payload is state itself. It pushes the keyframe it builds,
+// so the engine verifies it as it verifies any record it replays (every backend takes a keyframe
+// on a live chain). On error the chain is empty, as after a failed Push.
+func AppendKeyframe(c Chain, state []byte) (RecordInfo, error) {
+	head := c.Head()
+	info := RecordInfo{Kind: KindKeyframe, Seq: head.Seq + 1, BaseSeq: head.Seq + 1, StateHash: xxhash.Sum64(state),
+		RawLen: uint64(len(state)), StateLen: uint64(len(state))}
+	info.ChainHash = Link(head.ChainHash, info, state)
+	return info, c.Push(info, state)
+}
+
 // Link is the chain hash of a record given the previous record's chain hash; every backend
 // computes it identically (eternal::chain::link).
 func Link(prev uint64, info RecordInfo, payload []byte) uint64 {

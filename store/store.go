@@ -831,6 +831,16 @@ func (s *Store) keyframeDue(h *harness) bool {
 	return head.Seq > 0 && head.Seq-min(head.Seq, h.index.KeyframeSeq) >= bound
 }
 
+// finishing reports whether the checkpoint of a harness moving to status is its last for a
+// while, and worth a keyframe: the harness completes or fails now (it was not already) and
+// deltas follow its last keyframe. A finished harness's chain is then that one keyframe: the
+// records before it are released, a restore replays nothing, and the whole state compresses
+// better in one frame than a keyframe and the deltas after it. h.mu held.
+func (s *Store) finishing(h *harness, status statefmt.Status) bool {
+	return (status == statefmt.StatusCompleted || status == statefmt.StatusFailed) && status != h.index.Status &&
+		h.chain.Head().Seq > h.index.KeyframeSeq
+}
+
 // open returns the in-memory harness for id, replaying its chain from the store the first time.
 // create says whether a harness the store does not hold may be started.
 func (s *Store) open(id string, create bool) (*harness, error) {
@@ -964,14 +974,22 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	defer h.mu.Unlock()
 	start := time.Now()
 	h.restoreBuf = nil
-	if s.keyframeDue(h) {
+	finishing := s.finishing(h, state.Status)
+	if finishing || s.keyframeDue(h) {
 		h.enc.Reset()
 	}
 	inc, err := h.enc.EncodeChanged(state, x.Steps)
 	if err != nil {
 		return Checkpoint{}, err
 	}
-	info, payload, err := h.chain.Append(inc.Bytes, inc.Prefix)
+	var info bridge.RecordInfo
+	var payload []byte
+	if finishing {
+		info, err = bridge.AppendKeyframe(h.chain, inc.Bytes)
+		payload = inc.Bytes
+	} else {
+		info, payload, err = h.chain.Append(inc.Bytes, inc.Prefix)
+	}
 	if err != nil {
 		s.forgetLocked(id, h)
 		return Checkpoint{}, err

@@ -263,6 +263,7 @@ func Run(t *testing.T, e bridge.Engine, peers []bridge.Engine) {
 	})
 
 	t.Run("chain", func(t *testing.T) { runChain(t, e, peers) })
+	t.Run("keyframe-on-demand", func(t *testing.T) { runKeyframeOnDemand(t, e, peers) })
 
 	// Last: every engine-owned buffer handed out above (outputs and error messages) was freed.
 	t.Run("every-buffer-freed-once", func(t *testing.T) {
@@ -493,6 +494,69 @@ func runChain(t *testing.T, e bridge.Engine, peers []bridge.Engine) {
 			}
 			r.Close()
 		}
+	}
+}
+
+// runKeyframeOnDemand: bridge.AppendKeyframe in the middle of deltas makes a keyframe record
+// that every backend replays, from the chain's start and as the first record of a restore, and
+// the deltas after it apply on top of it.
+func runKeyframeOnDemand(t *testing.T, e bridge.Engine, peers []bridge.Engine) {
+	states, hints := chainStates(12)
+	w, err := e.NewChain(bridge.ChainPolicy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	type rec struct {
+		info    bridge.RecordInfo
+		payload []byte
+	}
+	var recs []rec
+	forced := 7
+	for i, s := range states {
+		var info bridge.RecordInfo
+		p := s
+		if i == forced {
+			info, err = bridge.AppendKeyframe(w, s)
+		} else {
+			info, p, err = w.Append(s, hints[i])
+		}
+		if err != nil {
+			t.Fatalf("record %d: %v", i+1, err)
+		}
+		if i == forced && (info.Kind != bridge.KindKeyframe || info.Seq != uint64(i+1) || info.BaseSeq != info.Seq) {
+			t.Fatalf("AppendKeyframe made %+v", info)
+		}
+		if e.Backend() != bridge.BackendFallback && i == forced+1 && info.Kind != bridge.KindDelta {
+			t.Fatalf("record %d after the forced keyframe is kind %d, want a delta", i+1, info.Kind)
+		}
+		if !bytes.Equal(w.State(nil), s) {
+			t.Fatalf("chain state after record %d differs", i+1)
+		}
+		recs = append(recs, rec{info, bytes.Clone(p)})
+	}
+	for _, a := range append([]bridge.Engine{e}, peers...) {
+		for _, from := range []int{0, forced} {
+			r, err := a.NewChain(bridge.ChainPolicy{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range recs[from:] {
+				if err := r.Push(x.info, x.payload); err != nil {
+					t.Fatalf("%s replaying %s's chain from record %d: %v", a.Backend(), e.Backend(), from+1, err)
+				}
+			}
+			if !bytes.Equal(r.State(nil), states[len(states)-1]) || r.Head() != w.Head() {
+				t.Fatalf("%s replayed %s's chain from record %d to a different state or head", a.Backend(), e.Backend(), from+1)
+			}
+			r.Close()
+		}
+	}
+	// A keyframe on an empty chain is its first record.
+	c, _ := e.NewChain(bridge.ChainPolicy{})
+	defer c.Close()
+	if info, err := bridge.AppendKeyframe(c, states[0]); err != nil || info.Seq != 1 || !bytes.Equal(c.State(nil), states[0]) {
+		t.Fatalf("AppendKeyframe on an empty chain: %+v %v", info, err)
 	}
 }
 
