@@ -266,11 +266,12 @@ func TestRecordsAndEventsHeldOutOfOrderAreReadInOrder(t *testing.T) {
 	hub := startHub(t, t.TempDir(), "127.0.0.1:0")
 	_, js := client(t, hub.URL())
 	dv := startDevice(t, hub.URL(), "board", storeIn(t, "store"))
-	// Harnesses of a few steps: one of them rebuilds from a keyframe and deltas (a keyframe
-	// comes when the deltas outgrow the state, which depends on the timings they hold).
+	// Harnesses of a few steps that wait at a gate before their last: one of them rebuilds from
+	// a keyframe and deltas (a keyframe comes when the deltas outgrow the state, which depends
+	// on the timings they hold; a harness that finished would keep one keyframe).
 	var ids []string
 	for i, steps := range []int{2, 3, 4, 5} {
-		ids = append(ids, submit(t, dv, taskYAML(t, fmt.Sprintf("job%d", i), steps, "", false)))
+		ids = append(ids, submit(t, dv, taskYAML(t, fmt.Sprintf("job%d", i), steps, "", true)))
 	}
 	waitFor(t, "settles", 30*time.Second, func() (bool, string) { return settled(dv) })
 	waitFor(t, "caught up", 30*time.Second, func() (bool, string) { return caughtUp(js, dv) })
