@@ -974,8 +974,8 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	defer h.mu.Unlock()
 	start := time.Now()
 	h.restoreBuf = nil
-	finishing := s.finishing(h, state.Status)
-	if finishing || s.keyframeDue(h) {
+	keyframe := s.finishing(h, state.Status) || s.keyframeDue(h)
+	if keyframe {
 		h.enc.Reset()
 	}
 	inc, err := h.enc.EncodeChanged(state, x.Steps)
@@ -984,7 +984,9 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	}
 	var info bridge.RecordInfo
 	var payload []byte
-	if finishing {
+	if keyframe {
+		// Built here rather than by the chain, whose record would carry a copy of the state
+		// (made by the engine, then copied into Go memory): megabytes, paged in twice.
 		info, err = bridge.AppendKeyframe(h.chain, inc.Bytes)
 		payload = inc.Bytes
 	} else {
