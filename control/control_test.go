@@ -2,6 +2,7 @@ package control
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/harness-edge/harness-edge/runtime/harness"
+	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/store/trust"
 )
 
@@ -158,5 +161,22 @@ func TestConnectTalksToNoSocketInADirectoryOthersCanWrite(t *testing.T) {
 	}
 	if len(asked) != 0 {
 		t.Fatalf("the planted socket was asked %s", <-asked)
+	}
+}
+
+// A harness waiting at many gates (its sub-agents' included) is told about ten of them, with
+// the commands that answer each, and how many more wait.
+func TestGateHintNamesTenGatesAndCountsTheRest(t *testing.T) {
+	var gates []harness.PendingGate
+	for i := range 25 {
+		gates = append(gates, harness.PendingGate{HarnessID: fmt.Sprintf("p.s%d", i), Gate: statefmt.Gate{ID: "g1", Kind: harness.GateStep, StepID: "ship"}})
+	}
+	hint := GateHint("p", gates)
+	if strings.Count(hint, "waits for a human") != 10 || strings.Contains(hint, "p.s10/") ||
+		!strings.HasSuffix(hint, "`harness-edge resume p` and 15 more gates waiting too (`harness-edge report` lists them all)") {
+		t.Fatalf("hint (%d bytes): %s", len(hint), hint)
+	}
+	if hint := GateHint("p", gates[:2]); strings.Contains(hint, "more") || strings.Count(hint, "waits for a human") != 2 {
+		t.Fatalf("two gates: %s", hint)
 	}
 }

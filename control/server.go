@@ -19,10 +19,10 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/harness-edge/harness-edge/internal/idlist"
 	"github.com/harness-edge/harness-edge/statefmt/event"
 
 	"github.com/harness-edge/harness-edge/store"
@@ -174,16 +174,20 @@ func GateHint(id string, gates []harness.PendingGate) string {
 	if len(gates) == 0 {
 		return fmt.Sprintf("continue it with `harness-edge resume %s`", id)
 	}
-	var b strings.Builder
+	var parts []string
 	for _, g := range gates {
 		name := g.Gate.ID
 		if g.HarnessID != id {
 			name = g.HarnessID + "/" + g.Gate.ID
 		}
-		fmt.Fprintf(&b, "gate %s (%s, step %s) waits for a human: `harness-edge approve %s %s` or `harness-edge reject %s %s --reason TEXT`, then `harness-edge resume %s`; ",
-			name, g.Gate.Kind, g.Gate.StepID, id, name, id, name, id)
+		parts = append(parts, fmt.Sprintf("gate %s (%s, step %s) waits for a human: `harness-edge approve %s %s` or `harness-edge reject %s %s --reason TEXT`, then `harness-edge resume %s`",
+			name, g.Gate.Kind, g.Gate.StepID, id, name, id, name, id))
 	}
-	return strings.TrimSuffix(b.String(), "; ")
+	hint := idlist.JoinMore(parts, "; ", "gate")
+	if len(parts) > idlist.Max {
+		hint += " waiting too (`harness-edge report` lists them all)"
+	}
+	return hint
 }
 
 // Config configures a Server.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/harness-edge/harness-edge/internal/idlist"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/statefmt/event"
 )
@@ -703,7 +704,7 @@ func (s *Store) replaced(root string, family []*member, replace bool) ([]string,
 		return nil, nil
 	}
 	if !replace {
-		return nil, fmt.Errorf("%w: %s (use --replace to replace the harness and its sub-agents)", ErrExists, strings.Join(held, ", "))
+		return nil, fmt.Errorf("%w: %s (use --replace to replace the harness and its sub-agents)", ErrExists, idlist.Join(held, ", "))
 	}
 	rootOf := func(id string) string {
 		for range len(parent) + 1 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/harness-edge/harness-edge/internal/idlist"
 	"github.com/harness-edge/harness-edge/runtime/agent"
 	"github.com/harness-edge/harness-edge/runtime/clock"
 	"github.com/harness-edge/harness-edge/runtime/tools"
@@ -154,7 +155,7 @@ func runDirect(ctx context.Context, t *task.Task, clk clock.Clock, hooks tools.H
 	}
 	st.TotalToolCalls = session.Calls
 	if done, failed, _ := planOutcome(p); !done {
-		return finish(statefmt.StatusFailed, fmt.Sprintf("failed steps: %s", ListForMessage(failed, ", ")))
+		return finish(statefmt.StatusFailed, fmt.Sprintf("failed steps: %s", idlist.Join(failed, ", ")))
 	}
 	return finish(statefmt.StatusCompleted, "")
 }

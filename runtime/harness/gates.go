@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/harness-edge/harness-edge/internal/idlist"
 	"github.com/harness-edge/harness-edge/runtime/agent"
 
 	"github.com/harness-edge/harness-edge/statefmt/event"
@@ -190,7 +191,7 @@ func describeGates(gs []PendingGate) string {
 	for _, g := range gs {
 		parts = append(parts, fmt.Sprintf("gate %s of %s (%s, step %s)", g.Gate.ID, g.HarnessID, g.Gate.Kind, g.Gate.StepID))
 	}
-	return strings.Join(parts, "; ")
+	return idlist.JoinMore(parts, "; ", "pending gate")
 }
 
 // ErrNoGate is returned by Decide when there is no such pending gate.

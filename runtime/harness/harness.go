@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/harness-edge/harness-edge/internal/idlist"
 	"github.com/harness-edge/harness-edge/runtime/agent"
 	"github.com/harness-edge/harness-edge/runtime/gitrepo"
 	"github.com/harness-edge/harness-edge/runtime/task"
@@ -702,7 +703,7 @@ func (h *Harness) finishLocked() error {
 		why = append(why, fmt.Sprintf("step %s failed: %s", id, deref(s.Error)))
 	}
 	if len(blocked) > 0 {
-		why = append(why, "blocked: "+ListForMessage(blocked, ", "))
+		why = append(why, "blocked: "+idlist.Join(blocked, ", "))
 	}
 	return h.failLocked(strings.Join(why, "; "))
 }

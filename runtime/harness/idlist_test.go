@@ -6,35 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/statefmt/event"
 )
-
-func TestListForMessageNamesTenAndCountsTheRest(t *testing.T) {
-	ids := func(n int) []string {
-		var out []string
-		for i := range n {
-			out = append(out, fmt.Sprintf("s%d", i+1))
-		}
-		return out
-	}
-	for _, c := range []struct {
-		n    int
-		sep  string
-		want string
-	}{
-		{0, ", ", ""},
-		{1, ", ", "s1"},
-		{10, ",", "s1,s2,s3,s4,s5,s6,s7,s8,s9,s10"},
-		{11, ", ", "s1, s2, s3, s4, s5, s6, s7, s8, s9, s10 and 1 more"},
-		{999, ", ", "s1, s2, s3, s4, s5, s6, s7, s8, s9, s10 and 989 more"},
-	} {
-		if got := harness.ListForMessage(ids(c.n), c.sep); got != c.want {
-			t.Errorf("%d ids: %q, want %q", c.n, got, c.want)
-		}
-	}
-}
 
 // When the first step of a 1,000-step chain fails, the messages (the status reason, the
 // state_transition event, a retry's course event and status) name ten of the 999 steps it

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/harness-edge/harness-edge/internal/idlist"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/statefmt/event"
 )
@@ -102,14 +103,14 @@ func (m *Manager) Retry(id, stepID, by, reason string) (RetryResult, error) {
 	for _, sid := range res.Steps {
 		next = append(next, fmt.Sprintf("step %s attempt %d", sid, st.Plan.Steps[h.plan().step(sid)].Attempts+1))
 	}
-	detail := ListForMessage(next, ", ")
+	detail := idlist.Join(next, ", ")
 	if st.Plan == nil {
 		detail = "planning again"
 	} else if detail == "" {
 		detail = "no failed step; the plan is kept"
 	}
 	if len(res.Unblocked) > 0 {
-		detail += "; unblocked " + ListForMessage(res.Unblocked, ", ")
+		detail += "; unblocked " + idlist.Join(res.Unblocked, ", ")
 	}
 	what := "retry (" + detail + ") by " + orNone(by)
 	if reason != "" {
@@ -157,5 +158,5 @@ func stepList(p *statefmt.ExecutionPlan) string {
 	for _, s := range p.Steps {
 		ids = append(ids, s.ID)
 	}
-	return ListForMessage(ids, ", ")
+	return idlist.Join(ids, ", ")
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/harness-edge/harness-edge/internal/idlist"
 )
 
 // PlanChange is a change to the plan of a harness that has started (`harness-edge replan`):
@@ -244,12 +246,17 @@ func decodeDoc(name string, data []byte, v reflect.Value, what string) (*yaml.No
 	return root, d.errs, nil
 }
 
-// Summary says in a few words what a change does ("skip ship; replace build (agent B)").
+// Summary says in a few words what a change does ("skip ship; replace build (agent B)"). It is
+// the course event's message and part of the status reason, so each of its lists (skipped
+// steps, replacements, inserts, dependency changes, a step's dependencies) names at most
+// idlist.Max items and counts the rest: a change that inserts 30,000 steps is summed up in a
+// line, not in 750 KB.
 func (c *PlanChange) Summary() string {
 	var parts []string
 	if len(c.Skip) > 0 {
-		parts = append(parts, "skip "+strings.Join(c.Skip, ", "))
+		parts = append(parts, "skip "+idlist.Join(c.Skip, ", "))
 	}
+	var replaced []string
 	for _, id := range sortedKeys(c.Replace) {
 		ch := c.Replace[id]
 		var what []string
@@ -265,13 +272,24 @@ func (c *PlanChange) Summary() string {
 		if len(ch.Actions) > 0 {
 			what = append(what, fmt.Sprintf("%d actions", len(ch.Actions)))
 		}
-		parts = append(parts, fmt.Sprintf("replace %s (%s)", id, strings.Join(what, ", ")))
+		replaced = append(replaced, fmt.Sprintf("replace %s (%s)", id, strings.Join(what, ", ")))
 	}
+	if len(replaced) > 0 {
+		parts = append(parts, idlist.JoinMore(replaced, "; ", "replacement"))
+	}
+	var inserted []string
 	for _, n := range c.Insert {
-		parts = append(parts, fmt.Sprintf("insert %s after [%s]", n.ID, strings.Join(n.DependsOn, ",")))
+		inserted = append(inserted, fmt.Sprintf("insert %s after [%s]", n.ID, idlist.Join(n.DependsOn, ",")))
 	}
+	if len(inserted) > 0 {
+		parts = append(parts, idlist.JoinMore(inserted, "; ", "insert"))
+	}
+	var rewired []string
 	for _, id := range sortedKeys(c.DependsOn) {
-		parts = append(parts, fmt.Sprintf("%s depends on [%s]", id, strings.Join(c.DependsOn[id], ",")))
+		rewired = append(rewired, fmt.Sprintf("%s depends on [%s]", id, idlist.Join(c.DependsOn[id], ",")))
+	}
+	if len(rewired) > 0 {
+		parts = append(parts, idlist.JoinMore(rewired, "; ", "dependency change"))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -182,3 +182,51 @@ func TestPropertyPlanChangeValidation(t *testing.T) {
 	}
 	t.Logf("%d valid changes among the cases", accepted)
 }
+
+// A change's summary (the course event's message, part of the status reason) names at most ten
+// items of each of its lists and counts the rest: skipped steps, replacements, inserts,
+// dependency changes and the dependencies of one step. A small change is summed up in full.
+func TestSummaryOfAHugeChangeNamesTenOfEachListAndCountsTheRest(t *testing.T) {
+	ids := func(prefix string, n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%s%05d", prefix, i)
+		}
+		return out
+	}
+	c := &task.PlanChange{Skip: ids("k", 25), Replace: map[string]task.StepChange{}, DependsOn: map[string][]string{}}
+	for _, id := range ids("r", 12) {
+		c.Replace[id] = task.StepChange{Agent: "B"}
+	}
+	for i, id := range ids("n", 30000) {
+		deps := []string{"b"}
+		if i == 0 {
+			deps = ids("d", 15)
+		}
+		c.Insert = append(c.Insert, task.NewStep{ID: id, Agent: "A", DependsOn: deps})
+	}
+	for _, id := range ids("w", 11) {
+		c.DependsOn[id] = []string{"b"}
+	}
+	got := c.Summary()
+	for _, want := range []string{
+		"skip k00000, k00001, k00002, k00003, k00004, k00005, k00006, k00007, k00008, k00009 and 15 more; ",
+		"replace r00009 (agent B) and 2 more replacements; ",
+		"insert n00000 after [d00000,d00001,d00002,d00003,d00004,d00005,d00006,d00007,d00008,d00009 and 5 more]; insert n00001 after [b]; ",
+		"insert n00009 after [b] and 29,990 more inserts; ",
+		"w00009 depends on [b] and 1 more dependency change",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "n00010") || strings.Contains(got, "k00010") || strings.Contains(got, "r00010") || len(got) > 1200 {
+		t.Fatalf("the summary (%d bytes) names more than ten of a list:\n%.2000s", len(got), got)
+	}
+
+	small := &task.PlanChange{Skip: []string{"ship"}, Replace: map[string]task.StepChange{"build": {Agent: "B"}},
+		Insert: []task.NewStep{{ID: "check", Agent: "A", DependsOn: []string{"build"}}}, DependsOn: map[string][]string{"ship": {"check"}}}
+	if got, want := small.Summary(), "skip ship; replace build (agent B); insert check after [build]; ship depends on [check]"; got != want {
+		t.Fatalf("small change: %q, want %q", got, want)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/internal/idlist"
 	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
@@ -54,10 +55,10 @@ has not failed is refused, and nothing changes.`,
 				case res.PlansAgain:
 					what = "it has no plan yet: resume plans again"
 				case len(res.Steps) > 0:
-					what = "step " + harness.ListForMessage(res.Steps, ", ") + " ready again"
+					what = "step " + idlist.Join(res.Steps, ", ") + " ready again"
 				}
 				if len(res.Unblocked) > 0 {
-					what += "; unblocked " + harness.ListForMessage(res.Unblocked, ", ")
+					what += "; unblocked " + idlist.Join(res.Unblocked, ", ")
 				}
 				fmt.Fprintf(stdout, "harness %s: retry: %s; it is %s: continue with `harness-edge resume %s`\n", res.HarnessID, what, res.Status, res.HarnessID)
 				return nil
@@ -81,7 +82,7 @@ func printRemoved(w io.Writer, r control.DeleteResult) {
 	for _, h := range r.Harnesses {
 		subs := ""
 		if len(h.SubAgents) > 0 {
-			subs = fmt.Sprintf(" with %d sub-agent(s) (%s)", len(h.SubAgents), strings.Join(h.SubAgents, ", "))
+			subs = fmt.Sprintf(" with %d sub-agent(s) (%s)", len(h.SubAgents), idlist.Join(h.SubAgents, ", "))
 		}
 		fmt.Fprintf(w, "%s %s (%s, last changed %s)%s: %s of records\n", verb, h.ID, h.Status, h.UpdatedAt.Local().Format(time.RFC3339), subs, sysinfo.FormatBytes(uint64(h.StoredBytes)))
 		if h.Worktree != "" {
@@ -210,6 +211,25 @@ func newPlanCmd(g *globals, stdout io.Writer) *cobra.Command {
 	return c
 }
 
+// replanTableMax is the longest plan replan prints as a table after the change; a longer one
+// (a change may insert thousands of steps) is summed up in a line, and `plan` prints it whole.
+const replanTableMax = 100
+
+// stepCounts says how many steps of a plan are in each status: "3 pending, 30,000 blocked".
+func stepCounts(p *statefmt.ExecutionPlan) string {
+	n := map[statefmt.StepStatus]int{}
+	for _, s := range p.Steps {
+		n[s.Status]++
+	}
+	var parts []string
+	for _, s := range statefmt.StepStatuses {
+		if n[s] > 0 {
+			parts = append(parts, idlist.Count(n[s])+" "+string(s))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 func newReplanCmd(g *globals, stdin io.Reader, stdout io.Writer) *cobra.Command {
 	var (
 		req    control.ReplanRequest
@@ -246,7 +266,12 @@ by 'show' and 'events'. A failed harness stays failed: 'retry' then makes it run
 				return api.Replan(ctx, args[0], req)
 			}, func(res harness.ReplanResult) error {
 				fmt.Fprintf(stdout, "harness %s: replanned: %s\n", res.HarnessID, res.Summary)
-				printPlan(stdout, res.HarnessID, res.Plan)
+				if res.Plan != nil && len(res.Plan.Steps) > replanTableMax {
+					fmt.Fprintf(stdout, "the plan has %s steps (%s): `harness-edge plan %s` lists them\n",
+						idlist.Count(len(res.Plan.Steps)), stepCounts(res.Plan), res.HarnessID)
+				} else {
+					printPlan(stdout, res.HarnessID, res.Plan)
+				}
 				next := "continue with `harness-edge resume " + res.HarnessID + "`"
 				if res.Status == statefmt.StatusFailed {
 					next = "run it again with `harness-edge retry " + res.HarnessID + "`, then resume"

@@ -504,6 +504,45 @@ func TestReplanThenRetryFixesAFailedHarness(t *testing.T) {
 	}
 }
 
+// A replan that inserts 30,000 steps is summed up in a line, wherever it is told: the command's
+// output (which counts the plan's steps rather than printing them), the status reason and the
+// course event name ten inserts and count the rest. The plan holds every step.
+func TestReplanThatInsertsThousandsOfStepsNamesTenAndCountsTheRest(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	expectIn(t, db, ExitError, "compiler not found", "run", writeTask(t, dir, "f.yaml", strings.ReplaceAll(flakyTask, "%s", "f")))
+	var change strings.Builder
+	change.WriteString("insert:\n")
+	for i := range 30000 {
+		fmt.Fprintf(&change, "  - {id: n%05d, description: more, agent: A, dependsOn: [ship]}\n", i)
+	}
+	const summary = "insert n00000 after [ship]; insert n00001 after [ship]; insert n00002 after [ship]; insert n00003 after [ship]; " +
+		"insert n00004 after [ship]; insert n00005 after [ship]; insert n00006 after [ship]; insert n00007 after [ship]; " +
+		"insert n00008 after [ship]; insert n00009 after [ship] and 29,990 more inserts"
+	out := expectIn(t, db, ExitOK, "harness f: replanned: "+summary+"\n"+
+		"the plan has 30,003 steps (1 completed, 1 failed, 30,001 blocked): `harness-edge plan f` lists them\n",
+		"replan", "f", writeTask(t, dir, "big.yaml", change.String()), "--by", "ada")
+	if len(out) > 2000 {
+		t.Fatalf("replan printed %d bytes:\n%.3000s", len(out), out)
+	}
+	st := storeState(t, db, "f")
+	if len(st.Plan.Steps) != 30003 {
+		t.Fatalf("%d steps in the plan, want 30003", len(st.Plan.Steps))
+	}
+	if want := "replanned (" + summary + ") by ada; retry it to run the new plan (`harness-edge retry f`)"; st.StatusReason != want {
+		t.Fatalf("status reason (%d bytes): %.300s", len(st.StatusReason), st.StatusReason)
+	}
+	var course []event.Event
+	for _, e := range eventsOf(t, db, "f") {
+		if e.Type == event.Course {
+			course = append(course, e)
+		}
+	}
+	if len(course) != 1 || course[0].Message != summary || course[0].Steps != 30003 {
+		t.Fatalf("course events: %+.300v", course)
+	}
+}
+
 // retry says what it does with the plan: after a replan replaced the step that failed, there
 // is no failed step left and the plan is kept (resume runs the replaced step, not a new plan);
 // a harness that failed before it had a plan plans again on resume.

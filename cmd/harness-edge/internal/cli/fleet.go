@@ -20,6 +20,7 @@ import (
 
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/fleet"
+	"github.com/harness-edge/harness-edge/internal/idlist"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
@@ -440,13 +441,13 @@ same --request-id.`,
 			fmt.Fprintf(stdout, "%s/%s adopted by %s: records %d-%d verified (%d), %d events, fence revision %d%s\n",
 				dev, a.Harness, a.To, a.HeadSeq-uint64(max(a.Records, 1))+1, a.HeadSeq, a.Records, a.Events, a.FenceRevision, again)
 			if len(a.Harnesses) > 1 {
-				fmt.Fprintf(stdout, "%s/%s: its sub-agents moved with it: %s\n", a.To, a.Harness, strings.Join(a.Harnesses[1:], ", "))
+				fmt.Fprintf(stdout, "%s/%s: its sub-agents moved with it: %s\n", a.To, a.Harness, idlist.Join(a.Harnesses[1:], ", "))
 			}
 			switch {
 			case a.Resumed:
 				fmt.Fprintf(stdout, "%s/%s: the daemon resumes it\n", a.To, a.Harness)
 			case len(a.Waiting) > 0:
-				fmt.Fprintf(stdout, "%s/%s: waits on gate(s) %s (approve with `harness-edge fleet approve %s/%s`)\n", a.To, a.Harness, strings.Join(a.Waiting, ", "), a.To, a.Harness)
+				fmt.Fprintf(stdout, "%s/%s: waits on gate(s) %s (approve with `harness-edge fleet approve %s/%s`)\n", a.To, a.Harness, idlist.Join(a.Waiting, ", "), a.To, a.Harness)
 			case a.ResumeError != "":
 				fmt.Fprintf(stdout, "%s/%s: stored, not resumed: %s\n", a.To, a.Harness, a.ResumeError)
 			}

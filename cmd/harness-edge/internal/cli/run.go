@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/harness-edge/harness-edge/internal/idlist"
 	"github.com/harness-edge/harness-edge/runtime/harness"
 
 	"github.com/harness-edge/harness-edge/runtime/clock"
@@ -570,7 +571,7 @@ func describe(e event.Event) string {
 		add("cpu %.1f ms rss %s", e.CPUMs, sysinfo.FormatBytes(uint64(e.RSSBytes)))
 	}
 	if len(e.Blocked) > 0 {
-		add("blocked %s", harness.ListForMessage(e.Blocked, ","))
+		add("blocked %s", idlist.Join(e.Blocked, ","))
 	}
 	if e.By != "" {
 		add("by %s", e.By)

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/harness-edge/harness-edge/internal/idlist"
 	"github.com/harness-edge/harness-edge/store"
 	"github.com/harness-edge/harness-edge/store/trust"
 
@@ -370,10 +371,10 @@ state becomes the harness's next checkpoint: its task and event log are kept.`,
 					subs := len(sum.Harnesses) - 1
 					fmt.Fprintf(stdout, "imported %s with %d sub-agent(s): %d records, %d events", sum.Root, subs, sum.Records, sum.Events)
 					if len(sum.Named) > 0 {
-						fmt.Fprintf(stdout, ", named checkpoints %s", strings.Join(sum.Named, ", "))
+						fmt.Fprintf(stdout, ", named checkpoints %s", idlist.Join(sum.Named, ", "))
 					}
 					if len(sum.Replaced) > 0 {
-						fmt.Fprintf(stdout, "; replaced %s", strings.Join(sum.Replaced, ", "))
+						fmt.Fprintf(stdout, "; replaced %s", idlist.Join(sum.Replaced, ", "))
 					}
 					fmt.Fprintln(stdout)
 					return nil
