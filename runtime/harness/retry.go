@@ -77,7 +77,7 @@ func (m *Manager) Retry(id, stepID, by, reason string) (RetryResult, error) {
 			return RetryResult{}, fmt.Errorf("harness %s: %w %q (steps: %s)", id, ErrUnknownStep, stepID, stepList(st.Plan))
 		}
 		s := st.Plan.Steps[h.plan().step(stepID)]
-		return RetryResult{}, fmt.Errorf("harness %s: step %s is %s, not failed: %w", id, stepID, s.Status, ErrNothingToRetry)
+		return RetryResult{}, fmt.Errorf("harness %s: step %s is %s, not failed: %w; %s", id, stepID, s.Status, ErrNothingToRetry, h.retryInsteadLocked(stepID))
 	}
 	if len(failed) == 0 && st.Status != statefmt.StatusFailed {
 		return RetryResult{}, fmt.Errorf("harness %s is %s with no failed step: %w (resume it with `harness-edge resume %s`)", id, st.Status, ErrNothingToRetry, id)
@@ -132,6 +132,56 @@ func (m *Manager) Retry(id, stepID, by, reason string) (RetryResult, error) {
 	}
 	res.Status = st.Status
 	return res, nil
+}
+
+// retryInsteadLocked says what takes a harness on when `retry --step` names a step that has not
+// failed: retrying the failed steps it waits on, or the harness's other failed steps; for a
+// failed harness with no failed step left (a replan replaced or skipped the one that failed),
+// a retry of the harness, which keeps its plan; else resume, which runs the steps not done yet
+// (a completed step runs again only from a checkpoint before it). h.mu held.
+func (h *Harness) retryInsteadLocked(stepID string) string {
+	st, id := h.st, h.st.HarnessID
+	x := h.plan()
+	var failed, upstream []string
+	for _, i := range failedSteps(st.Plan) {
+		failed = append(failed, st.Plan.Steps[i].ID)
+	}
+	// The failed steps the named one waits on, through its dependencies.
+	seen := map[int]bool{}
+	var walk func(i int)
+	walk = func(i int) {
+		for _, d := range st.Plan.Steps[i].Dependencies {
+			j := x.step(d)
+			if j < 0 || seen[j] {
+				continue
+			}
+			seen[j] = true
+			if st.Plan.Steps[j].Status == statefmt.StepFailed {
+				upstream = append(upstream, d)
+			} else {
+				walk(j)
+			}
+		}
+	}
+	s := st.Plan.Steps[x.step(stepID)]
+	if s.Status == statefmt.StepBlocked {
+		walk(x.step(stepID))
+	}
+	switch {
+	case len(upstream) == 1:
+		return fmt.Sprintf("it waits on failed step %s: retry that one (`harness-edge retry %s --step %s`), or every failed step (`harness-edge retry %s`)", upstream[0], id, upstream[0], id)
+	case len(upstream) > 1:
+		return fmt.Sprintf("it waits on failed steps %s: retry them all (`harness-edge retry %s`), or one at a time with --step", idlist.Join(upstream, ", "), id)
+	case len(failed) > 0:
+		return fmt.Sprintf("the failed steps are %s: retry them all (`harness-edge retry %s`), or one with --step", idlist.Join(failed, ", "), id)
+	case st.Status == statefmt.StatusFailed:
+		return fmt.Sprintf("the harness has failed with no failed step left (a replan replaced or skipped the one that failed, or it was stopped): "+
+			"`harness-edge retry %s` (without --step) makes it paused, keeping its plan, and `harness-edge resume %s` then runs the steps not done yet", id, id)
+	case s.Status == statefmt.StepCompleted:
+		return fmt.Sprintf("a completed step runs again only from a checkpoint before it (`harness-edge rollback %s --to NAME|SEQ`); `harness-edge resume %s` runs the steps not done yet", id, id)
+	default:
+		return fmt.Sprintf("nothing has failed: `harness-edge resume %s` runs it, with the other steps not done yet", id)
+	}
 }
 
 // unblock makes pending again every blocked step none of whose transitive dependencies has

@@ -265,3 +265,46 @@ agents:
 		t.Fatalf("stop of a completed harness: %v", err)
 	}
 }
+
+// retry --step of a step that has not failed says what takes the harness on: a step that
+// completed beside a failed one points at the failed steps; one that waits on two failed steps
+// names both; the refusal changes nothing.
+func TestRetryOfAStepThatHasNotFailedPointsAtTheFailedOnes(t *testing.T) {
+	e := newEnv(t)
+	h, err := e.m.Create(parseTask(t, `id: two
+agent: A
+agents:
+  A:
+    driver: script
+    script:
+      plan:
+        - {id: ok, description: fine, agent: A}
+        - {id: x, description: breaks, agent: A, dependsOn: [ok]}
+        - {id: y, description: breaks too, agent: A, dependsOn: [ok]}
+        - {id: join, description: joins, agent: A, dependsOn: [x, y]}
+      steps:
+        ok: [{output: fine}]
+        x: [{fail: permanent, message: broken}]
+        y: [{fail: permanent, message: broken too}]
+        join: [{output: joined}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil || h.Status() != statefmt.StatusFailed {
+		t.Fatalf("run: %v, %s", err, h.Status())
+	}
+	before := h.State()
+	for step, want := range map[string]string{
+		"ok":   "harness two: step ok is completed, not failed: nothing to retry; the failed steps are x, y: retry them all (`harness-edge retry two`), or one with --step",
+		"join": "harness two: step join is blocked, not failed: nothing to retry; it waits on failed steps x, y: retry them all (`harness-edge retry two`), or one at a time with --step",
+	} {
+		_, err := e.m.Retry("two", step, "ada", "")
+		if !errors.Is(err, harness.ErrNothingToRetry) || err.Error() != want {
+			t.Errorf("retry --step %s: %v\nwant: %s", step, err, want)
+		}
+	}
+	if after := h.State(); after.StatusReason != before.StatusReason || after.Plan.Steps[3].Status != statefmt.StepBlocked || len(e.rec.of(event.Course)) != 0 {
+		t.Fatalf("a refused retry changed the harness: %q", after.StatusReason)
+	}
+}

@@ -565,6 +565,30 @@ func TestRetryAfterAReplanSaysThePlanIsKept(t *testing.T) {
 	expectIn(t, db, ExitOK, "harness np: retry: it has no plan yet: resume plans again; it is paused", "retry", "np")
 }
 
+// retry --step of a step that has not failed is refused, changing nothing, with what takes the
+// harness on instead, and that way does: the failed step a blocked one waits on; after a replan
+// replaced the failed step, a retry of the harness (without --step); then resume.
+func TestRetryOfAStepThatHasNotFailedSaysWhatTakesTheHarnessOn(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	expectIn(t, db, ExitError, "compiler not found", "run", writeTask(t, dir, "f.yaml", strings.ReplaceAll(strings.ReplaceAll(flakyTask, "times: 1", "times: 0"), "%s", "f")))
+	expectIn(t, db, ExitError, "harness f: step ship is blocked, not failed: nothing to retry; it waits on failed step build: "+
+		"retry that one (`harness-edge retry f --step build`), or every failed step (`harness-edge retry f`)", "retry", "f", "--step", "ship")
+	expectIn(t, db, ExitOK, "it is failed", "replan", "f", writeTask(t, dir, "fix.yaml", "replace:\n  build: {actions: [{output: built with clang}]}\n"))
+	replanned := storeState(t, db, "f")
+	for _, step := range []string{"build", "ship"} {
+		expectIn(t, db, ExitError, "harness f: step "+step+" is ", "retry", "f", "--step", step)
+		expectIn(t, db, ExitError, ", not failed: nothing to retry; the harness has failed with no failed step left (a replan replaced or skipped the one that failed, or it was stopped): "+
+			"`harness-edge retry f` (without --step) makes it paused, keeping its plan, and `harness-edge resume f` then runs the steps not done yet", "retry", "f", "--step", step)
+	}
+	if !sameState(replanned, storeState(t, db, "f")) {
+		t.Fatal("a refused retry changed the harness")
+	}
+	expectIn(t, db, ExitOK, "no failed step: its plan is kept as it is", "retry", "f")
+	expectIn(t, db, ExitError, "step build is ready, not failed: nothing to retry; nothing has failed: `harness-edge resume f` runs it", "retry", "f", "--step", "build")
+	expectIn(t, db, ExitOK, "harness f: completed", "resume", "f")
+}
+
 // stop of a failed harness says it has stopped already and what takes it on (retry, replan,
 // rollback, delete), not that it can go nowhere; the retry it names does take it on.
 func TestStopOfAFailedHarnessSaysItHasStoppedAndWhatTakesItOn(t *testing.T) {
