@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt/event"
 
 	"github.com/harness-edge/harness-edge/store"
@@ -90,6 +91,8 @@ func (e *APIError) Is(target error) bool {
 		return target == store.ErrNotFound
 	case http.StatusBadRequest:
 		return target == ErrBadInput
+	case http.StatusRequestEntityTooLarge:
+		return target == task.ErrTooLarge
 	case http.StatusNotImplemented:
 		return target == ErrNotDaemon
 	case http.StatusConflict:

@@ -15,6 +15,7 @@ import (
 	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/runtime/inbox"
 	"github.com/harness-edge/harness-edge/runtime/itlog"
+	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/statefmt/event"
 	"github.com/harness-edge/harness-edge/store"
@@ -67,6 +68,9 @@ func courseRoutes(mux *http.ServeMux, h *handler) {
 // state refuses is a conflict.
 func failCourse(w http.ResponseWriter, err error) {
 	switch {
+	case errors.Is(err, task.ErrTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, err)
+		return
 	case errors.Is(err, harness.ErrRunning), errors.Is(err, harness.ErrNothingToRetry), errors.Is(err, harness.ErrSubAgent), errors.Is(err, ErrNeedsForce),
 		errors.Is(err, store.ErrNameTaken):
 		writeError(w, http.StatusConflict, err)
@@ -407,7 +411,7 @@ func (s *Server) Replan(_ context.Context, id string, req ReplanRequest) (harnes
 		return harness.ReplanResult{}, fmt.Errorf("harness %s %w in the daemon: pause it first (`harness-edge pause %s`), then replan", id, harness.ErrRunning, id)
 	}
 	r, err := s.m.Replan(id, cmp.Or(req.Name, "the plan change"), []byte(req.Change), req.By, req.Reason)
-	if errors.Is(err, harness.ErrBadChange) {
+	if errors.Is(err, harness.ErrBadChange) && !errors.Is(err, task.ErrTooLarge) {
 		err = fmt.Errorf("%w: %w", ErrBadInput, err)
 	}
 	return r, err
@@ -427,7 +431,7 @@ func (h *handler) replan(w http.ResponseWriter, r *http.Request) {
 	}
 	var req ReplanRequest
 	if err := decode(r, &req); err != nil {
-		fail(w, err)
+		fail(w, carriesTooLarge(err, "the plan change", "plan change"))
 		return
 	}
 	if strings.TrimSpace(req.Change) == "" {

@@ -141,7 +141,7 @@ func fail(w http.ResponseWriter, err error) {
 	var te *harness.TransitionError
 	var mbe *http.MaxBytesError
 	switch {
-	case errors.As(err, &mbe):
+	case errors.As(err, &mbe), errors.Is(err, task.ErrTooLarge):
 		code = http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrBadInput), errors.Is(err, store.ErrInvalidID):
 		code = http.StatusBadRequest
@@ -230,10 +230,22 @@ type SubmitRequest struct {
 	Dir  string `json:"dir,omitempty"`
 }
 
+// carriesTooLarge says, of a body over MaxBody, what it carried: MaxBody holds a task file or a
+// plan change (what) at task.MaxFileSize however JSON escapes it, so a larger body carries a
+// larger one, refused with the message `run`, `submit` and `replan` give (name: what it is
+// called when the body's name cannot be read). Other errors are returned as they are.
+func carriesTooLarge(err error, name, what string) error {
+	var mbe *http.MaxBytesError
+	if !errors.As(err, &mbe) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", task.SizeError(name, what, -1), err)
+}
+
 func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 	var req SubmitRequest
 	if err := decode(r, &req); err != nil {
-		fail(w, err)
+		fail(w, carriesTooLarge(err, "the submitted task", "task file"))
 		return
 	}
 	if strings.TrimSpace(req.Task) == "" {

@@ -340,6 +340,9 @@ func (s *Server) Submit(_ context.Context, sub Submission) (string, error) {
 	}
 	dir := cmp.Or(sub.Dir, ".")
 	t, err := task.ParseAt(cmp.Or(sub.Name, "the submitted task"), sub.Task, dir)
+	if errors.Is(err, task.ErrTooLarge) {
+		return "", err // as `run` and `submit` say it (413 over HTTP)
+	}
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrBadInput, err)
 	}

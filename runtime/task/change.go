@@ -64,7 +64,7 @@ type CurrentStep struct {
 // refused: it may be as large as a task file, no larger.
 func ParsePlanChange(name string, data []byte, current []CurrentStep, agents map[string]*Agent) (*PlanChange, []PlanStep, error) {
 	if len(data) > MaxFileSize {
-		return nil, nil, sizeError(name, "plan change", int64(len(data)))
+		return nil, nil, SizeError(name, "plan change", int64(len(data)))
 	}
 	c := &PlanChange{}
 	root, errs, err := decodeDoc(name, data, reflect.ValueOf(c).Elem(), "the plan change")

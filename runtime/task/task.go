@@ -332,7 +332,16 @@ type Error struct {
 	Line  int // 0 when unknown
 	Field string
 	Msg   string
+	// Err is the kind of problem, when a caller tells it apart (ErrTooLarge), else nil.
+	Err error
 }
+
+// Unwrap returns the kind of problem (ErrTooLarge), or nil.
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrTooLarge marks a task file or a plan change over MaxFileSize (the daemon's API answers
+// it with 413, as it does a request body over its limit).
+var ErrTooLarge = errors.New("too large")
 
 func (e *Error) Error() string {
 	loc := e.File
@@ -353,10 +362,10 @@ func (e *Error) Error() string {
 // four times one of 1 MiB, not more.
 const MaxFileSize = 4 << 20
 
-// sizeError is the refusal of a task file (what: "task file") or of a plan change ("plan
-// change") over MaxFileSize; size is its size in bytes, or -1 when only "more than the limit"
-// is known.
-func sizeError(name, what string, size int64) error {
+// SizeError is the refusal of a task file (what: "task file") or of a plan change ("plan
+// change") named name over MaxFileSize; size is its size in bytes, or -1 when only "more than
+// the limit" is known. It is an ErrTooLarge.
+func SizeError(name, what string, size int64) error {
 	n := fmt.Sprintf("%d bytes", size)
 	if size < 0 {
 		n = fmt.Sprintf("more than %d bytes", MaxFileSize)
@@ -365,7 +374,7 @@ func sizeError(name, what string, size int64) error {
 	if what == "plan change" {
 		msg += ", as a task file: split it into smaller changes"
 	}
-	return &Error{File: name, Msg: msg}
+	return &Error{File: name, Msg: msg, Err: ErrTooLarge}
 }
 
 // ReadFile reads a task file, refusing one over MaxFileSize (named, with the limit) without
@@ -386,7 +395,7 @@ func ReadPlanChange(path string, stdin io.Reader) ([]byte, error) {
 		return nil, fmt.Errorf("plan change: standard input: %w", err)
 	}
 	if len(data) > MaxFileSize {
-		return nil, sizeError("standard input", "plan change", -1)
+		return nil, SizeError("standard input", "plan change", -1)
 	}
 	return data, nil
 }
@@ -400,14 +409,14 @@ func readLimited(path, what string) ([]byte, error) {
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > MaxFileSize {
-		return nil, sizeError(path, what, fi.Size())
+		return nil, SizeError(path, what, fi.Size())
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if len(data) > MaxFileSize {
-		return nil, sizeError(path, what, -1) // it grew, or is not a regular file
+		return nil, SizeError(path, what, -1) // it grew, or is not a regular file
 	}
 	return data, nil
 }
@@ -428,7 +437,7 @@ func Load(path string) (*Task, error) {
 // task file over MaxFileSize.
 func ParseAt(name string, data []byte, dir string) (*Task, error) {
 	if len(data) > MaxFileSize {
-		return nil, sizeError(name, "task file", int64(len(data)))
+		return nil, SizeError(name, "task file", int64(len(data)))
 	}
 	t, root, errs, err := parse(name, data)
 	if err != nil {
