@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,12 +23,23 @@ import (
 
 // The commands that change a harness's course: retry, ...
 
-// whoAmI is the default of --by: $USER, else "unknown".
+// whoAmI is the default of --by: $USER, else the name of the process's user (a cron job, a
+// systemd unit or `env -i` has no $USER), else "uid N".
 func whoAmI() string {
 	if u := strings.TrimSpace(os.Getenv("USER")); u != "" {
 		return u
 	}
-	return "unknown"
+	return userName(user.Current)
+}
+
+// userName is the name current gives the process's user, or "uid N" when it gives none. The
+// static binary is built with osusergo, so os/user reads /etc/passwd itself (no NSS): a uid
+// that has no line there (a container run with --user 1234) has no name.
+func userName(current func() (*user.User, error)) string {
+	if u, err := current(); err == nil && strings.TrimSpace(u.Username) != "" {
+		return strings.TrimSpace(u.Username)
+	}
+	return fmt.Sprintf("uid %d", os.Getuid())
 }
 
 func newRetryCmd(g *globals, stdout io.Writer) *cobra.Command {
@@ -42,9 +54,9 @@ func newRetryCmd(g *globals, stdout io.Writer) *cobra.Command {
 become ready again and the steps they blocked pending; a failed harness becomes paused, so that
 'harness-edge resume ID' runs it. The history stays: the steps' attempt counters go on (the next
 attempt is a retry), tool calls, sub-agents and events are kept. The retry is recorded durably:
-a course event with who (--by, default $USER) and why (--reason), and the harness's status
-reason. A running harness, a sub-agent (retry its parent), a completed harness or a step that
-has not failed is refused, and nothing changes.`,
+a course event with who (--by, default $USER or your user name) and why (--reason), and the
+harness's status reason. A running harness, a sub-agent (retry its parent), a completed harness
+or a step that has not failed is refused, and nothing changes.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return fetchAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (harness.RetryResult, error) {
@@ -251,8 +263,9 @@ written in YAML or JSON (FILE, or - for standard input; at most 4 MiB, as a task
 
 The change is checked whole first, like a task file: every problem with its line (unknown steps
 or agents, completed steps, new ids that exist, dependency cycles), and one problem refuses all
-of it. Applied, it is recorded durably with who (--by, default $USER) and why (--reason), shown
-by 'show' and 'events'. A failed harness stays failed: 'retry' then makes it runnable.`,
+of it. Applied, it is recorded durably with who (--by, default $USER or your user name) and why
+(--reason), shown by 'show' and 'events'. A failed harness stays failed: 'retry' then makes it
+runnable.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(_ *cobra.Command, args []string) error {
 			// The whole change or none of it: one over the limit is refused before anything is

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -717,5 +719,48 @@ func TestDaemonRetentionPrunesOldHarnesses(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the daemon did not log the prune:\n%s", d.log)
 		}
+	}
+}
+
+// Without $USER (cron, a systemd unit, `env -i`), who changed a harness's course is the name of
+// the process's user, not "unknown": the default of --by is recorded with the retry.
+func TestByIsTheUsersNameWhenUSERIsUnset(t *testing.T) {
+	t.Setenv("USER", "")
+	want := fmt.Sprintf("uid %d", os.Getuid())
+	if u, err := user.LookupId(strconv.Itoa(os.Getuid())); err == nil && u.Username != "" {
+		want = u.Username
+	}
+	if got := whoAmI(); got != want {
+		t.Fatalf("whoAmI without $USER: %q, want %q", got, want)
+	}
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	expectIn(t, db, ExitError, "compiler not found", "run", writeTask(t, dir, "f.yaml", strings.ReplaceAll(flakyTask, "%s", "f")))
+	expectIn(t, db, ExitOK, "step build ready again", "retry", "f")
+	expectIn(t, db, ExitOK, "retry (step build attempt 2; unblocked ship) by "+want+"; resume to run it", "show", "f")
+	var by []string
+	for _, e := range eventsOf(t, db, "f") {
+		if e.Type == event.Course {
+			by = append(by, e.By)
+		}
+	}
+	if len(by) != 1 || by[0] != want {
+		t.Fatalf("the retry's course event is by %q, want %q", by, want)
+	}
+}
+
+// A user with no name (a uid that has no line in /etc/passwd) is "uid N".
+func TestByIsTheUIDOfAUserWithNoName(t *testing.T) {
+	want := fmt.Sprintf("uid %d", os.Getuid())
+	for _, current := range []func() (*user.User, error){
+		func() (*user.User, error) { return nil, user.UnknownUserIdError(os.Getuid()) },
+		func() (*user.User, error) { return &user.User{Uid: strconv.Itoa(os.Getuid()), Username: " "}, nil },
+	} {
+		if got := userName(current); got != want {
+			t.Errorf("userName: %q, want %q", got, want)
+		}
+	}
+	if got := userName(func() (*user.User, error) { return &user.User{Username: "ada"}, nil }); got != "ada" {
+		t.Errorf("userName of ada: %q", got)
 	}
 }
