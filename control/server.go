@@ -180,8 +180,8 @@ func GateHint(id string, gates []harness.PendingGate) string {
 		if g.HarnessID != id {
 			name = g.HarnessID + "/" + g.Gate.ID
 		}
-		parts = append(parts, fmt.Sprintf("gate %s (%s, step %s) waits for a human: `harness-edge approve %s %s` or `harness-edge reject %s %s --reason TEXT`, then `harness-edge resume %s`",
-			name, g.Gate.Kind, g.Gate.StepID, id, name, id, name, id))
+		parts = append(parts, fmt.Sprintf("%s waits for a human: `harness-edge approve %s %s` or `harness-edge reject %s %s --reason TEXT`, then `harness-edge resume %s`",
+			harness.DescribeGate(name, g.Gate.Kind, g.Gate.StepID), id, name, id, name, id))
 	}
 	hint := idlist.JoinMore(parts, "; ", "gate")
 	if len(parts) > idlist.Max {

@@ -22,6 +22,56 @@ const (
 	GateReplay = "replay"
 )
 
+// DescribeGate names a gate (name: its id, or HARNESS/ID) in a message by what it waits on:
+// "gate g1 before step ship" (see GateOn).
+func DescribeGate(name, kind, stepID string) string {
+	if on := GateOn(kind, stepID); on != "" {
+		return "gate " + name + " " + on
+	}
+	return "gate " + name
+}
+
+// GateOn says what a gate of a kind waits on, to follow "gate g1" in a message: "before step
+// ship" (a step gate), "on the token budget at step ship", "on running a call of step ship
+// again" (replay), "on the replan at step ship"; a kind it does not know is given as it is.
+func GateOn(kind, stepID string) string {
+	at, of, before := "", "", ""
+	if stepID != "" {
+		at, of, before = " at step "+stepID, " of step "+stepID, " before step "+stepID
+	}
+	switch {
+	case kind == GateStep:
+		if stepID == "" {
+			return "before a step"
+		}
+		return strings.TrimPrefix(before, " ")
+	case strings.HasPrefix(kind, GateBudget+":"):
+		return "on the " + budgetName(strings.TrimPrefix(kind, GateBudget+":")) + " budget" + at
+	case kind == GateReplay:
+		return "on running a call" + of + " again"
+	case kind == GateReplan:
+		return "on the replan" + at
+	case kind == "":
+		return strings.TrimPrefix(at, " ")
+	}
+	return "(" + kind + ")" + at
+}
+
+// budgetName is a budget's name in a sentence: "token" for tokens, "wall-clock" for wallClock.
+func budgetName(b string) string {
+	switch b {
+	case agent.BudgetToolCalls.String():
+		return "tool-call"
+	case agent.BudgetTokens.String():
+		return "token"
+	case agent.BudgetWallClock.String():
+		return "wall-clock"
+	case agent.BudgetCost.String():
+		return "cost"
+	}
+	return b
+}
+
 // gateRequired is the autonomy rule: levels 1-2 gate every step, 3 gates critical steps, 4-5
 // never gate.
 func gateRequired(autonomy int, critical bool) bool {
@@ -189,7 +239,7 @@ func (m *Manager) pendingGates(h *Harness) []PendingGate {
 func describeGates(gs []PendingGate) string {
 	var parts []string
 	for _, g := range gs {
-		parts = append(parts, fmt.Sprintf("gate %s of %s (%s, step %s)", g.Gate.ID, g.HarnessID, g.Gate.Kind, g.Gate.StepID))
+		parts = append(parts, DescribeGate(g.Gate.ID+" of "+g.HarnessID, g.Gate.Kind, g.Gate.StepID))
 	}
 	return idlist.JoinMore(parts, "; ", "pending gate")
 }

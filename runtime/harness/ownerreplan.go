@@ -105,9 +105,9 @@ func (h *Harness) ownerReplanLocked(ctx context.Context, i int) (replanned bool,
 			return false, err
 		}
 	}
-	why := fmt.Sprintf("%s could not replan after gate %s (step %s) was rejected (%s): %s; the plan is unchanged. "+
+	why := fmt.Sprintf("%s could not replan after the rejection of %s (%s): %s; the plan is unchanged. "+
 		"Change it by hand (`harness-edge replan %s FILE`), or approve or reject this gate to go on with the plan as it is",
-		by, gateID, step.ID, reason, strings.Join(strings.Fields(err.Error()), " "), h.ID())
+		by, DescribeGate(gateID, GateStep, step.ID), reason, strings.Join(strings.Fields(err.Error()), " "), h.ID())
 	return false, h.openGateLocked(GateReplan, step.ID, why)
 }
 

@@ -388,8 +388,8 @@ func printReport(w io.Writer, r *control.Report, since time.Duration) {
 	if len(r.Waiting) > 0 {
 		fmt.Fprintln(w, "\nwaiting for a human")
 		for _, g := range r.Waiting {
-			fmt.Fprintf(w, "  %s gate %s (%s, step %s) since %s: harness-edge approve %s %s  |  harness-edge reject %s %s --reason TEXT\n",
-				g.HarnessID, g.Gate, g.Kind, g.StepID, g.Since.Local().Format("Jan 2 15:04"), g.HarnessID, g.Gate, g.HarnessID, g.Gate)
+			fmt.Fprintf(w, "  %s %s since %s: harness-edge approve %s %s  |  harness-edge reject %s %s --reason TEXT\n",
+				g.HarnessID, harness.DescribeGate(g.Gate, g.Kind, g.StepID), g.Since.Local().Format("Jan 2 15:04"), g.HarnessID, g.Gate, g.HarnessID, g.Gate)
 		}
 	}
 }

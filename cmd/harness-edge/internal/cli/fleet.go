@@ -21,6 +21,7 @@ import (
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/fleet"
 	"github.com/harness-edge/harness-edge/internal/idlist"
+	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
@@ -339,11 +340,11 @@ same --request-id.`,
 			}
 			switch {
 			case approve && d.Resumed:
-				fmt.Fprintf(stdout, "%s/%s: gate %s (%s, step %s) approved; the device's daemon resumes it%s\n", dev, d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, again)
+				fmt.Fprintf(stdout, "%s/%s: %s approved; the device's daemon resumes it%s\n", dev, d.HarnessID, harness.DescribeGate(d.Gate.ID, d.Gate.Kind, d.Gate.StepID), again)
 			case approve:
-				fmt.Fprintf(stdout, "%s/%s: gate %s (%s, step %s) approved%s\n", dev, d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, again)
+				fmt.Fprintf(stdout, "%s/%s: %s approved%s\n", dev, d.HarnessID, harness.DescribeGate(d.Gate.ID, d.Gate.Kind, d.Gate.StepID), again)
 			default:
-				fmt.Fprintf(stdout, "%s/%s: gate %s (%s, step %s) rejected: %s%s\n", dev, d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, reason, again)
+				fmt.Fprintf(stdout, "%s/%s: %s rejected: %s%s\n", dev, d.HarnessID, harness.DescribeGate(d.Gate.ID, d.Gate.Kind, d.Gate.StepID), reason, again)
 			}
 			return nil
 		},

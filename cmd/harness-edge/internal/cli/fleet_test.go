@@ -119,8 +119,8 @@ func TestFleetThroughTheCommandLine(t *testing.T) {
 	}
 
 	// Approve from here; the same request again is answered, not applied again.
-	for i, wantOut := range []string{"pi2/job: gate g1 (step, step s1) approved; the device's daemon resumes it\n",
-		"pi2/job: gate g1 (step, step s1) approved; the device's daemon resumes it (this request was applied before; nothing changed now)\n"} {
+	for i, wantOut := range []string{"pi2/job: gate g1 before step s1 approved; the device's daemon resumes it\n",
+		"pi2/job: gate g1 before step s1 approved; the device's daemon resumes it (this request was applied before; nothing changed now)\n"} {
 		code, out, stderr := run(t, "fleet", "approve", "pi2/job", "g1", "--request-id", "once", "--nats", url)
 		if code != ExitOK || out != wantOut {
 			t.Fatalf("fleet approve (%d): exit %d: %q %s", i+1, code, out, stderr)

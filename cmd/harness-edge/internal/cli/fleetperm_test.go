@@ -337,7 +337,7 @@ tls {
 
 	// The answering operator's approve works; pi1's harness completes.
 	code, out, stderr := run(t, as("ops", "fleet", "approve", "pi1/job", "g1")...)
-	if code != ExitOK || out != "pi1/job: gate g1 (step, step s1) approved; the device's daemon resumes it\n" {
+	if code != ExitOK || out != "pi1/job: gate g1 before step s1 approved; the device's daemon resumes it\n" {
 		t.Fatalf("fleet approve as ops: exit %d: %q %s", code, out, stderr)
 	}
 	waitFleetStatus(t, "pi1/job", statefmt.StatusCompleted, as("ops")...)

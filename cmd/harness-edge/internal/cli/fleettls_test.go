@@ -231,7 +231,7 @@ tls {
 	op := []string{"--nats", url, "--nats-ca", ca.CA, "--nats-cert", opCert, "--nats-key", opKey}
 	waitFleetStatus(t, "pi1/job", statefmt.StatusPaused, op...)
 	code, out, stderr := run(t, append([]string{"fleet", "approve", "pi1/job", "g1"}, op...)...)
-	if code != ExitOK || out != "pi1/job: gate g1 (step, step s1) approved; the device's daemon resumes it\n" {
+	if code != ExitOK || out != "pi1/job: gate g1 before step s1 approved; the device's daemon resumes it\n" {
 		t.Fatalf("fleet approve over TLS: exit %d: %q %s", code, out, stderr)
 	}
 	waitFleetStatus(t, "pi1/job", statefmt.StatusCompleted, op...)

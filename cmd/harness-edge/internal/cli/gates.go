@@ -41,17 +41,17 @@ call again.`,
 				owner, _ := api.Owner()
 				switch {
 				case approve && d.Resumed:
-					fmt.Fprintf(stdout, "harness %s: gate %s (%s, step %s) approved; the daemon (pid %d) resumes it\n",
-						d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, owner.PID)
+					fmt.Fprintf(stdout, "harness %s: %s approved; the daemon (pid %d) resumes it\n",
+						d.HarnessID, harness.DescribeGate(d.Gate.ID, d.Gate.Kind, d.Gate.StepID), owner.PID)
 				case approve:
-					fmt.Fprintf(stdout, "harness %s: gate %s (%s, step %s) approved; continue with `harness-edge resume %s`\n",
-						d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, args[0])
+					fmt.Fprintf(stdout, "harness %s: %s approved; continue with `harness-edge resume %s`\n",
+						d.HarnessID, harness.DescribeGate(d.Gate.ID, d.Gate.Kind, d.Gate.StepID), args[0])
 				case d.Replanner != "":
-					fmt.Fprintf(stdout, "harness %s: gate %s (%s, step %s) rejected: %s\n  the harness stays paused: on `resume %s`, %s replans by itself (told why); or `replan %s FILE` by hand first, or `stop %s`\n",
-						d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, reason, args[0], d.Replanner, args[0], args[0])
+					fmt.Fprintf(stdout, "harness %s: %s rejected: %s\n  the harness stays paused: on `resume %s`, %s replans by itself (told why); or `replan %s FILE` by hand first, or `stop %s`\n",
+						d.HarnessID, harness.DescribeGate(d.Gate.ID, d.Gate.Kind, d.Gate.StepID), reason, args[0], d.Replanner, args[0], args[0])
 				default:
-					fmt.Fprintf(stdout, "harness %s: gate %s (%s, step %s) rejected: %s\n  the harness stays paused: `replan %s FILE` skips or replaces the step, `resume %s` asks again, `stop %s` ends it\n",
-						d.HarnessID, d.Gate.ID, d.Gate.Kind, d.Gate.StepID, reason, args[0], args[0], args[0])
+					fmt.Fprintf(stdout, "harness %s: %s rejected: %s\n  the harness stays paused: `replan %s FILE` skips or replaces the step, `resume %s` asks again, `stop %s` ends it\n",
+						d.HarnessID, harness.DescribeGate(d.Gate.ID, d.Gate.Kind, d.Gate.StepID), reason, args[0], args[0], args[0])
 				}
 				return nil
 			})

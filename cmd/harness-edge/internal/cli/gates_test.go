@@ -40,7 +40,7 @@ agents:
 		}
 		return stdout + stderr
 	}
-	expect(ExitWaiting, "gate g1 (step, step ship) waits for a human: `harness-edge approve g g1`", "run", taskFile)
+	expect(ExitWaiting, "gate g1 before step ship waits for a human: `harness-edge approve g g1`", "run", taskFile)
 	if _, err := os.Stat(filepath.Join(dir, "ws", "shipped.txt")); err == nil {
 		t.Fatal("the gated step ran")
 	}
@@ -49,12 +49,12 @@ agents:
 	expect(ExitUsage, "reject needs --reason", "reject", "g")
 	expect(ExitOK, "rejected: not on a Friday", "reject", "g", "--reason", "not on a Friday")
 	expect(ExitOK, "gate g1 rejected: not on a Friday", "show", "g")
-	expect(ExitWaiting, "gate g2 (step, step ship) waits", "resume", "g")
+	expect(ExitWaiting, "gate g2 before step ship waits", "resume", "g")
 	expect(ExitError, "no pending gate g9", "approve", "g", "g9")
-	expect(ExitOK, "gate g2 (step, step ship) approved", "approve", "g")
+	expect(ExitOK, "gate g2 before step ship approved", "approve", "g")
 	expect(ExitOK, "harness g: completed", "resume", "g")
 	events := expect(ExitOK, "waiting_for_human", "events", "g")
-	if !strings.Contains(events, "gate g1 step  rejected") || !strings.Contains(events, "gate g2 step  approved") {
+	if !strings.Contains(events, "gate g1 before step ship  rejected") || !strings.Contains(events, "gate g2 before step ship  approved") {
 		t.Fatalf("events:\n%s", events)
 	}
 }

@@ -86,7 +86,7 @@ func shipUntilDone(t *testing.T, id, replay string) (kills, replays int) {
 		if replay != "ask" {
 			t.Fatal("waiting for a human without replay: ask")
 		}
-		if c, o, e := run(t, "--store", db, "approve", id); c != 0 || !strings.Contains(o, "(replay, step") {
+		if c, o, e := run(t, "--store", db, "approve", id); c != 0 || !strings.Contains(o, "on running a call of step") {
 			t.Fatalf("approve: exit %d: %s %s", c, o, e)
 		}
 	})

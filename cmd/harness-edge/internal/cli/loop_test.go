@@ -269,7 +269,7 @@ func TestLoopCostBudgetOpensAGateAtAutonomy3(t *testing.T) {
 	dir := t.TempDir()
 	db, ws := filepath.Join(dir, "store"), mkdir(t, filepath.Join(dir, "ws"))
 	code, out := binary(t, db, loopArgs(t, db, ws, "costly", "--budget-usd", "0.02", "--autonomy", "3")[2:]...)
-	if code != ExitWaiting || !strings.Contains(out, "budget:costUSD") {
+	if code != ExitWaiting || !strings.Contains(out, "gate g1 on the cost budget at step objective waits for a human") {
 		t.Fatalf("loop over its cost budget: exit %d\n%s", code, out)
 	}
 	if runs := readFile(t, filepath.Join(ws, "runs.log")); runs != "started 1\nstarted 2\n" {

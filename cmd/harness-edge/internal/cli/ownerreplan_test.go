@@ -191,7 +191,7 @@ func TestOwnerAgentWithNoValidChangeStopsAtAGate(t *testing.T) {
 	expectIn(t, db, ExitWaiting, "approve n g1", "run", writeTask(t, dir, "n.yaml", fmt.Sprintf(ownerTask, "n", "n", srv.Endpoint())))
 	expectIn(t, db, ExitOK, "rejected", "reject", "n", "--reason", "not to production")
 	before := storeState(t, db, "n")
-	out := expectIn(t, db, ExitWaiting, "agent:P could not replan after gate g1 (step ship) was rejected", "resume", "n")
+	out := expectIn(t, db, ExitWaiting, "agent:P could not replan after the rejection of gate g1 before step ship", "resume", "n")
 	if !strings.Contains(out, "no valid plan change after 3 answers") {
 		t.Errorf("the gate does not say why:\n%s", out)
 	}

@@ -68,7 +68,7 @@ func TestSameAnswersThroughTheDaemonAndDirectly(t *testing.T) {
 		}
 		outs[i] = out
 	}
-	decision := "harness gb: gate g1 (step, step s1) approved; "
+	decision := "harness gb: gate g1 before step s1 approved; "
 	if !strings.HasPrefix(outs[0], decision+"continue with `harness-edge resume gb`") || !strings.HasPrefix(outs[1], decision+"the daemon (pid ") {
 		t.Errorf("approve gb:\n%s%s", outs[0], outs[1])
 	}

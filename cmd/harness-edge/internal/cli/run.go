@@ -92,7 +92,7 @@ func progress(w io.Writer) event.Sink {
 		case event.Warning:
 			fmt.Fprintf(w, "  warning: %s\n", e.Message)
 		case event.Gate:
-			fmt.Fprintf(w, "  ? gate %s (%s, step %s): %s %s\n", e.GateID, e.Kind, e.StepID, e.Action, e.Message+e.Reason)
+			fmt.Fprintf(w, "  ? %s: %s %s\n", harness.DescribeGate(e.GateID, e.Kind, e.StepID), e.Action, e.Message+e.Reason)
 		case event.SubAgent:
 			fmt.Fprintf(w, "  = sub-agent %s (%s, step %s): %s %s\n", e.SubAgentID, e.Agent, e.StepID, e.Outcome, e.Message)
 		case event.SideEffect:
@@ -522,14 +522,14 @@ func describe(e event.Event) string {
 	if e.Phase != "" {
 		add("phase %s", e.Phase)
 	}
-	if e.StepID != "" {
+	switch {
+	case e.GateID != "":
+		add("%s", harness.DescribeGate(e.GateID, e.Kind, e.StepID))
+	case e.StepID != "":
 		add("step %s", e.StepID)
 	}
 	if e.Attempt > 0 {
 		add("attempt %d", e.Attempt)
-	}
-	if e.GateID != "" {
-		add("gate %s %s", e.GateID, e.Kind)
 	}
 	if e.SubAgentID != "" {
 		add("sub-agent %s (%s) %s", e.SubAgentID, e.Agent, e.Outcome)

@@ -55,7 +55,7 @@ agents:
 		args []string
 	}{
 		{ExitWaiting, "harness-edge approve z g1", []string{"run", taskFile}},
-		{ExitOK, "gate g1 (step, step s2) approved", []string{"approve", "z"}},
+		{ExitOK, "gate g1 before step s2 approved", []string{"approve", "z"}},
 		{ExitOK, "harness z: completed", []string{"resume", "z"}},
 		{ExitOK, "shipped", []string{"show", "z"}},
 	} {

@@ -111,7 +111,7 @@ func TestMovedHarnessGoesOnOnAnotherStore(t *testing.T) {
 	}
 
 	// It goes on there.
-	expect(ExitOK, "gate g1 (step, step ship) approved", "--store", b, "approve", "mv", "g1")
+	expect(ExitOK, "gate g1 before step ship approved", "--store", b, "approve", "mv", "g1")
 	expect(ExitOK, "harness mv: completed", "--store", b, "resume", "mv")
 	expect(ExitOK, "every chain replays", "--store", b, "verify")
 	after := eventsOf(t, b, "mv")
