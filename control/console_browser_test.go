@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf16"
 
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -235,6 +236,29 @@ func TestConsoleInABrowser(t *testing.T) {
 	)
 	if want := "replan: " + refusal.Error(); shown != want || kept != bad {
 		t.Fatalf("the page says %q (the change typed is now %q), want the API's words %q and the change kept", shown, kept, want)
+	}
+
+	// A task file picked on the Submit page in UTF-16 with its byte-order mark (Windows
+	// PowerShell's `>`) is read as the command line reads it: its text, not UTF-8 garble.
+	text := "id: picked\nprompt: Café ☕ 𝄞\n"
+	wide := []byte{0xff, 0xfe}
+	for _, u := range utf16.Encode([]rune(text)) {
+		wide = append(wide, byte(u), byte(u>>8))
+	}
+	picked := filepath.Join(t.TempDir(), "picked.yaml")
+	if err := os.WriteFile(picked, wide, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	run("pick a UTF-16 task file",
+		chromedp.Navigate(base+"/#/submit"),
+		chromedp.WaitVisible(`#task`),
+		chromedp.SetUploadFiles(`input[type="file"]`, []string{picked}, chromedp.ByQuery),
+		chromedp.Poll(`document.getElementById("task").value !== ""`, nil, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Value(`#task`, &got),
+	)
+	if got != text {
+		t.Fatalf("the picked UTF-16 file reads %q, want %q", got, text)
 	}
 
 	// The page's own requests: without the cookie, or with a forged CSRF token, refused; with

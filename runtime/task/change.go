@@ -217,7 +217,10 @@ func dedupe(errs []lineErr) []lineErr {
 // decodeDoc parses data as one YAML (or JSON) document about `what` and decodes it into v,
 // as decodeFile does for a task file.
 func decodeDoc(name string, data []byte, v reflect.Value, what string) (*yaml.Node, []lineErr, error) {
-	data = bytes.TrimPrefix(data, bom)
+	data, err := DecodeText(name, strings.TrimPrefix(what, "the "), data)
+	if err != nil {
+		return nil, nil, err
+	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, nil, &Error{File: name, Msg: what + " is empty"}
 	}

@@ -41,15 +41,16 @@ type decoder struct {
 	stopped  bool
 }
 
-var bom = []byte("\xef\xbb\xbf")
-
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // decodeFile parses data as one YAML (or JSON) document and decodes it into t. It returns the
 // document's root (for locating validation problems) and the problems found, or a syntax
 // error that stops everything.
 func decodeFile(name string, data []byte, t *Task) (*yaml.Node, []lineErr, error) {
-	data = bytes.TrimPrefix(data, bom)
+	data, err := DecodeText(name, "task file", data)
+	if err != nil {
+		return nil, nil, err
+	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, nil, &Error{File: name, Msg: "the task file is empty"}
 	}

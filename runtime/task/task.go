@@ -397,7 +397,7 @@ func ReadPlanChange(path string, stdin io.Reader) ([]byte, error) {
 	if len(data) > MaxFileSize {
 		return nil, SizeError("standard input", "plan change", -1)
 	}
-	return data, nil
+	return decodeLimited("standard input", "plan change", data)
 }
 
 // readLimited reads the file at path whole, refusing it (what: "task file" or "plan change")
@@ -418,7 +418,22 @@ func readLimited(path, what string) ([]byte, error) {
 	if len(data) > MaxFileSize {
 		return nil, SizeError(path, what, -1) // it grew, or is not a regular file
 	}
-	return data, nil
+	return decodeLimited(path, what, data)
+}
+
+// decodeLimited is DecodeText for a file read within MaxFileSize: UTF-16 text grows as UTF-8
+// (up to half as much again), and what is sent on and parsed is the UTF-8, so that is what
+// the limit holds to, saying so.
+func decodeLimited(name, what string, data []byte) ([]byte, error) {
+	text, err := DecodeText(name, what, data)
+	if err != nil {
+		return nil, err
+	}
+	if len(text) > MaxFileSize {
+		return nil, &Error{File: name, Err: ErrTooLarge, Msg: fmt.Sprintf("the %s is %d bytes once decoded from UTF-16 to UTF-8, over the %d MiB (%d bytes) a %s may be",
+			what, len(text), MaxFileSize>>20, MaxFileSize, what)}
+	}
+	return text, nil
 }
 
 // Load reads and parses a task file, and makes its workspace absolute (relative to the file).

@@ -278,7 +278,7 @@ async function courseCard(id) {
   const changeName = el("input", { id: "replan-name", placeholder: "fix.yaml (for errors)", "aria-label": "plan change name" });
   const file = el("input", { type: "file", accept: ".yaml,.yml,.json", "aria-label": "plan change file", onchange: async () => {
     const f = file.files[0];
-    if (f) { change.value = await f.text(); if (!changeName.value) changeName.value = f.name; }
+    if (f) { change.value = await fileText(f); if (!changeName.value) changeName.value = f.name; }
   } });
   const force = el("input", { type: "checkbox", id: "delete-force" });
   force.style.width = "auto";
@@ -327,13 +327,22 @@ async function courseCard(id) {
       } }, "Delete")));
 }
 
+// fileText is a picked file's text as the command line reads a task file: UTF-8 (a byte-order
+// mark dropped), or UTF-16 when it starts with a UTF-16 byte-order mark. Blob.text() reads UTF-8
+// by the standard: some browsers look for a UTF-16 mark, others garble such a file.
+async function fileText(f) {
+  const b = new Uint8Array(await f.arrayBuffer());
+  const enc = b[0] === 0xff && b[1] === 0xfe ? "utf-16le" : b[0] === 0xfe && b[1] === 0xff ? "utf-16be" : "utf-8";
+  return new TextDecoder(enc).decode(b);
+}
+
 function viewSubmit(v) {
   const task = el("textarea", { id: "task", name: "task", placeholder: "id: fix-tests\nagent: A\n...", required: true });
   const name = el("input", { id: "task-name", placeholder: "task.yaml (for errors)" });
   const dir = el("input", { id: "task-dir", placeholder: "directory a relative workspace is resolved against (optional)" });
   const file = el("input", { type: "file", accept: ".yaml,.yml,.json", onchange: async () => {
     const f = file.files[0];
-    if (f) { task.value = await f.text(); if (!name.value) name.value = f.name; }
+    if (f) { task.value = await fileText(f); if (!name.value) name.value = f.name; }
   } });
   v.append(el("h1", {}, "Submit a task"),
     el("label", {}, "Task file ", file), el("label", {}, "or its text ", task), el("label", {}, "Name ", name), el("label", {}, "Directory ", dir),

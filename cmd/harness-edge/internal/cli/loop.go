@@ -173,6 +173,11 @@ func (o *loopOptions) readPrompt(ws string, stdin io.Reader) (string, error) {
 	if len(data) > 1<<20 {
 		return "", usageError{fmt.Errorf("%s: the prompt is over 1 MiB", src)}
 	}
+	// A prompt file is read as a task file is: UTF-8 with or without a byte-order mark, or
+	// UTF-16 with one.
+	if data, err = task.DecodeText(src, "prompt", data); err != nil {
+		return "", usageError{err}
+	}
 	prompt := strings.TrimSpace(string(data))
 	if prompt == "" {
 		return "", usageError{fmt.Errorf("%s: the prompt is empty", src)}

@@ -1,0 +1,107 @@
+package cli
+
+import (
+	bo "encoding/binary"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf16"
+
+	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/runtime/task"
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// inUTF16 is text in UTF-16LE with its byte-order mark, as Windows PowerShell's `>` writes it.
+func inUTF16(text string) []byte {
+	out := bo.LittleEndian.AppendUint16(nil, 0xFEFF)
+	for _, u := range utf16.Encode([]rune(text)) {
+		out = bo.LittleEndian.AppendUint16(out, u)
+	}
+	return out
+}
+
+const wideProse = "Café ☕ 𝄞: write the report"
+
+// A task file in UTF-16 with a byte-order mark (and one in UTF-8 with a mark) runs the same task
+// whichever way it comes: `run`, `submit` to the daemon, the daemon's HTTP API (which takes the
+// file's text: a leading U+FEFF is the mark) and, as a prompt file, `loop`. The text arrives
+// intact, non-ASCII included. A UTF-16 file's bytes sent to the API as if they were UTF-8 are
+// refused, naming the file and why, and create nothing.
+func TestAUTF16TaskFileRunsTheSameThroughRunSubmitTheAPIAndLoop(t *testing.T) {
+	dir := t.TempDir()
+	src := func(id string) string {
+		return `id: ` + id + `
+prompt: "` + wideProse + `"
+agent: A
+workspace: ` + filepath.Join(dir, "ws") + `
+agents:
+  A:
+    driver: script
+    script:
+      plan:
+        - {id: s1, description: "` + wideProse + `", agent: A}
+      steps:
+        s1: [{output: "rédigé"}]
+`
+	}
+	check := func(how string, st *statefmt.HarnessState) {
+		t.Helper()
+		if st.Status != statefmt.StatusCompleted || st.Plan.Steps[0].Description != wideProse || deref(st.Plan.Steps[0].Output) != "rédigé" {
+			t.Errorf("%s: %s, step %+v", how, st.Status, st.Plan.Steps[0])
+		}
+	}
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	db := filepath.Join(dir, "run")
+	expectIn(t, db, ExitOK, "harness r16: completed", "run", write("r16.yaml", inUTF16(src("r16"))))
+	expectIn(t, db, ExitOK, "harness r8: completed", "run", write("r8.yaml", append([]byte("\xef\xbb\xbf"), src("r8")...)))
+	check("run, UTF-16", storeState(t, db, "r16"))
+	check("run, UTF-8 with a mark", storeState(t, db, "r8"))
+	expectIn(t, db, ExitOK, wideProse, "plan", "r16")
+
+	db = filepath.Join(dir, "daemon")
+	d := startDaemon(t, db)
+	expectIn(t, db, ExitOK, "submitted: harness s16", "submit", write("s16.yaml", inUTF16(src("s16"))))
+	expectIn(t, db, ExitOK, "submitted: harness s8", "submit", write("s8.yaml", append([]byte("\xef\xbb\xbf"), src("s8")...)))
+	check("submit, UTF-16", waitStatus(t, db, "s16", statefmt.StatusCompleted))
+	check("submit, UTF-8 with a mark", waitStatus(t, db, "s8", statefmt.StatusCompleted))
+	tok, err := os.ReadFile(filepath.Join(db, control.TokenName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(tok))
+	body, _ := json.Marshal(control.SubmitRequest{Task: "\ufeff" + src("h8"), Name: "h8.yaml"})
+	if code, resp := d.http("POST", "/v1/harnesses", token, body); code != 201 {
+		t.Fatalf("the API, a text with its mark: %d %s", code, resp)
+	}
+	check("the API", waitStatus(t, db, "h8", statefmt.StatusCompleted))
+	body, _ = json.Marshal(control.SubmitRequest{Task: string(inUTF16(src("h16"))), Name: "h16.yaml"})
+	code, resp := d.http("POST", "/v1/harnesses", token, body)
+	if want := "h16.yaml: the task file holds NUL bytes (the first on line 1): it looks like UTF-16 or UTF-32 without a byte-order mark, or such a file read as UTF-8"; code != 400 || !strings.Contains(resp, want) {
+		t.Fatalf("the API, UTF-16 bytes sent as UTF-8: %d %s\nwant 400 %q", code, resp, want)
+	}
+	if code, out, _ := run(t, "--store", db, "show", "h16"); code == ExitOK {
+		t.Fatalf("a refused task was stored:\n%s", out)
+	}
+
+	// loop reads its prompt file as run reads a task file.
+	for name, data := range map[string][]byte{"p16.md": inUTF16(wideProse + "\n"), "p8.md": append([]byte("\xef\xbb\xbf"), wideProse+"\n"...)} {
+		code, out, stderr := run(t, "--store", filepath.Join(dir, "loop"), "loop", "--id", "l", "--promise", "DONE", "--prompt-file", write(name, data),
+			"--workspace", mkdir(t, filepath.Join(dir, "lws")), "--print-task", "--", "true")
+		if code != ExitOK {
+			t.Fatalf("loop --prompt-file %s: exit %d: %s", name, code, stderr)
+		}
+		if lt, err := task.Parse("printed", []byte(out)); err != nil || lt.Prompt != wideProse {
+			t.Errorf("loop --prompt-file %s: prompt %q, %v", name, lt.Prompt, err)
+		}
+	}
+}

@@ -1,0 +1,91 @@
+package task
+
+import (
+	"bytes"
+	"fmt"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+var (
+	bom       = []byte("\xef\xbb\xbf")
+	bomUTF16L = []byte("\xff\xfe")
+	bomUTF16B = []byte("\xfe\xff")
+	bomUTF32L = []byte("\xff\xfe\x00\x00")
+	bomUTF32B = []byte("\x00\x00\xfe\xff")
+)
+
+// DecodeText returns the text of a task file, a plan change or a prompt (what: "task file",
+// "plan change", "prompt"), named name in errors, as UTF-8 without a byte-order mark, however it
+// comes: `run`, `loop`, `submit`, `replan` and the daemon's API read the same file the same way.
+//
+//   - A UTF-8 byte-order mark is dropped.
+//   - A file that starts with a UTF-16 byte-order mark (little- or big-endian: what Windows
+//     PowerShell's `>` and Notepad's "Unicode" write) is decoded: the mark says the encoding,
+//     and YAML readers must read UTF-16. One that is not valid UTF-16 (an odd number of bytes,
+//     a lone surrogate) is refused, saying where.
+//   - UTF-32 (with its mark), and text with NUL bytes (UTF-16 or UTF-32 without a mark, or such
+//     a file read as if it were UTF-8 before it was sent) are refused, naming the encoding: no
+//     YAML or JSON text holds a NUL, and without a mark the encoding is a guess.
+func DecodeText(name, what string, data []byte) ([]byte, error) {
+	refuse := func(format string, args ...any) error {
+		return &Error{File: name, Msg: fmt.Sprintf("the %s ", what) + fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case bytes.HasPrefix(data, bomUTF32L), bytes.HasPrefix(data, bomUTF32B):
+		return nil, refuse("is UTF-32 (it starts with a UTF-32 byte-order mark): save it as UTF-8 (or UTF-16)")
+	case bytes.HasPrefix(data, bomUTF16L):
+		return decodeUTF16(data[2:], false, refuse)
+	case bytes.HasPrefix(data, bomUTF16B):
+		return decodeUTF16(data[2:], true, refuse)
+	}
+	data = bytes.TrimPrefix(data, bom)
+	if i := bytes.IndexByte(data, 0); i >= 0 {
+		line := 1 + bytes.Count(data[:i], []byte("\n"))
+		return nil, refuse("holds NUL bytes (the first on line %d): it looks like UTF-16 or UTF-32 without a byte-order mark, "+
+			"or such a file read as UTF-8; save it as UTF-8 (or UTF-16 with a byte-order mark)", line)
+	}
+	return data, nil
+}
+
+// decodeUTF16 decodes UTF-16 text (after its byte-order mark) to UTF-8.
+func decodeUTF16(b []byte, bigEndian bool, refuse func(string, ...any) error) ([]byte, error) {
+	enc := "UTF-16LE"
+	if bigEndian {
+		enc = "UTF-16BE"
+	}
+	if len(b)%2 != 0 {
+		return nil, refuse("starts with a %s byte-order mark but is not %s: it has an odd number of bytes (%d after the mark)", enc, enc, len(b))
+	}
+	out := make([]byte, 0, len(b)/2+len(b)/4)
+	line := 1
+	for i := 0; i < len(b); i += 2 {
+		u := rune(b[i]) | rune(b[i+1])<<8
+		if bigEndian {
+			u = rune(b[i])<<8 | rune(b[i+1])
+		}
+		r := u
+		if utf16.IsSurrogate(u) {
+			var u2 rune = -1
+			if i+3 < len(b) {
+				u2 = rune(b[i+2]) | rune(b[i+3])<<8
+				if bigEndian {
+					u2 = rune(b[i+2])<<8 | rune(b[i+3])
+				}
+			}
+			if r = utf16.DecodeRune(u, u2); r == utf8.RuneError {
+				return nil, refuse("starts with a %s byte-order mark but is not %s: a lone surrogate (0x%04X) on line %d", enc, enc, u, line)
+			}
+			i += 2
+		}
+		if r == 0 {
+			return nil, refuse("is %s and holds a NUL character on line %d: no task file holds one", enc, line)
+		}
+		if r == '\n' {
+			line++
+		}
+		out = utf8.AppendRune(out, r)
+	}
+	// A UTF-8 mark inside (U+FEFF after the UTF-16 one) is dropped as it would be at the start.
+	return bytes.TrimPrefix(out, bom), nil
+}

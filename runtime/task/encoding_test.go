@@ -1,0 +1,111 @@
+package task_test
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf16"
+
+	"github.com/harness-edge/harness-edge/runtime/task"
+)
+
+// utf16File is text in UTF-16 with its byte-order mark, as PowerShell's `>` and Notepad's
+// "Unicode" write it (little-endian) or big-endian.
+func utf16File(text string, bigEndian bool) []byte {
+	var order binary.AppendByteOrder = binary.LittleEndian
+	if bigEndian {
+		order = binary.BigEndian
+	}
+	out := order.AppendUint16(nil, 0xFEFF)
+	for _, u := range utf16.Encode([]rune(text)) {
+		out = order.AppendUint16(out, u)
+	}
+	return out
+}
+
+const encodedTask = `id: enc
+prompt: "Café ☕ 𝄞: write the report"
+agent: A
+agents:
+  A:
+    driver: script
+    script:
+      plan:
+        - {id: s1, description: "naïve step", agent: A}
+`
+
+// A task file in UTF-16 with a byte-order mark, either endianness, or in UTF-8 with one, reads
+// as the same task as the plain UTF-8 file, its non-ASCII text (a character outside the BMP
+// too) intact; reading it from disk gives UTF-8, which is what submit sends on.
+func TestATaskFileInUTF16WithAByteOrderMarkReadsAsInUTF8(t *testing.T) {
+	want, err := task.Parse("plain.yaml", []byte(encodedTask))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, data := range map[string][]byte{
+		"utf16le.yaml":  utf16File(encodedTask, false),
+		"utf16be.yaml":  utf16File(encodedTask, true),
+		"utf8bom.yaml":  append([]byte("\xef\xbb\xbf"), encodedTask...),
+		"utf16bom.yaml": utf16File("\ufeff"+encodedTask, false),
+	} {
+		got, err := task.Parse(name, data)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %v\n%+v\nwant %+v", name, err, got, want)
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if text, err := task.ReadFile(path); err != nil || string(text) != encodedTask {
+			t.Errorf("%s read from disk: %q, %v", name, text, err)
+		}
+	}
+	// Problems are reported at their lines, as in the UTF-8 file.
+	_, err = task.Parse("bad.yaml", utf16File(strings.Replace(encodedTask, "agent: A\n", "agent: A\nautonomy: 9\n", 1), false))
+	if err == nil || !strings.Contains(err.Error(), "bad.yaml:4: autonomy: 9 is outside 1..5") {
+		t.Fatalf("a problem in a UTF-16 file: %v", err)
+	}
+}
+
+// What cannot be read for sure is refused, naming the file and the encoding, and why.
+func TestATaskFileInAnEncodingThatCannotBeReadIsRefusedNamingIt(t *testing.T) {
+	le := utf16File(encodedTask, false)
+	for _, c := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"odd.yaml", le[:len(le)-1], "odd.yaml: the task file starts with a UTF-16LE byte-order mark but is not UTF-16LE: it has an odd number of bytes"},
+		{"lone.yaml", append(utf16File("id: x\n", true), 0xDC, 0x00), "lone.yaml: the task file starts with a UTF-16BE byte-order mark but is not UTF-16BE: a lone surrogate (0xDC00) on line 2"},
+		{"u32.yaml", append([]byte("\xff\xfe\x00\x00"), "i\x00\x00\x00"...), "u32.yaml: the task file is UTF-32 (it starts with a UTF-32 byte-order mark): save it as UTF-8 (or UTF-16)"},
+		{"nobom.yaml", utf16File(encodedTask, false)[2:], "nobom.yaml: the task file holds NUL bytes (the first on line 1): it looks like UTF-16 or UTF-32 without a byte-order mark"},
+		// A UTF-16 file's bytes put in a JSON string as if UTF-8: the mark became two U+FFFD.
+		{"sent.yaml", []byte(strings.ToValidUTF8(string(le), "\ufffd")), "sent.yaml: the task file holds NUL bytes (the first on line 1): it looks like UTF-16 or UTF-32 without a byte-order mark, or such a file read as UTF-8"},
+	} {
+		_, err := task.Parse(c.name, c.data)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: %v\nwant %s", c.name, err, c.want)
+		}
+	}
+	// A plan change is read alike.
+	if _, _, err := task.ParsePlanChange("fix.yaml", le[:len(le)-1], nil, nil); err == nil || !strings.HasPrefix(err.Error(), "fix.yaml: the plan change starts with a UTF-16LE byte-order mark") {
+		t.Fatalf("plan change: %v", err)
+	}
+}
+
+// A UTF-16 file within the limit on disk that is over it as UTF-8 is refused, saying so.
+func TestAUTF16TaskFileOverTheLimitAsUTF8IsRefusedSayingSo(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "wide.yaml")
+	// 1.5 M characters of three UTF-8 bytes each: 3 MB of UTF-16, 4.5 MB of UTF-8.
+	if err := os.WriteFile(path, utf16File("# "+strings.Repeat("☕", 1_500_000)+"\n", false), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := task.ReadFile(path)
+	if err == nil || !strings.Contains(err.Error(), "the task file is 4500003 bytes once decoded from UTF-16 to UTF-8, over the 4 MiB (4194304 bytes) a task file may be") {
+		t.Fatalf("read: %v", err)
+	}
+}
