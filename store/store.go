@@ -143,15 +143,8 @@ type Store struct {
 	policy bridge.ChainPolicy
 	lock   *os.File
 	zdec   *zstd.Decoder
-	// zall compresses every harness's keyframes of one frame: one encoder for the store, made
-	// at the first keyframe, whose harnesses take turns. Each harness holding its own would cost
-	// megabytes of tables per harness, and so would an encoder per CPU: EncodeAll hands its
-	// calls to the encoders in turn, so a run of one harness paged in every encoder's 4 MB of
-	// tables. zpar compresses the frames of a keyframe larger than keyframeFrame in parallel;
-	// it is made only when a keyframe is that large.
-	zall, zpar         *zstd.Encoder
-	zallOnce, zparOnce sync.Once
-	zallErr, zparErr   error
+	// keyframes compresses every harness's keyframes.
+	keyframes keyframeEncoders
 
 	mu        sync.Mutex
 	harnesses map[string]*harness
@@ -213,15 +206,11 @@ func (h *harness) close() {
 // after it share one stream, flushed at each checkpoint, so each record's payload can refer to
 // the earlier ones. A delta starts a new stream after a keyframe, a restart, or a checkpoint
 // that stopped the harness (releaseStream).
-func (h *harness) compress(zall func(frames bool) (*zstd.Encoder, error), payload []byte, keyframe bool) (statefmt.Compression, []byte, error) {
+func (h *harness) compress(keyframes *keyframeEncoders, payload []byte, keyframe bool) (statefmt.Compression, []byte, error) {
 	h.zbuf.Reset()
 	if keyframe {
 		h.streamOpen = false
-		enc, err := zall(len(payload) > keyframeFrame)
-		if err != nil {
-			return 0, nil, err
-		}
-		return h.compressKeyframe(enc, payload)
+		return h.compressKeyframe(keyframes, payload)
 	}
 	comp := statefmt.CompressionZstdStream
 	if !h.streamOpen {
@@ -259,20 +248,67 @@ func (h *harness) releaseStream() {
 	h.streamOpen, h.zbuf, h.zscratch = false, bytes.Buffer{}, nil
 }
 
-// keyframeEncoder is the store's keyframe compressor, made at its first use: for keyframes of
-// several frames, the one that compresses them in parallel.
-func (s *Store) keyframeEncoder(frames bool) (*zstd.Encoder, error) {
-	if frames {
-		s.zparOnce.Do(func() { s.zpar, s.zparErr = newKeyframeEncoder(runtime.GOMAXPROCS(0)) })
-		return s.zpar, s.zparErr
-	}
-	s.zallOnce.Do(func() { s.zall, s.zallErr = newKeyframeEncoder(1) })
-	return s.zall, s.zallErr
+// keyframeEncoders are the store's keyframe compressors, shared by its harnesses. An encoder is
+// made when a keyframe finds none idle, up to one per CPU: a harness alone uses one, and pages in
+// its 4 MB of tables once. (One zstd.Encoder with a concurrency of GOMAXPROCS hands its calls to
+// its workers in turn, so a single harness paged in every worker's tables: 1,300 more page
+// faults in a 1,000-step run.) Harnesses that keyframe at once, as many finishing together do,
+// each get an encoder, and a keyframe of several frames compresses them on every CPU.
+type keyframeEncoders struct {
+	mu   sync.Mutex
+	idle []*zstd.Encoder
+	made int
+	free *sync.Cond // signalled when an encoder goes back idle; made at first use
 }
 
-func newKeyframeEncoder(concurrency int) (*zstd.Encoder, error) {
-	return zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderCRC(false),
-		zstd.WithEncoderConcurrency(concurrency))
+// encode compresses src as one zstd frame appended to dst.
+func (k *keyframeEncoders) encode(src, dst []byte) ([]byte, error) {
+	enc, err := k.get()
+	if err != nil {
+		return nil, err
+	}
+	defer k.put(enc)
+	return enc.EncodeAll(src, dst), nil
+}
+
+func (k *keyframeEncoders) get() (*zstd.Encoder, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.free == nil {
+		k.free = sync.NewCond(&k.mu)
+	}
+	for len(k.idle) == 0 && k.made >= runtime.GOMAXPROCS(0) {
+		k.free.Wait()
+	}
+	if n := len(k.idle); n > 0 {
+		enc := k.idle[n-1]
+		k.idle = k.idle[:n-1]
+		return enc, nil
+	}
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderCRC(false),
+		zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return nil, err
+	}
+	k.made++
+	return enc, nil
+}
+
+func (k *keyframeEncoders) put(enc *zstd.Encoder) {
+	k.mu.Lock()
+	k.idle = append(k.idle, enc)
+	k.free.Signal()
+	k.mu.Unlock()
+}
+
+// close releases the encoders; every keyframe has been compressed.
+func (k *keyframeEncoders) close() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, enc := range k.idle {
+		enc.Close()
+	}
+	k.idle, k.made = nil, 0
 }
 
 // keyframeFrame is the raw size of each independent zstd frame of a keyframe: larger keyframes
@@ -284,16 +320,24 @@ const keyframeFrame = 8 << 20
 
 // compressKeyframe compresses a keyframe as one zstd frame, or as independent frames in
 // parallel (CompressionZstdFrames) when it is larger than keyframeFrame.
-func (h *harness) compressKeyframe(zall *zstd.Encoder, payload []byte) (statefmt.Compression, []byte, error) {
+func (h *harness) compressKeyframe(keyframes *keyframeEncoders, payload []byte) (statefmt.Compression, []byte, error) {
 	if len(payload) <= keyframeFrame {
-		h.zscratch = zall.EncodeAll(payload, h.zscratch[:0])
-		return statefmt.CompressionZstd, h.zscratch, nil
+		z, err := keyframes.encode(payload, h.zscratch[:0])
+		if err != nil {
+			return 0, nil, err
+		}
+		h.zscratch = z
+		return statefmt.CompressionZstd, z, nil
 	}
 	n := (len(payload) + keyframeFrame - 1) / keyframeFrame
 	frames := make([][]byte, n)
+	errs := make([]error, n)
 	parallel(n, func(i int) {
-		frames[i] = zall.EncodeAll(payload[i*keyframeFrame:min(len(payload), (i+1)*keyframeFrame)], nil)
+		frames[i], errs[i] = keyframes.encode(payload[i*keyframeFrame:min(len(payload), (i+1)*keyframeFrame)], nil)
 	})
+	if err := errors.Join(errs...); err != nil {
+		return 0, nil, err
+	}
 	rawLens, zLens := make([]int, n), make([]int, n)
 	for i, f := range frames {
 		rawLens[i], zLens[i] = min(len(payload)-i*keyframeFrame, keyframeFrame), len(f)
@@ -519,13 +563,7 @@ func (s *Store) Close() error {
 		h.mu.Unlock()
 	}
 	s.zdec.Close()
-	s.zallOnce.Do(func() {}) // orders the reads of zall and zpar after any keyframe's making of them
-	s.zparOnce.Do(func() {})
-	for _, z := range []*zstd.Encoder{s.zall, s.zpar} {
-		if z != nil {
-			z.Close()
-		}
-	}
+	s.keyframes.close()
 	s.headsWG.Wait()
 	var herr error
 	if !s.readOnly {
@@ -1002,7 +1040,7 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	if info.Kind == bridge.KindDelta {
 		rec.DeltaFormat = bridge.DeltaFormatVersion
 	}
-	comp, z, err := h.compress(s.keyframeEncoder, payload, info.Kind == bridge.KindKeyframe)
+	comp, z, err := h.compress(&s.keyframes, payload, info.Kind == bridge.KindKeyframe)
 	if err != nil {
 		s.forgetLocked(id, h)
 		return Checkpoint{}, err
