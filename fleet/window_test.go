@@ -268,7 +268,7 @@ func TestRecordsAndEventsHeldOutOfOrderAreReadInOrder(t *testing.T) {
 	dv := startDevice(t, hub.URL(), "board", storeIn(t, "store"))
 	// Harnesses of a few steps that wait at a gate before their last: one of them rebuilds from
 	// a keyframe and deltas (a keyframe comes when the deltas outgrow the state, which depends
-	// on the timings they hold; a harness that finished would keep one keyframe).
+	// on the timings they hold).
 	var ids []string
 	for i, steps := range []int{2, 3, 4, 5} {
 		ids = append(ids, submit(t, dv, taskYAML(t, fmt.Sprintf("job%d", i), steps, "", true)))

@@ -252,8 +252,8 @@ func (h *harness) releaseStream() {
 // made when a keyframe finds none idle, up to one per CPU: a harness alone uses one, and pages in
 // its 4 MB of tables once. (One zstd.Encoder with a concurrency of GOMAXPROCS hands its calls to
 // its workers in turn, so a single harness paged in every worker's tables: 1,300 more page
-// faults in a 1,000-step run.) Harnesses that keyframe at once, as many finishing together do,
-// each get an encoder, and a keyframe of several frames compresses them on every CPU.
+// faults in a 1,000-step run.) Harnesses that keyframe at once each get an encoder, and a
+// keyframe of several frames compresses them on every CPU.
 type keyframeEncoders struct {
 	mu   sync.Mutex
 	idle []*zstd.Encoder
@@ -869,16 +869,6 @@ func (s *Store) keyframeDue(h *harness) bool {
 	return head.Seq > 0 && head.Seq-min(head.Seq, h.index.KeyframeSeq) >= bound
 }
 
-// finishing reports whether the checkpoint of a harness moving to status is its last for a
-// while, and worth a keyframe: the harness completes or fails now (it was not already) and
-// deltas follow its last keyframe. A finished harness's chain is then that one keyframe: the
-// records before it are released, a restore replays nothing, and the whole state compresses
-// better in one frame than a keyframe and the deltas after it. h.mu held.
-func (s *Store) finishing(h *harness, status statefmt.Status) bool {
-	return (status == statefmt.StatusCompleted || status == statefmt.StatusFailed) && status != h.index.Status &&
-		h.chain.Head().Seq > h.index.KeyframeSeq
-}
-
 // open returns the in-memory harness for id, replaying its chain from the store the first time.
 // create says whether a harness the store does not hold may be started.
 func (s *Store) open(id string, create bool) (*harness, error) {
@@ -1012,7 +1002,7 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	defer h.mu.Unlock()
 	start := time.Now()
 	h.restoreBuf = nil
-	keyframe := s.finishing(h, state.Status) || s.keyframeDue(h)
+	keyframe := s.keyframeDue(h)
 	if keyframe {
 		h.enc.Reset()
 	}
