@@ -698,9 +698,16 @@ func (h *Harness) finishLocked() error {
 		return h.transitionLocked(statefmt.StatusCompleted, "")
 	}
 	var why []string
-	for _, id := range failed {
+	for _, id := range failed[:min(len(failed), idlist.Max)] {
 		s := h.st.Plan.Steps[h.plan().step(id)]
 		why = append(why, fmt.Sprintf("step %s failed: %s", id, deref(s.Error)))
+	}
+	if n := len(failed) - idlist.Max; n > 0 {
+		more := "and " + idlist.Count(n) + " more failed step"
+		if n > 1 {
+			more += "s"
+		}
+		why = append(why, more)
 	}
 	if len(blocked) > 0 {
 		why = append(why, "blocked: "+idlist.Join(blocked, ", "))

@@ -83,3 +83,43 @@ agents:
 		t.Fatalf("status reason after retry (%d bytes): %.300s", len(st.StatusReason), st.StatusReason)
 	}
 }
+
+// When many steps fail, the status reason names ten with their errors and counts the rest; the
+// plan keeps every step's error.
+func TestManyFailedStepsAreNamedTenInTheReason(t *testing.T) {
+	e := newEnv(t)
+	var plan strings.Builder
+	for i := 1; i <= 40; i++ {
+		fmt.Fprintf(&plan, "        - {id: f%02d, description: step %d, agent: A}\n", i, i)
+	}
+	h, err := e.m.Create(parseTask(t, `id: many
+agent: A
+autonomy: 5
+agents:
+  A:
+    driver: script
+    script:
+      plan:
+`+plan.String()+`      steps:
+        "*": [{fail: permanent, message: it broke}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil || h.Status() != statefmt.StatusFailed {
+		t.Fatalf("run: %v, %s", err, h.Status())
+	}
+	st := h.State()
+	if got := strings.Count(st.StatusReason, "failed: it broke"); got != 10 || !strings.HasSuffix(st.StatusReason, "; and 30 more failed steps") {
+		t.Fatalf("status reason names %d failures (%d bytes): %.400s", got, len(st.StatusReason), st.StatusReason)
+	}
+	errs := 0
+	for _, s := range st.Plan.Steps {
+		if s.Status == statefmt.StepFailed && s.Error != nil && *s.Error != "" {
+			errs++
+		}
+	}
+	if errs != 40 {
+		t.Fatalf("%d failed steps keep their error in the plan, want 40", errs)
+	}
+}
