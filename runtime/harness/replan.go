@@ -155,6 +155,22 @@ func (h *Harness) replanLocked(name string, data []byte, by, reason, gateID stri
 	}
 	restatus(p)
 	h.pidx = nil
+	// A gate that waits before a step the change made wait for other steps again (it now
+	// depends on an inserted one) is asked too early: the steps before it must run first. It is
+	// superseded, and a new one opens when the step is ready again.
+	x := indexPlan(p)
+	for gi := range st.Gates {
+		g := &st.Gates[gi]
+		if g.Status != statefmt.GatePending || g.Kind != GateStep {
+			continue
+		}
+		if i := x.step(g.StepID); i >= 0 && p.Steps[i].Status != statefmt.StepReady {
+			g.Status, g.ResolvedAt = statefmt.GateRejected, &now
+			g.Reason = "superseded by a replan: step " + g.StepID + " waits for the steps it now depends on"
+			h.emit(event.Event{Type: event.Gate, GateID: g.ID, StepID: g.StepID, Kind: g.Kind, Action: "rejected", Reason: g.Reason,
+				WaitMs: event.Ms(now.Sub(g.CreatedAt))})
+		}
+	}
 	if newTask != nil {
 		h.task, h.taskJSON, h.agents = newTask, taskJSON, map[string]agent.Agent{}
 	}

@@ -179,6 +179,13 @@ func (h *Harness) retryInsteadLocked(stepID string) string {
 			"`harness-edge retry %s` (without --step) makes it paused, keeping its plan, and `harness-edge resume %s` then runs the steps not done yet", id, id)
 	case s.Status == statefmt.StepCompleted:
 		return fmt.Sprintf("a completed step runs again only from a checkpoint before it (`harness-edge rollback %s --to NAME|SEQ`); `harness-edge resume %s` runs the steps not done yet", id, id)
+	case len(pendingGatesOf(st)) > 0:
+		var gates []string
+		for _, g := range pendingGatesOf(st) {
+			gates = append(gates, DescribeGate(g.ID, g.Kind, g.StepID))
+		}
+		return fmt.Sprintf("nothing has failed, and %s waits for a human: `harness-edge approve %s` (or reject), then `harness-edge resume %s` runs the steps not done yet",
+			idlist.Join(gates, ", "), id, id)
 	default:
 		return fmt.Sprintf("nothing has failed: `harness-edge resume %s` runs it, with the other steps not done yet", id)
 	}
@@ -209,4 +216,15 @@ func stepList(p *statefmt.ExecutionPlan) string {
 		ids = append(ids, s.ID)
 	}
 	return idlist.Join(ids, ", ")
+}
+
+// pendingGatesOf returns the harness's own gates that wait for a human.
+func pendingGatesOf(st *statefmt.HarnessState) []statefmt.Gate {
+	var out []statefmt.Gate
+	for _, g := range st.Gates {
+		if g.Status == statefmt.GatePending {
+			out = append(out, g)
+		}
+	}
+	return out
 }
