@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/statefmt/event"
 )
@@ -13,25 +14,7 @@ import (
 // new step runs first on resume, and the gate is asked again when the step is ready.
 func TestAReplanBeforeAGatedStepAsksTheGateAgainWhenTheStepIsReady(t *testing.T) {
 	e := newEnv(t)
-	h, err := e.m.Create(parseTask(t, `id: gr
-agent: A
-autonomy: 3
-agents:
-  A:
-    driver: script
-    script:
-      plan:
-        - {id: build, description: build it, agent: A}
-        - {id: ship, description: ship it, agent: A, dependsOn: [build], critical: true}
-      steps:
-        "*": [{output: done}]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Run(context.Background()); err == nil || h.Status() != statefmt.StatusPaused {
-		t.Fatalf("run: %v, %s; want paused at the gate before ship", err, h.Status())
-	}
+	h := pausedBeforeShip(t, e, "gr")
 	change := "insert:\n  - {id: check, description: check the build, agent: A, dependsOn: [build], actions: [{output: checked}]}\ndependsOn:\n  ship: [check]\n"
 	if _, err := e.m.Replan("gr", "check.yaml", []byte(change), "ada", "check first"); err != nil {
 		t.Fatal(err)
@@ -40,7 +23,7 @@ agents:
 	if len(st.Gates) != 1 || st.Gates[0].Status != statefmt.GateRejected || !strings.Contains(st.Gates[0].Reason, "superseded by a replan") {
 		t.Fatalf("the gate before ship after the replan: %+v", st.Gates)
 	}
-	h, err = e.m.ResumeFromCheckpoint("gr")
+	h, err := e.m.ResumeFromCheckpoint("gr")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +62,18 @@ agents:
 // the gate refuses).
 func TestRetryOfAStepAtAGateSaysToDecideTheGate(t *testing.T) {
 	e := newEnv(t)
-	h, err := e.m.Create(parseTask(t, `id: rg
+	pausedBeforeShip(t, e, "rg")
+	_, err := e.m.Retry("rg", "ship", "ada", "")
+	if err == nil || !strings.Contains(err.Error(), "gate g1 before step ship waits for a human: `harness-edge approve rg` (or reject), then `harness-edge resume rg`") {
+		t.Fatalf("retry --step ship at its gate: %v", err)
+	}
+}
+
+// pausedBeforeShip runs a harness of two steps, build and the critical ship, at autonomy 3, to
+// its gate before ship.
+func pausedBeforeShip(t *testing.T, e *env, id string) *harness.Harness {
+	t.Helper()
+	h, err := e.m.Create(parseTask(t, `id: `+id+`
 agent: A
 autonomy: 3
 agents:
@@ -98,8 +92,5 @@ agents:
 	if err := h.Run(context.Background()); err == nil || h.Status() != statefmt.StatusPaused {
 		t.Fatalf("run: %v, %s; want paused at the gate before ship", err, h.Status())
 	}
-	_, err = e.m.Retry("rg", "ship", "ada", "")
-	if err == nil || !strings.Contains(err.Error(), "gate g1 before step ship waits for a human: `harness-edge approve rg` (or reject), then `harness-edge resume rg`") {
-		t.Fatalf("retry --step ship at its gate: %v", err)
-	}
+	return h
 }
