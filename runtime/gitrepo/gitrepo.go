@@ -116,10 +116,26 @@ func Init(ctx context.Context, dir string, extra []string) (*Repo, error) {
 		return nil, err
 	}
 	r := &Repo{Dir: abs, Env: extra}
-	if err := r.Run(ctx, nil, "init", "--quiet"); err != nil {
+	err = r.Run(ctx, nil, "init", "--quiet")
+	if err != nil && clearUnfinishedInit(abs) {
+		err = r.Run(ctx, nil, "init", "--quiet")
+	}
+	if err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// clearUnfinishedInit removes the lock a `git init` killed part-way left behind, and reports
+// whether there was one. Such an init leaves .git/HEAD.lock and no .git/HEAD, and every later
+// init refuses to take the lock; with no HEAD there is no repository yet to protect. (Init is
+// only called for a workspace that is not a repository, by the harness that holds it.)
+func clearUnfinishedInit(dir string) bool {
+	gitDir := filepath.Join(dir, ".git")
+	if _, err := os.Lstat(filepath.Join(gitDir, "HEAD")); !errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	return os.Remove(filepath.Join(gitDir, "HEAD.lock")) == nil
 }
 
 // Command is a git command in the repository, in the clean environment, not started.
