@@ -47,7 +47,7 @@ func unzeroed(n int) []byte {
 }
 
 // prefault maps in the pages of b's whole aligned blocks. The error is the kernel's refusal
-// (an older kernel's EINVAL), harmless to every caller but the test.
+// (an older kernel's EINVAL), which leaves the pages to fault in as they are written.
 func prefault(b []byte) error {
 	if len(b) < prefaultMin {
 		return nil

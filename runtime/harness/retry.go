@@ -163,6 +163,7 @@ func (h *Harness) retryInsteadLocked(stepID string) string {
 			}
 		}
 	}
+	pending := pendingGatesOf(st)
 	s := st.Plan.Steps[x.step(stepID)]
 	if s.Status == statefmt.StepBlocked {
 		walk(x.step(stepID))
@@ -179,9 +180,9 @@ func (h *Harness) retryInsteadLocked(stepID string) string {
 			"`harness-edge retry %s` (without --step) makes it paused, keeping its plan, and `harness-edge resume %s` then runs the steps not done yet", id, id)
 	case s.Status == statefmt.StepCompleted:
 		return fmt.Sprintf("a completed step runs again only from a checkpoint before it (`harness-edge rollback %s --to NAME|SEQ`); `harness-edge resume %s` runs the steps not done yet", id, id)
-	case len(pendingGatesOf(st)) > 0:
+	case len(pending) > 0:
 		var gates []string
-		for _, g := range pendingGatesOf(st) {
+		for _, g := range pending {
 			gates = append(gates, DescribeGate(g.ID, g.Kind, g.StepID))
 		}
 		return fmt.Sprintf("nothing has failed, and %s waits for a human: `harness-edge approve %s` (or reject), then `harness-edge resume %s` runs the steps not done yet",
