@@ -12,7 +12,6 @@ GO       ?= go
 CARGO    ?= cargo
 TAGS     ?=
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-FUZZTIME ?= 10s
 BENCHTIME ?= 1s
 # Where the suite puts its scratch stores: on the disk whose fsync it should measure.
 BENCH_DIR ?= $(ROOT)/.bench
@@ -224,18 +223,27 @@ stress: engine ## Crash tests at length: 500 kill -9 runs of a checkpointing chi
 	HARNESS_EDGE_CRASH_KILLS=$${HARNESS_EDGE_CRASH_KILLS:-500} CGO_ENABLED=1 $(GO) test -count=1 -tags invariants \
 		-run 'TestCrashKill9|TestPowerLoss|TestInjectedIOErrors' -v ./store/ | grep -E '^(---|ok|FAIL)|kills|operations'
 
-# package:target. The state-format targets live beside statefmt; fuzz/ keeps the cross-backend
-# and cross-driver ones.
-FUZZ_TARGETS := ./fuzz:FuzzDeltaApply ./fuzz:FuzzDeltaRoundTrip ./fuzz:FuzzAgentOutput \
-	./statefmt:FuzzStateJSON ./statefmt:FuzzStateBinary ./statefmt:FuzzRecord ./statefmt:FuzzFrames
+# package:target:executions. The state-format targets live beside statefmt; fuzz/ keeps the
+# cross-backend and cross-driver ones. Each target runs for a number of executions (six to ten seconds
+# each on a 2-core machine) rather than for a time: Go 1.26's fuzzing coordinator can
+# fail a run with "context deadline exceeded" when its -fuzztime deadline falls while a worker is
+# busy (minimizing a new input, say), with no failing input. FUZZTIME=30s (or 1000000x) sets one
+# budget for every target instead. A new input is minimized for at most FUZZMINIMIZETIME (Go's
+# default is a minute, and the fuzzing stops while it runs).
+FUZZ_TARGETS := ./fuzz:FuzzDeltaApply:60000 ./fuzz:FuzzDeltaRoundTrip:100000 \
+	./fuzz:FuzzAgentOutput:20000 ./statefmt:FuzzStateJSON:60000 ./statefmt:FuzzStateBinary:50000 \
+	./statefmt:FuzzRecord:60000 ./statefmt:FuzzFrames:150000
+FUZZTIME ?=
+FUZZMINIMIZETIME ?= 1s
 
 .PHONY: fuzz
-fuzz: engine ## Fuzz each target for FUZZTIME (default 10s) across all backends
-	@for pt in $(FUZZ_TARGETS); do \
-		p=$${pt%%:*}; t=$${pt#*:}; \
-		echo "== fuzz $$t ($$p) for $(FUZZTIME)"; \
+fuzz: engine ## Fuzz each target (its executions, or FUZZTIME) across all backends
+	@for ptn in $(FUZZ_TARGETS); do \
+		p=$${ptn%%:*}; tn=$${ptn#*:}; t=$${tn%%:*}; n=$${tn#*:}; \
+		budget="$(FUZZTIME)"; [ -n "$$budget" ] || budget="$${n}x"; \
+		echo "== fuzz $$t ($$p) for $$budget"; \
 		HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) CGO_ENABLED=1 $(GO) test -tags eternal_purego -run '^$$' \
-			-fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$p || exit 1; \
+			-fuzz "^$$t$$" -fuzztime "$$budget" -fuzzminimizetime $(FUZZMINIMIZETIME) $$p || exit 1; \
 	done
 
 # ---------------------------------------------------------------------------------------------
