@@ -8,19 +8,17 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/harness-edge/harness-edge/runtime/agent"
@@ -49,12 +47,16 @@ type Agent struct {
 	name      string
 	cfg       *task.Agent
 	rateLimit []*regexp.Regexp
+	files     fileSums // what the workspace's files held when last read
 }
 
 // New makes the command agent named name from its configuration.
 func New(name string, cfg *task.Agent) (*Agent, error) {
-	a := &Agent{name: name, cfg: cfg}
-	for _, p := range slices.Concat(DefaultRateLimitPatterns, cfg.RateLimit.Patterns) {
+	a := &Agent{name: name, cfg: cfg, rateLimit: defaultRateLimits()}
+	if len(cfg.RateLimit.Patterns) > 0 {
+		a.rateLimit = slices.Clip(a.rateLimit) // the task's own patterns go into a copy
+	}
+	for _, p := range cfg.RateLimit.Patterns {
 		re, err := regexp.Compile(p)
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: rate-limit pattern %q: %w", name, p, err)
@@ -63,6 +65,16 @@ func New(name string, cfg *task.Agent) (*Agent, error) {
 	}
 	return a, nil
 }
+
+// defaultRateLimits are DefaultRateLimitPatterns compiled, once per process: compiling them took
+// most of a direct-path run's own time (0.5-1.3 ms of it), every run making its agents anew.
+var defaultRateLimits = sync.OnceValue(func() []*regexp.Regexp {
+	out := make([]*regexp.Regexp, len(DefaultRateLimitPatterns))
+	for i, p := range DefaultRateLimitPatterns {
+		out[i] = regexp.MustCompile(p)
+	}
+	return out
+})
 
 // ObjectiveStep is the id of the one step a command agent plans for a task without a plan.
 const ObjectiveStep = "objective"
@@ -148,7 +160,7 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 		st.RunToken = ""
 	}
 	if st.WorkspaceHash == "" {
-		st.WorkspaceHash = workspaceHash(sc.Workspace)
+		st.WorkspaceHash = a.files.hash(sc.Workspace)
 	}
 	save := func() error {
 		var err error
@@ -191,7 +203,7 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 		}
 		if removeTaken() {
 			// A human's edit, not the agent's work: the breaker compares the workspace from here.
-			st.WorkspaceHash = workspaceHash(sc.Workspace)
+			st.WorkspaceHash = a.files.hash(sc.Workspace)
 		}
 		it, err := a.run(ctx, sc, prompt, n, st.RunToken)
 		st.RunToken = ""
@@ -246,7 +258,7 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 		// did not happen as far as the work goes: by default it does not count, and a few in
 		// a row open the breaker (an agent that no longer answers).
 		if !done && it.exit == 0 && it.agentError == "" && strings.TrimSpace(it.stdout) == "" && strings.TrimSpace(it.stderr) == "" &&
-			!a.cfg.CountEmptyIterations && workspaceHash(sc.Workspace) == st.WorkspaceHash {
+			!a.cfg.CountEmptyIterations && a.files.hash(sc.Workspace) == st.WorkspaceHash {
 			st.Empty++
 			ev.Outcome, ev.Message = event.IterEmpty, fmt.Sprintf("no output and no change in the workspace (%d in a row); not counted", st.Empty)
 			if st.Empty >= a.cfg.CircuitBreaker.Empty {
@@ -271,7 +283,7 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 		// Not done: remember what the next iteration needs, and watch for a loop going nowhere.
 		loop.Handoff = readHandoff(sc.Workspace, a.cfg.HandoffFile)
 		loop.Scratchpad = feedback(it, final, a.cfg.CompletionPromise)
-		ws, out := workspaceHash(sc.Workspace), hashString(it.stdout)
+		ws, out := a.files.hash(sc.Workspace), hashString(it.stdout)
 		if ws == st.WorkspaceHash && out == st.OutputHash {
 			st.NoProgress++
 		} else {
@@ -475,38 +487,6 @@ func readHandoff(workspace, name string) statefmt.JSONValue {
 	}
 	v, _ := statefmt.JSONOf(string(data))
 	return v
-}
-
-// workspaceHash fingerprints the workspace: every file's path, mode and content (files over
-// 8 MiB by size and modification time instead), in walk order. It tells the circuit breaker
-// whether an iteration changed anything.
-func workspaceHash(dir string) string {
-	h := xxhash.New()
-	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // unreadable parts count as they are: absent
-		}
-		rel, _ := filepath.Rel(dir, path)
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		fmt.Fprintf(h, "%s\x00%o\x00", rel, info.Mode())
-		switch {
-		case d.Type().IsRegular() && info.Size() <= 8<<20:
-			if data, err := os.ReadFile(path); err == nil {
-				h.Write(data)
-			}
-		case d.Type().IsRegular():
-			fmt.Fprintf(h, "%d\x00%d", info.Size(), info.ModTime().UnixNano())
-		case d.Type()&fs.ModeSymlink != 0:
-			target, _ := os.Readlink(path)
-			h.WriteString(target)
-		}
-		h.WriteString("\x00")
-		return nil
-	})
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 func hashString(s string) string {
