@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/fleet"
 	"github.com/harness-edge/harness-edge/statefmt"
@@ -295,7 +296,11 @@ func TestRecordsAndEventsHeldOutOfOrderAreReadInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want.Verified < 2 || len(rep.Replica.Events) < 3 {
+	minRecords := 2
+	if e, _ := bridge.Load(); e.Backend() == bridge.BackendFallback {
+		minRecords = 1 // the fallback writes keyframes only: a chain is its newest record
+	}
+	if want.Verified < minRecords || len(rep.Replica.Events) < 3 {
 		t.Fatalf("the harness rebuilds from %d records with %d events; the test needs more", want.Verified, len(rep.Replica.Events))
 	}
 
