@@ -162,7 +162,7 @@ func (h *Harness) recordCommitLocked(step string, checkpoint int, hash string, s
 	args, _ := statefmt.JSONOf(map[string]any{"step": step, "checkpoint": checkpoint})
 	data, _ := statefmt.JSONOf(map[string]any{"commit": hash})
 	h.st.ToolCallHistory = append(h.st.ToolCallHistory, statefmt.ToolCallRecord{CallName: CommitRecord, Arguments: args,
-		Result: statefmt.ToolResult{Success: true, Output: "committed " + hash, Data: data}, Duration: max(h.now().Sub(start), time.Nanosecond), Timestamp: start})
+		Result: statefmt.ToolResult{Success: true, Output: "committed " + hash, Data: data}, Duration: statefmt.Span(h.now().Sub(start)), Timestamp: statefmt.Instant(start)})
 }
 
 // commitStepLocked commits the workspace for a completed step. h.mu held.

@@ -151,8 +151,9 @@ func (h *Harness) checkpoint() error {
 		h.runMark = now
 	}
 	h.st.CheckpointCount++
-	h.st.LastCheckpointAt = &now
-	h.st.UpdatedAt = now
+	stamp := statefmt.Instant(now)
+	h.st.LastCheckpointAt = &stamp
+	h.st.UpdatedAt = stamp
 	events := h.pending
 	h.pending = nil
 	cp, err := h.m.store.PersistWith(h.st, store.Extras{Events: events, Task: h.taskJSON,

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/harness-edge/harness-edge/internal/proptest"
 	"github.com/harness-edge/harness-edge/statefmt/event"
@@ -470,4 +471,53 @@ func TestCreateRefusesAnIDTheStoreHolds(t *testing.T) {
 	if got, err := e.store.Restore("taken"); err != nil || got.Status != statefmt.StatusPaused {
 		t.Fatalf("the imported harness changed: %v", err)
 	}
+}
+
+// A harness records its tool calls' times and durations, and its checkpoints' times, at
+// statefmt.Precision: the nanoseconds below a microsecond are a clock's noise, and each cost a
+// stored harness bytes.
+func TestTimesAreRecordedToTheMicrosecond(t *testing.T) {
+	e := newEnv(t)
+	e.clock.Advance(123456789 * time.Nanosecond) // a clock that reads nanoseconds
+	ws := t.TempDir()
+	tk := parseTask(t, `
+id: t1
+agent: A
+workspace: `+ws+`
+agents:
+  A:
+    driver: script
+    tools: [write_file]
+    script:
+      plan:
+        - {id: write, description: write, agent: A}
+      steps:
+        write:
+          - {tool: write_file, args: {path: a.txt, content: "one\n"}}
+          - {output: written}
+`)
+	if out, err := e.m.Dispatch(context.Background(), tk); err != nil || out.Status != statefmt.StatusCompleted {
+		t.Fatalf("%+v %v", out, err)
+	}
+	h, err := e.m.Get("t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := h.State()
+	if len(st.ToolCallHistory) == 0 || st.LastCheckpointAt == nil {
+		t.Fatalf("%d tool calls, last checkpoint %v", len(st.ToolCallHistory), st.LastCheckpointAt)
+	}
+	at := func(what string, tm time.Time) {
+		if tm.IsZero() || tm.Nanosecond()%1000 != 0 {
+			t.Fatalf("%s %v is not to the microsecond", what, tm.Format(time.RFC3339Nano))
+		}
+	}
+	for _, r := range st.ToolCallHistory {
+		at(r.CallName+"'s time", r.Timestamp)
+		if r.Duration < time.Microsecond || r.Duration%time.Microsecond != 0 {
+			t.Fatalf("%s took %v: not whole microseconds, or none", r.CallName, r.Duration)
+		}
+	}
+	at("the last checkpoint's time", *st.LastCheckpointAt)
+	at("updatedAt", st.UpdatedAt)
 }

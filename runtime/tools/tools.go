@@ -153,7 +153,7 @@ func (p *Pipeline) Call(ctx context.Context, name string, args map[string]any) (
 	}
 	record := func(res statefmt.ToolResult, retries int, executed bool) {
 		p.Session.Record(statefmt.ToolCallRecord{CallName: name, Arguments: argsJSON, Result: res,
-			Duration: max(p.Clock.Now().Sub(start), time.Nanosecond), RetryCount: retries, Timestamp: start}, executed)
+			Duration: statefmt.Span(p.Clock.Now().Sub(start)), RetryCount: retries, Timestamp: statefmt.Instant(start)}, executed)
 	}
 	refuse := func(res statefmt.ToolResult) (statefmt.ToolResult, error) {
 		record(res, 0, false)
