@@ -182,6 +182,13 @@ were interrupted are skipped and listed. --dry-run lists what would go and chang
 	return c
 }
 
+// dependsOn is a step's DEPENDS ON cell: its first idlist.Max dependencies and how many more
+// there are, so that a step that waits for thousands of others keeps its row a line long (the
+// whole list is in `plan --json`).
+func dependsOn(s statefmt.ExecutionStep) string {
+	return idlist.Join(s.Dependencies, ",")
+}
+
 // printPlan prints a plan: its steps with their status, agent, attempts and dependencies.
 func printPlan(w io.Writer, id string, p *statefmt.ExecutionPlan) {
 	if p == nil {
@@ -195,7 +202,7 @@ func printPlan(w io.Writer, id string, p *statefmt.ExecutionPlan) {
 		if s.Critical {
 			crit = " (critical)"
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, crit, s.AssignedAgent, s.Status, s.Attempts, strings.Join(s.Dependencies, ","), oneLine(s.Description))
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, crit, s.AssignedAgent, s.Status, s.Attempts, dependsOn(s), oneLine(s.Description))
 	}
 	tw.Flush()
 }

@@ -398,7 +398,7 @@ func printState(w io.Writer, st *statefmt.HarnessState) {
 		if s.Critical {
 			crit = " (critical)"
 		}
-		fmt.Fprintf(tw, "  %s%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, crit, s.AssignedAgent, s.Status, s.Attempts, strings.Join(s.Dependencies, ","), res)
+		fmt.Fprintf(tw, "  %s%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, crit, s.AssignedAgent, s.Status, s.Attempts, dependsOn(s), res)
 	}
 	tw.Flush()
 }

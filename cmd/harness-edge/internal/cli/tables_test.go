@@ -1,0 +1,49 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/harness-edge/harness-edge/statefmt"
+)
+
+// manyDepsPlan is a plan whose last step depends on n others.
+func manyDepsPlan(n int) *statefmt.ExecutionPlan {
+	p := &statefmt.ExecutionPlan{TaskID: "t"}
+	var deps []string
+	for i := range n {
+		id := fmt.Sprintf("s%d", i+1)
+		deps = append(deps, id)
+		p.Steps = append(p.Steps, statefmt.ExecutionStep{ID: id, AssignedAgent: "A", Status: statefmt.StepPending})
+	}
+	p.Steps = append(p.Steps, statefmt.ExecutionStep{ID: "last", AssignedAgent: "A", Status: statefmt.StepBlocked, Dependencies: deps})
+	return p
+}
+
+// rowOf is the table row of the step named id.
+func rowOf(t *testing.T, out, id string) string {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == id {
+			return l
+		}
+	}
+	t.Fatalf("no row for %s in:\n%s", id, out)
+	return ""
+}
+
+func TestPlanAndShowTablesNameTenDependenciesAndCountTheRest(t *testing.T) {
+	p := manyDepsPlan(5000)
+	var plan, show bytes.Buffer
+	printPlan(&plan, "h", p)
+	printState(&show, &statefmt.HarnessState{HarnessID: "h", Status: statefmt.StatusFailed, Plan: p, CreatedAt: time.Now(), UpdatedAt: time.Now()})
+	for name, out := range map[string]string{"plan": plan.String(), "show": show.String()} {
+		row := rowOf(t, out, "last")
+		if !strings.Contains(row, "s1,s2,s3,s4,s5,s6,s7,s8,s9,s10 and 4,990 more") || strings.Contains(row, "s11") {
+			t.Errorf("%s: the row of a step with 5,000 dependencies does not name ten and count the rest:\n%.300s", name, row)
+		}
+	}
+}
