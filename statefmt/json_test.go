@@ -162,6 +162,22 @@ func TestValidationErrorNamesTheField(t *testing.T) {
 	}
 }
 
+func TestAPlanCycleOfThousandsOfStepsIsNamedInALine(t *testing.T) {
+	s, _ := statefmt.DecodeJSON(readSeed(t))
+	const n = 5000
+	steps := make([]statefmt.ExecutionStep, n)
+	for i := range steps {
+		steps[i] = statefmt.ExecutionStep{ID: fmt.Sprintf("s%d", i+1), Description: "x", AssignedAgent: "A",
+			Status: statefmt.StepPending, Dependencies: []string{fmt.Sprintf("s%d", (i+1)%n+1)}}
+	}
+	s.Plan.Steps = steps
+	s.CurrentStepIndex = 0
+	err := s.Validate()
+	if err == nil || !strings.Contains(err.Error(), "form a cycle: s1 -> s2 -> s3 -> s4 -> s5 -> s6 -> s7 -> s8 -> s9 -> s10 -> (4,990 more steps) -> s1") || len(err.Error()) > 300 {
+		t.Fatalf("a cycle of %d steps: %.400v", n, err)
+	}
+}
+
 func TestCanonicalJSON(t *testing.T) {
 	for in, want := range map[string]string{
 		`{"b": 1, "a": [true, null, "x<y&z"]}`: `{"a":[true,null,"x<y&z"],"b":1}`,

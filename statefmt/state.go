@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/harness-edge/harness-edge/internal/ident"
+	"github.com/harness-edge/harness-edge/internal/idlist"
 )
 
 // SchemaVersion is the HarnessState schema this build writes. Older versions are read through
@@ -348,7 +348,7 @@ func (s *HarnessState) Validate() error {
 			}
 		}
 		if cycle := planCycle(p); cycle != nil {
-			return bad("plan", "its dependencies form a cycle: %s", strings.Join(cycle, " -> "))
+			return bad("plan", "its dependencies form a cycle: %s", idlist.Cycle(cycle, "step"))
 		}
 		if s.CurrentStepIndex >= max(len(p.Steps), 1) {
 			return bad("currentStepIndex", "is %d, and the plan has %d steps", s.CurrentStepIndex, len(p.Steps))

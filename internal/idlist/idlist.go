@@ -55,3 +55,19 @@ func Count(n int) string {
 	}
 	return b.String()
 }
+
+// Cycle writes a dependency cycle, given as its items with the first repeated at the end, as
+// "a -> b -> a". A cycle of more than Max items names the first Max, counts the rest (noun, in
+// the singular, is what they are) and still ends where it closes:
+// "s1 -> s2 -> ... -> s10 -> (4,990 more steps) -> s1".
+func Cycle(cycle []string, noun string) string {
+	n := len(cycle) - 1 // the first item closes the cycle and is not counted twice
+	if n <= Max {
+		return strings.Join(cycle, " -> ")
+	}
+	more := "more " + noun
+	if n-Max > 1 {
+		more += "s"
+	}
+	return strings.Join(cycle[:Max], " -> ") + " -> (" + Count(n-Max) + " " + more + ") -> " + cycle[0]
+}

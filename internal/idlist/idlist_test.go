@@ -47,6 +47,20 @@ func TestJoinMoreSaysWhatTheRestAre(t *testing.T) {
 	}
 }
 
+func TestCycleNamesTenAndEndsWhereItCloses(t *testing.T) {
+	cycle := func(n int) []string { return append(ids(n), "s1") }
+	for n, want := range map[int]string{
+		2:    "s1 -> s2 -> s1",
+		10:   "s1 -> s2 -> s3 -> s4 -> s5 -> s6 -> s7 -> s8 -> s9 -> s10 -> s1",
+		11:   "s1 -> s2 -> s3 -> s4 -> s5 -> s6 -> s7 -> s8 -> s9 -> s10 -> (1 more step) -> s1",
+		5000: "s1 -> s2 -> s3 -> s4 -> s5 -> s6 -> s7 -> s8 -> s9 -> s10 -> (4,990 more steps) -> s1",
+	} {
+		if got := idlist.Cycle(cycle(n), "step"); got != want {
+			t.Errorf("a cycle of %d: %q, want %q", n, got, want)
+		}
+	}
+}
+
 func TestCountGroupsThousands(t *testing.T) {
 	for n, want := range map[int]string{0: "0", 7: "7", 999: "999", 1000: "1,000", 29990: "29,990",
 		1234567: "1,234,567", -1234: "-1,234"} {

@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/harness-edge/harness-edge/internal/ident"
+	"github.com/harness-edge/harness-edge/internal/idlist"
 	"github.com/harness-edge/harness-edge/runtime/proc"
 )
 
@@ -903,7 +904,7 @@ func CheckPlan(steps []PlanStep, knownAgent func(string) bool) []StepError {
 		return errs
 	}
 	if cycle := findCycle(steps, index); cycle != nil {
-		errs = append(errs, StepError{index[cycle[0]] - 1, "dependsOn", "dependency cycle: " + strings.Join(cycle, " -> ")})
+		errs = append(errs, StepError{index[cycle[0]] - 1, "dependsOn", "dependency cycle: " + idlist.Cycle(cycle, "step")})
 	}
 	return errs
 }

@@ -308,3 +308,17 @@ func TestThousandsOfProblemsAreListedUpToALimit(t *testing.T) {
 		t.Fatalf("%d lines, first %q, last %q", len(lines), lines[0], lines[len(lines)-1])
 	}
 }
+
+func TestALongDependencyCycleNamesTenStepsAndWhereItCloses(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("agent: A\nagents:\n  A: {driver: script, script: {}}\nplan:\n")
+	const n = 5000
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "  - {id: s%d, description: x, agent: A, dependsOn: [s%d]}\n", i, i%n+1)
+	}
+	_, err := task.Parse("t.yaml", []byte(b.String()))
+	want := "t.yaml:5: plan[0].dependsOn: dependency cycle: s1 -> s2 -> s3 -> s4 -> s5 -> s6 -> s7 -> s8 -> s9 -> s10 -> (4,990 more steps) -> s1"
+	if err == nil || err.Error() != want {
+		t.Fatalf("a cycle through %d steps: %.400v\nwant %s", n, err, want)
+	}
+}
