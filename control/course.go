@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/harness-edge/harness-edge/internal/idlist"
 	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/runtime/inbox"
 	"github.com/harness-edge/harness-edge/runtime/itlog"
@@ -648,6 +649,17 @@ func (h *handler) rollback(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
+// prunedAttrs are the attributes of retention's log line for a prune: the ids of the harnesses
+// it deleted (the first idlist.Max of them and how many more: a retention that deletes
+// thousands logs a line, not thousands of ids), how many, the bytes freed and the retention.
+func prunedAttrs(res DeleteResult, retain time.Duration) []any {
+	ids := make([]string, len(res.Harnesses))
+	for i, h := range res.Harnesses {
+		ids[i] = h.ID
+	}
+	return []any{"harnesses", idlist.Join(ids, ","), "count", len(ids), "freedBytes", res.Freed, "olderThan", retain.String()}
+}
+
 // RetentionEvery is how often the daemon's retention prunes: a quarter of the retention, at
 // least a second and at most an hour.
 func RetentionEvery(retain time.Duration) time.Duration {
@@ -673,11 +685,7 @@ func (s *Server) Retention(ctx context.Context, retain time.Duration) (wait func
 			case err != nil:
 				s.log.Error("retention: prune", "err", err)
 			case len(res.Harnesses) > 0:
-				var ids []string
-				for _, h := range res.Harnesses {
-					ids = append(ids, h.ID)
-				}
-				s.log.Info("retention: pruned", "harnesses", strings.Join(ids, ","), "freedBytes", res.Freed, "olderThan", retain.String())
+				s.log.Info("retention: pruned", prunedAttrs(res, retain)...)
 			}
 			select {
 			case <-ctx.Done():
