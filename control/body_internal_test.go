@@ -3,6 +3,7 @@ package control
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -62,5 +63,27 @@ func TestTheAPITakesATaskFileAtItsSizeLimitHoweverJSONEscapesIt(t *testing.T) {
 	case s := <-api.got:
 		t.Fatalf("a refused body reached the API: %d bytes", len(s.Task))
 	default:
+	}
+}
+
+// unquoteBytes reads a JSON string as encoding/json does (escapes, surrogate pairs, a lone
+// surrogate as U+FFFD) and keeps each byte that is not UTF-8 as it was sent.
+func TestUnquoteBytesReadsJSONStringsKeepingBytesThatAreNotUTF8(t *testing.T) {
+	for _, s := range []string{"", "plain", "tab\tquote\"back\\slash/\b\f\r\n", "\x01<&>\u2028", "Café ☕ 𝄞", `\u`} {
+		lit, _ := json.Marshal(s)
+		got, ok := unquoteBytes(lit)
+		if !ok || string(got) != s {
+			t.Errorf("%s: %q %v, want %q", lit, got, ok, s)
+		}
+	}
+	for lit, want := range map[string]string{`"\ud834\udd1e"`: "𝄞", `"\ud834x"`: "\ufffdx", `"\u00e9\/"`: "é/", "\"caf\xe9\\n\"": "caf\xe9\n"} {
+		if got, ok := unquoteBytes([]byte(lit)); !ok || string(got) != want {
+			t.Errorf("%s: %q %v, want %q", lit, got, ok, want)
+		}
+	}
+	for _, bad := range []string{``, `"`, `"\`, `"\q"`, `"\u12"`, `x"`} {
+		if _, ok := unquoteBytes([]byte(bad)); ok {
+			t.Errorf("%s was read as a JSON string", bad)
+		}
 	}
 }

@@ -431,10 +431,12 @@ func (h *handler) replan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req ReplanRequest
-	if err := decode(r, &req); err != nil {
+	body, err := decodeBody(r, &req)
+	if err != nil {
 		fail(w, carriesTooLarge(err, "the plan change", "plan change"))
 		return
 	}
+	req.Change = rawText(body, "change", req.Change)
 	if strings.TrimSpace(req.Change) == "" {
 		fail(w, fmt.Errorf("%w: \"change\" (the plan change's text) is required", ErrBadInput))
 		return

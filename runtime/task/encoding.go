@@ -27,6 +27,8 @@ var (
 //   - UTF-32 (with its mark), and text with NUL bytes (UTF-16 or UTF-32 without a mark, or such
 //     a file read as if it were UTF-8 before it was sent) are refused, naming the encoding: no
 //     YAML or JSON text holds a NUL, and without a mark the encoding is a guess.
+//   - Text that is not valid UTF-8 (Latin-1, Windows-1252) is refused, naming the line and the
+//     byte offset of the first byte that is not: the YAML library's own error names neither.
 func DecodeText(name, what string, data []byte) ([]byte, error) {
 	refuse := func(format string, args ...any) error {
 		return &Error{File: name, Msg: fmt.Sprintf("the %s ", what) + fmt.Sprintf(format, args...)}
@@ -39,13 +41,38 @@ func DecodeText(name, what string, data []byte) ([]byte, error) {
 	case bytes.HasPrefix(data, bomUTF16B):
 		return decodeUTF16(data[2:], true, refuse)
 	}
+	marked := bytes.HasPrefix(data, bom)
 	data = bytes.TrimPrefix(data, bom)
 	if i := bytes.IndexByte(data, 0); i >= 0 {
 		line := 1 + bytes.Count(data[:i], []byte("\n"))
 		return nil, refuse("holds NUL bytes (the first on line %d): it looks like UTF-16 or UTF-32 without a byte-order mark, "+
 			"or such a file read as UTF-8; save it as UTF-8 (or UTF-16 with a byte-order mark)", line)
 	}
+	if i := invalidUTF8(data); i >= 0 {
+		line := 1 + bytes.Count(data[:i], []byte("\n"))
+		off := i
+		if marked {
+			off += len(bom) // the offset in the file as it is on disk
+		}
+		return nil, refuse("is not UTF-8: the byte 0x%02X on line %d (byte offset %d) is not valid UTF-8, as in a Latin-1 or "+
+			"Windows-1252 file; save it as UTF-8 (or UTF-16 with a byte-order mark)", data[i], line, off)
+	}
 	return data, nil
+}
+
+// invalidUTF8 returns the offset of the first byte of b that is not part of valid UTF-8, or -1.
+func invalidUTF8(b []byte) int {
+	if utf8.Valid(b) {
+		return -1
+	}
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
 }
 
 // decodeUTF16 decodes UTF-16 text (after its byte-order mark) to UTF-8.

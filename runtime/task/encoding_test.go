@@ -109,3 +109,29 @@ func TestAUTF16TaskFileOverTheLimitAsUTF8IsRefusedSayingSo(t *testing.T) {
 		t.Fatalf("read: %v", err)
 	}
 }
+
+// A task file or a plan change in Latin-1 (or any text that is not UTF-8) is refused naming the
+// file, that it is not UTF-8, and the line and byte offset of the first byte that is not, rather
+// than with the YAML library's error; a UTF-8 byte-order mark counts in the offset, as it is in
+// the file.
+func TestATaskFileThatIsNotUTF8IsRefusedNamingTheFirstBadByte(t *testing.T) {
+	latin1 := "id: x\nprompt: caf\xe9 au lait\nagent: A\nagents:\n  A: {driver: script, script: {}}\n"
+	for _, c := range []struct {
+		name string
+		data string
+		want string
+	}{
+		{"l1.yaml", latin1, "l1.yaml: the task file is not UTF-8: the byte 0xE9 on line 2 (byte offset 17) is not valid UTF-8"},
+		{"bom.yaml", "\xef\xbb\xbf" + latin1, "bom.yaml: the task file is not UTF-8: the byte 0xE9 on line 2 (byte offset 20) is not valid UTF-8"},
+		{"cut.yaml", "id: x\nprompt: \xe2\x98\n", "cut.yaml: the task file is not UTF-8: the byte 0xE2 on line 2 (byte offset 14)"},
+	} {
+		_, err := task.Parse(c.name, []byte(c.data))
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: %v\nwant %s", c.name, err, c.want)
+		}
+	}
+	_, _, err := task.ParsePlanChange("fix.yaml", []byte("skip: [caf\xe9]\n"), nil, nil)
+	if want := "fix.yaml: the plan change is not UTF-8: the byte 0xE9 on line 1 (byte offset 10)"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("plan change: %v\nwant %s", err, want)
+	}
+}

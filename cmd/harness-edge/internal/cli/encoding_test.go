@@ -105,3 +105,46 @@ agents:
 		}
 	}
 }
+
+// A task file or a plan change in Latin-1 is refused the same way by `run`, `submit`, the
+// daemon's HTTP API (whose JSON carries the file's bytes as they are) and `replan`: naming the
+// file, that it is not UTF-8 and where its first byte that is not is; nothing is created or
+// changed.
+func TestALatin1TaskFileIsRefusedNamingTheByteThroughRunSubmitTheAPIAndReplan(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	latin1 := "id: l1\nprompt: caf\xe9 au lait\nagent: A\nagents:\n  A: {driver: script, script: {}}\n"
+	const where = "the task file is not UTF-8: the byte 0xE9 on line 2 (byte offset 18)"
+	path := writeTask(t, dir, "l1.yaml", latin1)
+	expectIn(t, db, ExitError, path+": "+where, "run", path)
+	expectIn(t, db, ExitError, "compiler not found", "run", writeTask(t, dir, "f.yaml", strings.ReplaceAll(flakyTask, "%s", "f")))
+	before := storeState(t, db, "f")
+	change := writeTask(t, dir, "fix.yaml", "skip: [ship]\nreason: caf\xe9\n")
+	const changeWhere = "the plan change is not UTF-8: the byte 0xE9 on line 2 (byte offset 24)"
+	expectIn(t, db, ExitError, change+": "+changeWhere, "replan", "f", change)
+	if after := storeState(t, db, "f"); !sameState(before, after) {
+		t.Fatal("a refused plan change changed the harness")
+	}
+
+	d := startDaemon(t, db)
+	expectIn(t, db, ExitError, path+": "+where, "submit", path)
+	expectIn(t, db, ExitError, change+": "+changeWhere, "replan", "f", change)
+	tok, err := os.ReadFile(filepath.Join(db, control.TokenName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(tok))
+	// The file's bytes as they are in a JSON string, an escape before the bad byte.
+	body := []byte(`{"name": "l1.yaml", "task": "` + strings.ReplaceAll(strings.Replace(latin1, "id: l1\n", `id: \u006c1\n`, 1), "\n", `\n`) + `"}`)
+	if code, resp := d.http("POST", "/v1/harnesses", token, body); code != 400 || !strings.Contains(resp, "l1.yaml: "+where) {
+		t.Fatalf("the API, a Latin-1 task: %d %s\nwant 400 %q", code, resp, where)
+	}
+	body = []byte(`{"name": "fix.yaml", "change": "skip: [ship]\nreason: caf` + "\xe9" + `\n"}`)
+	if code, resp := d.http("POST", "/v1/harnesses/f/replan", token, body); code != 400 || !strings.Contains(resp, "fix.yaml: "+changeWhere) {
+		t.Fatalf("the API, a Latin-1 plan change: %d %s\nwant 400 %q", code, resp, changeWhere)
+	}
+	if code, out, _ := run(t, "--store", db, "show", "l1"); code == ExitOK {
+		t.Fatalf("a refused task was stored:\n%s", out)
+	}
+	expectIn(t, db, ExitOK, "ship   A      blocked", "plan", "f")
+}
