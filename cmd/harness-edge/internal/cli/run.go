@@ -391,9 +391,7 @@ func printState(w io.Writer, st *statefmt.HarnessState) {
 		case s.Output != nil:
 			res = *s.Output
 		}
-		if i := strings.IndexByte(res, '\n'); i >= 0 {
-			res = res[:i] + " ..."
-		}
+		res = resultCell(res)
 		crit := ""
 		if s.Critical {
 			crit = " (critical)"
@@ -401,6 +399,19 @@ func printState(w io.Writer, st *statefmt.HarnessState) {
 		fmt.Fprintf(tw, "  %s%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, crit, s.AssignedAgent, s.Status, s.Attempts, dependsOn(s), res)
 	}
 	tw.Flush()
+}
+
+// resultCell is a RESULT cell of show: the first line of a step's output (or error) that is
+// not blank, and " ..." when more follows it. An output that starts with blank lines (a model's
+// answer often does) shows its first words, not nothing.
+func resultCell(res string) string {
+	res = strings.TrimLeft(res, " \t\r\n")
+	line, rest, more := strings.Cut(res, "\n")
+	line = strings.TrimRight(line, " \t\r")
+	if more && strings.TrimSpace(rest) != "" {
+		line += " ..."
+	}
+	return line
 }
 
 func limit(n int64) string {
@@ -440,9 +451,7 @@ func printExtras(w io.Writer, st *statefmt.HarnessState) {
 			case r.Output != nil:
 				res = *r.Output
 			}
-			if i := strings.IndexByte(res, '\n'); i >= 0 {
-				res = res[:i] + " ..."
-			}
+			res = resultCell(res)
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\n", id, r.AgentName, r.StepID, r.Status, r.Attempts, res)
 		}
 	}

@@ -47,3 +47,24 @@ func TestPlanAndShowTablesNameTenDependenciesAndCountTheRest(t *testing.T) {
 		}
 	}
 }
+
+func TestShowsResultIsTheFirstLineThatIsNotBlank(t *testing.T) {
+	str := func(s string) *string { return &s }
+	st := &statefmt.HarnessState{HarnessID: "h", Status: statefmt.StatusCompleted, CreatedAt: time.Now(), UpdatedAt: time.Now(),
+		Plan: &statefmt.ExecutionPlan{Steps: []statefmt.ExecutionStep{
+			{ID: "blank", AssignedAgent: "A", Status: statefmt.StepCompleted, Output: str("\n\n  \r\nthe answer\nmore")},
+			{ID: "one", AssignedAgent: "A", Status: statefmt.StepCompleted, Output: str("only line\n\n")},
+			{ID: "err", AssignedAgent: "A", Status: statefmt.StepFailed, Error: str("\nboom\n")},
+		}},
+		SubAgentIDs:     []string{"h.sub"},
+		SubAgentResults: map[string]statefmt.SubAgentResult{"h.sub": {AgentName: "B", StepID: "blank", Status: statefmt.StatusCompleted, Output: str("\n\nsub answer\nmore")}},
+	}
+	var b bytes.Buffer
+	printState(&b, st)
+	out := b.String()
+	for id, want := range map[string]string{"blank": "the answer ...", "one": "only line", "err": "boom", "h.sub": "sub answer ..."} {
+		if row := rowOf(t, out, id); !strings.HasSuffix(row, "  "+want) {
+			t.Errorf("the RESULT of %s: %q, want it to end %q", id, row, want)
+		}
+	}
+}
