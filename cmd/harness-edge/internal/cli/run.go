@@ -436,7 +436,12 @@ func printExtras(w io.Writer, st *statefmt.HarnessState) {
 		fmt.Fprintln(tw, "gates")
 		fmt.Fprintln(tw, "  GATE\tKIND\tSTEP\tSTATUS\tOPENED\tREASON")
 		for _, g := range st.Gates {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Kind, g.StepID, g.Status, g.CreatedAt.Format(time.RFC3339), g.Reason)
+			reason := g.Reason
+			if g.Status == statefmt.GatePending && reason == "" {
+				// What a pending gate waits on, as the paused harness's message words it.
+				reason = harness.DescribeGate(g.ID, g.Kind, g.StepID) + " waits for a human"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Kind, g.StepID, g.Status, g.CreatedAt.Format(time.RFC3339), oneLine(reason))
 		}
 	}
 	if len(st.SubAgentIDs) > 0 {

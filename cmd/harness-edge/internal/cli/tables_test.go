@@ -68,3 +68,24 @@ func TestShowsResultIsTheFirstLineThatIsNotBlank(t *testing.T) {
 		}
 	}
 }
+
+func TestShowsGatesSayWhatAPendingGateWaitsOn(t *testing.T) {
+	st := &statefmt.HarnessState{HarnessID: "h", Status: statefmt.StatusPaused, CreatedAt: time.Now(), UpdatedAt: time.Now(),
+		Gates: []statefmt.Gate{
+			{ID: "g1", StepID: "ship", Status: statefmt.GateRejected, Kind: "step", Reason: "not on a Friday"},
+			{ID: "g2", StepID: "ship", Status: statefmt.GatePending, Kind: "step"},
+			{ID: "g3", StepID: "objective", Status: statefmt.GatePending, Kind: "budget:cost"},
+		}}
+	var b bytes.Buffer
+	printState(&b, st)
+	out := b.String()
+	for id, want := range map[string]string{
+		"g1": "not on a Friday",
+		"g2": "gate g2 before step ship waits for a human",
+		"g3": "gate g3 on the cost budget at step objective waits for a human",
+	} {
+		if row := rowOf(t, out, id); !strings.HasSuffix(row, "  "+want) {
+			t.Errorf("the REASON of %s: %q, want it to end %q", id, row, want)
+		}
+	}
+}
