@@ -115,7 +115,7 @@ func (h *Harness) addGateLocked(kind, stepID, why string) *statefmt.Gate {
 // openGateLocked adds a gate and pauses the harness on it (persisted). h.mu held.
 func (h *Harness) openGateLocked(kind, stepID, why string) error {
 	g := h.addGateLocked(kind, stepID, why)
-	if err := h.transitionLocked(statefmt.StatusPaused, fmt.Sprintf("waiting for a human: gate %s: %s", g.ID, why)); err != nil {
+	if err := h.transitionLocked(statefmt.StatusPaused, fmt.Sprintf("waiting for a human: %s: %s", DescribeGate(g.ID, g.Kind, g.StepID), why)); err != nil {
 		return err
 	}
 	return ErrWaiting
@@ -297,15 +297,15 @@ func (m *Manager) Decide(id, gateID string, approve bool, reason string) (Pendin
 	action := "rejected"
 	if approve {
 		g.Status, action = statefmt.GateApproved, "approved"
-		target.st.StatusReason = fmt.Sprintf("gate %s approved: resume to continue", g.ID)
+		target.st.StatusReason = DescribeGate(g.ID, g.Kind, g.StepID) + " approved: resume to continue"
 		if strings.HasPrefix(g.Kind, GateBudget+":") {
 			target.extendBudgetLocked(g.Kind)
 		}
 	} else {
 		g.Status = statefmt.GateRejected
-		target.st.StatusReason = fmt.Sprintf("gate %s rejected: %s (replan, then resume; or stop)", g.ID, reason)
+		target.st.StatusReason = fmt.Sprintf("%s rejected: %s (replan, then resume; or stop)", DescribeGate(g.ID, g.Kind, g.StepID), reason)
 		if g.Kind == GateStep && target.ownerReplans() {
-			target.st.StatusReason = fmt.Sprintf("gate %s rejected: %s (resume: %s replans by itself; or replan by hand, then resume)", g.ID, reason, OwnerBy(target.task.Agent))
+			target.st.StatusReason = fmt.Sprintf("%s rejected: %s (resume: %s replans by itself; or replan by hand, then resume)", DescribeGate(g.ID, g.Kind, g.StepID), reason, OwnerBy(target.task.Agent))
 		}
 	}
 	target.emit(event.Event{Type: event.Gate, GateID: g.ID, StepID: g.StepID, Kind: g.Kind, Action: action, Reason: reason,

@@ -582,7 +582,7 @@ func (h *Harness) askLocked(stepID, kind, why string) error {
 	case last.Status == statefmt.GateRejected:
 		return &agent.RejectedError{GateID: last.ID, Reason: last.Reason}
 	}
-	return &suspended{fmt.Sprintf("gate %s: %s", last.ID, why)}
+	return &suspended{DescribeGate(last.ID, last.Kind, last.StepID) + ": " + why}
 }
 
 // cloneLoop deep-copies a loop snapshot (the agent goes on changing its own).

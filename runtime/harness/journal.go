@@ -92,14 +92,14 @@ func (h *Harness) journalIntent(cur *attemptState, tool string, args statefmt.JS
 	case g != nil && g.Status == statefmt.GateRejected:
 		return answer("rejected", tools.Failed(statefmt.ErrorPermanent, "not run again: gate %s rejected it: %s", g.ID, g.Reason))
 	case g != nil:
-		return -1, nil, &suspended{fmt.Sprintf("gate %s: %s may have run before an interruption", g.ID, tool)}
+		return -1, nil, &suspended{fmt.Sprintf("%s: %s may have run before an interruption", DescribeGate(g.ID, g.Kind, g.StepID), tool)}
 	}
 	why := fmt.Sprintf("%s %s may have run before an interruption (step %s); approve to run it again, reject to skip it", tool, args, step)
 	g = h.addGateLocked(GateReplay, step, why)
 	e.GateID = g.ID
 	ev.Action, ev.Message = "ask", why
 	h.emit(ev)
-	return -1, nil, &suspended{fmt.Sprintf("gate %s: %s", g.ID, why)}
+	return -1, nil, &suspended{DescribeGate(g.ID, g.Kind, g.StepID) + ": " + why}
 }
 
 // journalReceipt records a side-effecting call's result and persists it before the call's

@@ -45,13 +45,16 @@ agents:
 		t.Fatal("the gated step ran")
 	}
 	expect(ExitWaiting, "harness-edge approve g g1", "resume", "g")
+	// The status reason names the gate as the other messages do.
+	expect(ExitOK, `status   paused (waiting for a human: gate g1 before step ship: critical step ship ("ship it") needs approval at autonomy 3)`, "show", "g")
 	expect(ExitOK, "g1    step  ship  pending", "show", "g")
 	expect(ExitUsage, "reject needs --reason", "reject", "g")
 	expect(ExitOK, "rejected: not on a Friday", "reject", "g", "--reason", "not on a Friday")
-	expect(ExitOK, "gate g1 rejected: not on a Friday", "show", "g")
+	expect(ExitOK, "gate g1 before step ship rejected: not on a Friday", "show", "g")
 	expect(ExitWaiting, "gate g2 before step ship waits", "resume", "g")
 	expect(ExitError, "no pending gate g9", "approve", "g", "g9")
 	expect(ExitOK, "gate g2 before step ship approved", "approve", "g")
+	expect(ExitOK, "status   paused (gate g2 before step ship approved: resume to continue)", "show", "g")
 	expect(ExitOK, "harness g: completed", "resume", "g")
 	events := expect(ExitOK, "waiting_for_human", "events", "g")
 	if !strings.Contains(events, "gate g1 before step ship  rejected") || !strings.Contains(events, "gate g2 before step ship  approved") {
