@@ -338,7 +338,7 @@ func printReport(w io.Writer, r *control.Report, since time.Duration) {
 	if len(parts) == 0 {
 		parts = []string{"nothing ran"}
 	}
-	fmt.Fprintf(w, "  %d harnesses: %s; %d checkpoints, %s stored", len(r.Harnesses), strings.Join(parts, ", "), r.Checkpoints, sysinfo.FormatBytes(uint64(r.StoredBytes)))
+	fmt.Fprintf(w, "  %s: %s; %s, %s stored", plural(len(r.Harnesses), "harness"), strings.Join(parts, ", "), plural(r.Checkpoints, "checkpoint"), sysinfo.FormatBytes(uint64(r.StoredBytes)))
 	if r.CostUSD > 0 {
 		fmt.Fprintf(w, "; agents report $%.4f spent", r.CostUSD)
 	}
@@ -368,8 +368,8 @@ func printReport(w io.Writer, r *control.Report, since time.Duration) {
 			case e.CostUSD > 0:
 				cost = fmt.Sprintf("\t$%.4f", e.CostUSD)
 			}
-			fmt.Fprintf(tw, "  %s\t%s\tsteps %d/%d%s\t%d tool calls\t%d checkpoints\t%s%s\tupdated %s\n", e.ID, e.Agent, e.StepsDone, e.Steps, phase,
-				e.ToolCalls, e.Checkpoints, sysinfo.FormatBytes(uint64(e.StoredBytes)), cost, e.UpdatedAt.Local().Format("Jan 2 15:04"))
+			fmt.Fprintf(tw, "  %s\t%s\tsteps %d/%d%s\t%s\t%s\t%s%s\tupdated %s\n", e.ID, e.Agent, e.StepsDone, e.Steps, phase,
+				plural(e.ToolCalls, "tool call"), plural(e.Checkpoints, "checkpoint"), sysinfo.FormatBytes(uint64(e.StoredBytes)), cost, e.UpdatedAt.Local().Format("Jan 2 15:04"))
 			if e.Reason != "" && group != statefmt.StatusCompleted {
 				fmt.Fprintf(tw, "    %s\n", e.Reason)
 			}

@@ -94,7 +94,7 @@ func printRemoved(w io.Writer, r control.DeleteResult) {
 	for _, h := range r.Harnesses {
 		subs := ""
 		if len(h.SubAgents) > 0 {
-			subs = fmt.Sprintf(" with %d sub-agent(s) (%s)", len(h.SubAgents), idlist.Join(h.SubAgents, ", "))
+			subs = fmt.Sprintf(" with %s (%s)", plural(len(h.SubAgents), "sub-agent"), idlist.Join(h.SubAgents, ", "))
 		}
 		fmt.Fprintf(w, "%s %s (%s, last changed %s)%s: %s of records\n", verb, h.ID, h.Status, h.UpdatedAt.Local().Format(time.RFC3339), subs, sysinfo.FormatBytes(uint64(h.StoredBytes)))
 		if h.Worktree != "" {
@@ -106,9 +106,9 @@ func printRemoved(w io.Writer, r control.DeleteResult) {
 	}
 	switch {
 	case r.DryRun:
-		fmt.Fprintf(w, "%d harness(es) would be deleted; the store takes %s on disk (dry run: nothing changed)\n", len(r.Harnesses), sysinfo.FormatBytes(r.BytesBefore))
+		fmt.Fprintf(w, "%s would be deleted; the store takes %s on disk (dry run: nothing changed)\n", plural(len(r.Harnesses), "harness"), sysinfo.FormatBytes(r.BytesBefore))
 	default:
-		fmt.Fprintf(w, "%d harness(es) deleted; the store took %s on disk, now %s (%s given back)\n", len(r.Harnesses),
+		fmt.Fprintf(w, "%s deleted; the store took %s on disk, now %s (%s given back)\n", plural(len(r.Harnesses), "harness"),
 			sysinfo.FormatBytes(r.BytesBefore), sysinfo.FormatBytes(r.BytesAfter), sysinfo.FormatBytes(r.Freed))
 	}
 }

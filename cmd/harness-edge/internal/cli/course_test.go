@@ -285,9 +285,9 @@ func TestDeleteAndPruneGiveTheDiskBack(t *testing.T) {
 	expectIn(t, db, ExitUsage, "prune needs --older-than", "prune")
 	expectIn(t, db, ExitUsage, `age "soon"`, "prune", "--older-than", "soon")
 	expectIn(t, db, ExitError, `status "running" cannot be pruned`, "prune", "--older-than", "0s", "--status", "running")
-	expectIn(t, db, ExitOK, "0 harness(es) deleted", "prune", "--older-than", "30d")
+	expectIn(t, db, ExitOK, "0 harnesses deleted", "prune", "--older-than", "30d")
 	out := expectIn(t, db, ExitOK, "would delete fam (completed", "prune", "--older-than", "0s", "--dry-run")
-	if !strings.Contains(out, "with 1 sub-agent(s) (fam.s29)") || strings.Contains(out, "waits") || !strings.Contains(out, "5 harness(es) would be deleted") {
+	if !strings.Contains(out, "with 1 sub-agent (fam.s29)") || strings.Contains(out, "waits") || !strings.Contains(out, "5 harnesses would be deleted") {
 		t.Fatalf("dry run:\n%s", out)
 	}
 	if got := ids(); got != all {
@@ -297,7 +297,7 @@ func TestDeleteAndPruneGiveTheDiskBack(t *testing.T) {
 	// delete, with --force for the one that waits.
 	before := store.DirUsage(db)
 	expectIn(t, db, ExitOK, "deleted waits (paused", "delete", "waits", "--force")
-	out = expectIn(t, db, ExitOK, "1 harness(es) deleted", "prune", "--older-than", "0s", "--status", "failed")
+	out = expectIn(t, db, ExitOK, "1 harness deleted", "prune", "--older-than", "0s", "--status", "failed")
 	if !strings.Contains(out, "deleted broke (failed") {
 		t.Fatalf("prune --status failed:\n%s", out)
 	}
@@ -365,7 +365,7 @@ func TestDeleteAndPruneGiveTheDiskBack(t *testing.T) {
 	if code, body := d.http("POST", "/v1/prune", token, []byte(`{"olderThan": "0s", "dryRun": true}`)); code != 200 || !strings.Contains(body, `"id":"done1"`) {
 		t.Fatalf("HTTP prune dry run: %d %s", code, body)
 	}
-	expectIn(t, db, ExitOK, "2 harness(es) deleted", "prune", "--older-than", "0s")
+	expectIn(t, db, ExitOK, "2 harnesses deleted", "prune", "--older-than", "0s")
 	if got := ids(); got != "" {
 		t.Fatalf("left after prune: %s", got)
 	}

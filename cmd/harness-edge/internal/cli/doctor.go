@@ -118,7 +118,7 @@ event; one without is removed. A damaged heads file is rewritten. The store must
 				case rep.Store.Error != "":
 					why = rep.Store.Error
 				case len(rep.Store.Problems) > 0:
-					why = fmt.Sprintf("verify found %d problem(s) in the store", len(rep.Store.Problems))
+					why = fmt.Sprintf("verify found %s in the store", plural(len(rep.Store.Problems), "problem"))
 				}
 				return exitError{ExitError, errors.New("doctor found a problem: " + why)}
 			}
@@ -311,7 +311,7 @@ func printDoctor(w io.Writer, rep DoctorReport) {
 			case h.Action == "recovered" && h.Quarantine == "":
 				fmt.Fprintf(w, "repair      %s: whole again at checkpoint %d (the damage it met was in data the repair removed)\n", h.ID, h.Seq)
 			case h.Action == "recovered":
-				fmt.Fprintf(w, "repair      %s: recovered to checkpoint %d with %d events; what could be read is kept in %s\n", h.ID, h.Seq, h.Events, h.Quarantine)
+				fmt.Fprintf(w, "repair      %s: recovered to checkpoint %d with %s; what could be read is kept in %s\n", h.ID, h.Seq, plural(h.Events, "event"), h.Quarantine)
 			default:
 				fmt.Fprintf(w, "repair      %s: quarantined (no checkpoint replays): removed from the store; what could be read is kept in %s\n", h.ID, h.Quarantine)
 			}
@@ -326,9 +326,9 @@ func printDoctor(w io.Writer, rep DoctorReport) {
 	case !st.Exists:
 		fmt.Fprintf(w, "store       %s (not created yet)\n", st.Dir)
 	case st.Error == "" && len(st.Problems) == 0:
-		fmt.Fprintf(w, "store       %s: ok, %d harnesses, %s on disk; every chain replays and every hash matches\n", st.Dir, st.Harnesses, sysinfo.FormatBytes(st.SizeBytes))
+		fmt.Fprintf(w, "store       %s: ok, %s, %s on disk; every chain replays and every hash matches\n", st.Dir, plural(st.Harnesses, "harness"), sysinfo.FormatBytes(st.SizeBytes))
 	default:
-		fmt.Fprintf(w, "store       %s: FAIL, %d harnesses, %s on disk\n", st.Dir, st.Harnesses, sysinfo.FormatBytes(st.SizeBytes))
+		fmt.Fprintf(w, "store       %s: FAIL, %s, %s on disk\n", st.Dir, plural(st.Harnesses, "harness"), sysinfo.FormatBytes(st.SizeBytes))
 		for _, p := range st.Problems {
 			fmt.Fprintf(w, "            %s\n", p)
 		}
@@ -347,7 +347,7 @@ func printDoctor(w io.Writer, rep DoctorReport) {
 		sysinfo.FormatBytes(m.MemAvailable), sysinfo.FormatBytes(m.MemTotal), temp)
 	o := rep.Owner
 	if o.Running {
-		fmt.Fprintf(w, "owner       %s running (pid %d): %d harnesses running, %d queued, frozen=%v\n", o.Kind, o.PID, o.Active, o.Queued, o.Frozen)
+		fmt.Fprintf(w, "owner       %s running (pid %d): %s running, %d queued, frozen=%v\n", o.Kind, o.PID, plural(o.Active, "harness"), o.Queued, o.Frozen)
 	} else {
 		fmt.Fprintln(w, "owner       none: no daemon or foreground run owns the store")
 	}

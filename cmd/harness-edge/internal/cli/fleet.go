@@ -284,8 +284,8 @@ func newFleetShowCmd(ff *fleetFlags, stdout io.Writer) *cobra.Command {
 				_, err = stdout.Write(append(b, '\n'))
 				return err
 			}
-			fmt.Fprintf(stdout, "device   %s (replicated %d records, %d events; records %d-%d replayed and verified; lag %s)\n",
-				dev, s.Records, s.Events, s.Entry.KeyframeSeq, s.Entry.HeadSeq, s.Lag.Round(time.Millisecond))
+			fmt.Fprintf(stdout, "device   %s (replicated %s, %s; records %d-%d replayed and verified; lag %s)\n",
+				dev, plural(s.Records, "record"), plural(s.Events, "event"), s.Entry.KeyframeSeq, s.Entry.HeadSeq, s.Lag.Round(time.Millisecond))
 			printState(stdout, s.State)
 			return nil
 		},
@@ -439,8 +439,8 @@ same --request-id.`,
 			if rep.Repeated {
 				again = " (this request was applied before; nothing changed now)"
 			}
-			fmt.Fprintf(stdout, "%s/%s adopted by %s: records %d-%d verified (%d), %d events, fence revision %d%s\n",
-				dev, a.Harness, a.To, a.HeadSeq-uint64(max(a.Records, 1))+1, a.HeadSeq, a.Records, a.Events, a.FenceRevision, again)
+			fmt.Fprintf(stdout, "%s/%s adopted by %s: records %d-%d verified (%d), %s, fence revision %d%s\n",
+				dev, a.Harness, a.To, a.HeadSeq-uint64(max(a.Records, 1))+1, a.HeadSeq, a.Records, plural(a.Events, "event"), a.FenceRevision, again)
 			if len(a.Harnesses) > 1 {
 				fmt.Fprintf(stdout, "%s/%s: its sub-agents moved with it: %s\n", a.To, a.Harness, idlist.Join(a.Harnesses[1:], ", "))
 			}

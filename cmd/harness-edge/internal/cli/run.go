@@ -197,9 +197,9 @@ func summary(o harness.TaskOutput, stored int) string {
 	if o.Reason != "" {
 		fmt.Fprintf(&b, " (%s)", o.Reason)
 	}
-	fmt.Fprintf(&b, "\n  steps %d/%d completed, %d tool calls", done, len(o.Steps), o.ToolCalls)
+	fmt.Fprintf(&b, "\n  steps %d/%d completed, %s", done, len(o.Steps), plural(o.ToolCalls, "tool call"))
 	if o.HarnessID != "" {
-		fmt.Fprintf(&b, ", %d checkpoints, %d bytes stored", o.Checkpoints, stored)
+		fmt.Fprintf(&b, ", %s, %d bytes stored", plural(o.Checkpoints, "checkpoint"), stored)
 	}
 	fmt.Fprintf(&b, ", %.0f ms\n", o.DurationMs)
 	if o.Output != "" {
@@ -362,7 +362,7 @@ func printState(w io.Writer, st *statefmt.HarnessState) {
 	if st.LastCheckpointAt != nil {
 		last = st.LastCheckpointAt.Format(time.RFC3339)
 	}
-	fmt.Fprintf(w, "counts   %d tool calls, %d iterations, %d checkpoints (last %s)\n", st.TotalToolCalls, st.Iterations, st.CheckpointCount, last)
+	fmt.Fprintf(w, "counts   %s, %s, %s (last %s)\n", plural(st.TotalToolCalls, "tool call"), plural(st.Iterations, "iteration"), plural(st.CheckpointCount, "checkpoint"), last)
 	if b := st.Budget; b != nil {
 		fmt.Fprintf(w, "budget   tool calls %d/%s, tokens %d/%s, wall clock %v/%s", st.TotalToolCalls, limit(int64(b.ToolCalls)),
 			b.TokensUsed, limit(b.Tokens), b.WallClockUsed.Round(time.Millisecond), limitDur(b.WallClock))
@@ -414,6 +414,19 @@ func resultCell(res string) string {
 	return line
 }
 
+// plural is n and noun, the noun in the plural unless n is 1: "1 record", "3 records", "1
+// harness", "0 harnesses".
+func plural[N ~int | ~int64 | ~uint64](n N, noun string) string {
+	s := fmt.Sprint(n) + " " + noun
+	if n == 1 {
+		return s
+	}
+	if strings.HasSuffix(noun, "s") || strings.HasSuffix(noun, "sh") || strings.HasSuffix(noun, "ch") || strings.HasSuffix(noun, "x") {
+		return s + "es"
+	}
+	return s + "s"
+}
+
 func limit(n int64) string {
 	if n == 0 {
 		return "unlimited"
@@ -461,7 +474,7 @@ func printExtras(w io.Writer, st *statefmt.HarnessState) {
 		}
 	}
 	if l := st.AgentLoopSnapshot; l != nil && st.Plan != nil && st.CurrentStepIndex < len(st.Plan.Steps) {
-		fmt.Fprintf(tw, "agent loop  step %s, iteration %d, %d messages", st.Plan.Steps[st.CurrentStepIndex].ID, l.Iteration, len(l.Messages))
+		fmt.Fprintf(tw, "agent loop  step %s, iteration %d, %s", st.Plan.Steps[st.CurrentStepIndex].ID, l.Iteration, plural(len(l.Messages), "message"))
 		if len(l.Handoff) > 0 {
 			fmt.Fprintf(tw, ", handoff %s", l.Handoff)
 		}
@@ -579,7 +592,7 @@ func describe(e event.Event) string {
 		add("seq %d %s %d B", e.Seq, e.Kind, e.StoredBytes)
 	}
 	if e.Steps > 0 {
-		add("%d steps", e.Steps)
+		add("%s", plural(e.Steps, "step"))
 	}
 	if e.CPUMs > 0 || e.RSSBytes > 0 {
 		add("cpu %.1f ms rss %s", e.CPUMs, sysinfo.FormatBytes(uint64(e.RSSBytes)))
@@ -619,7 +632,7 @@ func newStopCmd(g *globals, stdout io.Writer) *cobra.Command {
 
 // usageText is an agent's reported use in a few words: "3259 tokens, $0.0125".
 func usageText(u event.Usage) string {
-	s := fmt.Sprintf("%d tokens", u.Tokens())
+	s := plural(u.Tokens(), "token")
 	if u.CostUSD > 0 {
 		s += fmt.Sprintf(", $%.4f", u.CostUSD)
 	}

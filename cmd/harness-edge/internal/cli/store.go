@@ -208,7 +208,7 @@ func newInspectCmd(g *globals, stdout io.Writer) *cobra.Command {
 					fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", r.Seq, r.Kind, r.BaseSeq, r.Prefix, r.RawBytes, r.StoredBytes, r.StateHash, r.ChainHash)
 				}
 				tw.Flush()
-				fmt.Fprintf(stdout, "%d records, %d raw bytes, %d stored bytes\n", len(rep.Records), rep.RawBytes, rep.StoredBytes)
+				fmt.Fprintf(stdout, "%s, %d raw bytes, %d stored bytes\n", plural(len(rep.Records), "record"), rep.RawBytes, rep.StoredBytes)
 				return nil
 			})
 		},
@@ -253,7 +253,7 @@ func newVerifyCmd(g *globals, stdout io.Writer) *cobra.Command {
 					}
 				}
 				if len(probs) > 0 {
-					return exitError{ExitError, fmt.Errorf("verify found %d problem(s)", len(probs))}
+					return exitError{ExitError, fmt.Errorf("verify found %s", plural(len(probs), "problem"))}
 				}
 				if !asJSON {
 					fmt.Fprintln(stdout, "verify: every chain replays and every hash matches")
@@ -369,7 +369,7 @@ state becomes the harness's next checkpoint: its task and event log are kept.`,
 						return fmt.Errorf("%s: %w", args[0], err)
 					}
 					subs := len(sum.Harnesses) - 1
-					fmt.Fprintf(stdout, "imported %s with %d sub-agent(s): %d records, %d events", sum.Root, subs, sum.Records, sum.Events)
+					fmt.Fprintf(stdout, "imported %s with %s: %s, %s", sum.Root, plural(subs, "sub-agent"), plural(sum.Records, "record"), plural(sum.Events, "event"))
 					if len(sum.Named) > 0 {
 						fmt.Fprintf(stdout, ", named checkpoints %s", idlist.Join(sum.Named, ", "))
 					}

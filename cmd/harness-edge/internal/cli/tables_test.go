@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
 )
 
@@ -87,5 +89,36 @@ func TestShowsGatesSayWhatAPendingGateWaitsOn(t *testing.T) {
 		if row := rowOf(t, out, id); !strings.HasSuffix(row, "  "+want) {
 			t.Errorf("the REASON of %s: %q, want it to end %q", id, row, want)
 		}
+	}
+}
+
+func TestCountsOfOneAreSingular(t *testing.T) {
+	for _, c := range []struct {
+		got, want string
+	}{
+		{plural(1, "record"), "1 record"},
+		{plural(0, "record"), "0 records"},
+		{plural(1, "harness"), "1 harness"},
+		{plural(2, "harness"), "2 harnesses"},
+		{plural(int64(1), "token"), "1 token"},
+		{plural(uint64(3), "tool call"), "3 tool calls"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%q, want %q", c.got, c.want)
+		}
+	}
+	var b bytes.Buffer
+	printState(&b, &statefmt.HarnessState{HarnessID: "h", Status: statefmt.StatusCompleted, TotalToolCalls: 1, Iterations: 1, CheckpointCount: 1})
+	if want := "counts   1 tool call, 1 iteration, 1 checkpoint (last never)"; !strings.Contains(b.String(), want) {
+		t.Errorf("show:\n%s\nwant %q", b.String(), want)
+	}
+	out := summary(harness.TaskOutput{HarnessID: "h", Status: statefmt.StatusCompleted, ToolCalls: 1, Checkpoints: 1}, 10)
+	if want := "steps 0/0 completed, 1 tool call, 1 checkpoint, 10 bytes stored"; !strings.Contains(out, want) {
+		t.Errorf("run's summary:\n%s\nwant %q", out, want)
+	}
+	b.Reset()
+	printRemoved(&b, control.DeleteResult{Harnesses: []control.Removed{{ID: "a", SubAgents: []string{"a.s1"}}}})
+	if want := "with 1 sub-agent (a.s1)"; !strings.Contains(b.String(), want) || !strings.Contains(b.String(), "1 harness deleted") {
+		t.Errorf("prune:\n%s\nwant %q and %q", b.String(), want, "1 harness deleted")
 	}
 }

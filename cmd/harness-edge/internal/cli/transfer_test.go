@@ -98,7 +98,7 @@ func TestMovedHarnessGoesOnOnAnotherStore(t *testing.T) {
 
 	file := filepath.Join(dir, "mv.export")
 	expect(ExitOK, "", "--store", a, "export", "mv", "--chain", "-o", file)
-	expect(ExitOK, "imported mv with 1 sub-agent(s)", "--store", b, "import", file)
+	expect(ExitOK, "imported mv with 1 sub-agent:", "--store", b, "import", file)
 	for _, db := range []string{a, b} {
 		expect(ExitOK, "every chain replays", "--store", db, "verify")
 	}
