@@ -399,6 +399,12 @@ type ReplanRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// ReplanUnchanged is the refusal of a plan change that is not even read, being over the size
+// limit: `replan` gives it for the file, the API for the change it is sent.
+func ReplanUnchanged(id string, err error) error {
+	return fmt.Errorf("harness %s is unchanged: %w", id, err)
+}
+
 // Replan applies a plan change to a harness that does not run (harness.Manager.Replan).
 func (s *Server) Replan(_ context.Context, id string, req ReplanRequest) (harness.ReplanResult, error) {
 	if err := store.ValidID(id); err != nil {
@@ -412,6 +418,11 @@ func (s *Server) Replan(_ context.Context, id string, req ReplanRequest) (harnes
 		return harness.ReplanResult{}, fmt.Errorf("harness %s %w in the daemon: pause it first (`harness-edge pause %s`), then replan", id, harness.ErrRunning, id)
 	}
 	r, err := s.m.Replan(id, cmp.Or(req.Name, "the plan change"), []byte(req.Change), req.By, req.Reason)
+	var te *task.Error
+	if errors.Is(err, task.ErrTooLarge) && errors.As(err, &te) {
+		// Worded as `replan` words it, refusing the file before it is sent.
+		return r, ReplanUnchanged(id, te)
+	}
 	if errors.Is(err, harness.ErrBadChange) && !errors.Is(err, task.ErrTooLarge) {
 		err = fmt.Errorf("%w: %w", ErrBadInput, err)
 	}
@@ -433,7 +444,10 @@ func (h *handler) replan(w http.ResponseWriter, r *http.Request) {
 	var req ReplanRequest
 	body, err := decodeBody(r, &req)
 	if err != nil {
-		fail(w, carriesTooLarge(err, "the plan change", "plan change"))
+		if err = carriesTooLarge(err, "the plan change", "plan change"); errors.Is(err, task.ErrTooLarge) {
+			err = ReplanUnchanged(id, err)
+		}
+		fail(w, err)
 		return
 	}
 	req.Change = rawText(body, "change", req.Change)

@@ -100,14 +100,15 @@ agents:
 			t.Fatalf("f never failed: %v", err)
 		}
 	}
+	// The API's message is the one `replan` gives for the file.
 	body, _ = json.Marshal(control.ReplanRequest{Change: overLimit(), Name: "fix.yaml"})
 	code, msg = post(t, base, tok, "/v1/harnesses/f/replan", body)
-	if want := "fix.yaml: the plan change is 4194305 bytes, over the 4 MiB (4194304 bytes) a plan change may be"; code != http.StatusRequestEntityTooLarge || !strings.Contains(msg, want) || strings.HasPrefix(msg, "bad input") {
+	if want := "harness f is unchanged: fix.yaml: the plan change is 4194305 bytes, over the 4 MiB (4194304 bytes) a plan change may be, as a task file: split it into smaller changes"; code != http.StatusRequestEntityTooLarge || msg != want {
 		t.Fatalf("a plan change over the limit: %d %q\nwant 413 %q", code, msg, want)
 	}
 	huge = append([]byte(`{"change": "`), bytes.Repeat([]byte("x"), control.MaxBody)...)
 	code, msg = post(t, base, tok, "/v1/harnesses/f/replan", append(huge, `"}`...))
-	if want := "the plan change: the plan change is more than 4194304 bytes, over the 4 MiB (4194304 bytes) a plan change may be"; code != http.StatusRequestEntityTooLarge || !strings.HasPrefix(msg, want) {
+	if want := "harness f is unchanged: the plan change: the plan change is more than 4194304 bytes, over the 4 MiB (4194304 bytes) a plan change may be"; code != http.StatusRequestEntityTooLarge || !strings.HasPrefix(msg, want) {
 		t.Fatalf("a body over %d bytes: %d %q\nwant 413 %q", control.MaxBody, code, msg, want)
 	}
 	after, err := api.State(ctx, id)

@@ -279,7 +279,7 @@ runnable.`,
 			// sent, never cut to a prefix that may itself be a valid change.
 			data, err := task.ReadPlanChange(args[1], stdin)
 			if err != nil {
-				return fmt.Errorf("harness %s is unchanged: %w", args[0], err)
+				return control.ReplanUnchanged(args[0], err)
 			}
 			req.Change, req.Name = string(data), args[1]
 			return fetchAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (harness.ReplanResult, error) {
