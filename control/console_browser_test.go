@@ -112,6 +112,12 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.WaitVisible(`div.harness[data-id="ship"]`),
 		shot("console-gates.png"),
 	)
+	// A gate is worded as the command line words it, not by its raw kind.
+	var waitsOn string
+	run("read the gate's wording", chromedp.Text(`div[data-gate="ship/g1"] span.waits-on`, &waitsOn))
+	if !strings.HasPrefix(waitsOn, "before step ") || strings.Contains(waitsOn, "step gate") {
+		t.Fatalf("the console words gate ship/g1 %q, want \"before step ...\"", waitsOn)
+	}
 	var cookie string
 	run("read document.cookie", chromedp.Evaluate(`document.cookie`, &cookie))
 	if strings.Contains(cookie, "harness_edge_session") {

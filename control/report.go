@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/store"
 )
@@ -72,6 +73,9 @@ type WaitingGate struct {
 	StepID    string    `json:"stepId"`
 	Since     time.Time `json:"since"`
 	Why       string    `json:"why,omitempty"`
+	// WaitsOn says what the gate waits on, as the command line words it: "before step ship",
+	// "on the cost budget at step objective" (harness.GateOn).
+	WaitsOn string `json:"waitsOn"`
 }
 
 // Report builds the morning report over the last `since` (0: everything).
@@ -109,7 +113,7 @@ func (s *Server) Report(_ context.Context, since time.Duration) (*Report, error)
 			}
 			for _, g := range gates {
 				r.Waiting = append(r.Waiting, WaitingGate{HarnessID: g.HarnessID, Gate: g.Gate.ID, Kind: g.Gate.Kind, StepID: g.Gate.StepID,
-					Since: g.Gate.CreatedAt, Why: g.Gate.Reason})
+					Since: g.Gate.CreatedAt, Why: g.Gate.Reason, WaitsOn: harness.GateOn(g.Gate.Kind, g.Gate.StepID)})
 			}
 		}
 		if st.UpdatedAt.Before(r.Since) {

@@ -91,7 +91,7 @@ function gateCard(g) {
   const reason = el("input", { placeholder: "reason (required to reject)", "aria-label": "reason", class: "reason" });
   const path = "/v1/harnesses/" + encodeURIComponent(g.harnessId);
   return el("div", { class: "card gate", "data-gate": g.harnessId + "/" + g.gate },
-    el("div", { class: "row" }, el("strong", {}, "Gate " + g.gate), badge("waiting_for_human"), el("span", { class: "muted" }, g.kind + " gate on step " + g.stepId + " · waiting " + age(g.since))),
+    el("div", { class: "row" }, el("strong", {}, "Gate " + g.gate), badge("waiting_for_human"), el("span", { class: "muted waits-on" }, g.waitsOn + " · waiting " + age(g.since))),
     el("div", {}, el("a", { href: "#/h/" + encodeURIComponent(g.harnessId) }, g.harnessId)),
     g.why ? el("div", { class: "muted" }, g.why) : null,
     reason,
