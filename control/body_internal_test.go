@@ -3,7 +3,7 @@ package control
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -66,24 +66,32 @@ func TestTheAPITakesATaskFileAtItsSizeLimitHoweverJSONEscapesIt(t *testing.T) {
 	}
 }
 
-// unquoteBytes reads a JSON string as encoding/json does (escapes, surrogate pairs, a lone
-// surrogate as U+FFFD) and keeps each byte that is not UTF-8 as it was sent.
-func TestUnquoteBytesReadsJSONStringsKeepingBytesThatAreNotUTF8(t *testing.T) {
-	for _, s := range []string{"", "plain", "tab\tquote\"back\\slash/\b\f\r\n", "\x01<&>\u2028", "Café ☕ 𝄞", `\u`} {
-		lit, _ := json.Marshal(s)
-		got, ok := unquoteBytes(lit)
-		if !ok || string(got) != s {
-			t.Errorf("%s: %q %v, want %q", lit, got, ok, s)
-		}
+// A body that is not UTF-8 (a Latin-1 task file put in a JSON string as it is) is refused with
+// 400 naming the first bad byte and its offset: encoding/json would read the byte as U+FFFD,
+// and the task would be taken with its text changed.
+func TestTheAPIRefusesABodyThatIsNotUTF8NamingTheByte(t *testing.T) {
+	api := submitAPI{got: make(chan Submission, 1)}
+	addr, _ := serveTest(t, api, HTTPLimits)
+	body := []byte("{\"name\": \"l1.yaml\", \"task\": \"id: l1\\nprompt: caf\xe9\\n\"}")
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/harnesses", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for lit, want := range map[string]string{`"\ud834\udd1e"`: "𝄞", `"\ud834x"`: "\ufffdx", `"\u00e9\/"`: "é/", "\"caf\xe9\\n\"": "caf\xe9\n"} {
-		if got, ok := unquoteBytes([]byte(lit)); !ok || string(got) != want {
-			t.Errorf("%s: %q %v, want %q", lit, got, ok, want)
-		}
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, bad := range []string{``, `"`, `"\`, `"\q"`, `"\u12"`, `x"`} {
-		if _, ok := unquoteBytes([]byte(bad)); ok {
-			t.Errorf("%s was read as a JSON string", bad)
-		}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	want := fmt.Sprintf("the request body is not UTF-8: the byte 0xE9 at byte offset %d", bytes.IndexByte(body, 0xe9))
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(b.String(), want) {
+		t.Fatalf("a body that is not UTF-8: %s %s\nwant 400 %q", resp.Status, b.String(), want)
+	}
+	select {
+	case s := <-api.got:
+		t.Fatalf("a refused body reached the API: %q", s.Task)
+	default:
 	}
 }

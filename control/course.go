@@ -442,7 +442,7 @@ func (h *handler) replan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req ReplanRequest
-	body, err := decodeBody(r, &req)
+	err := decode(r, &req)
 	if err != nil {
 		if err = carriesTooLarge(err, "the plan change", "plan change"); errors.Is(err, task.ErrTooLarge) {
 			err = ReplanUnchanged(id, err)
@@ -450,7 +450,6 @@ func (h *handler) replan(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	req.Change = rawText(body, "change", req.Change)
 	if strings.TrimSpace(req.Change) == "" {
 		fail(w, fmt.Errorf("%w: \"change\" (the plan change's text) is required", ErrBadInput))
 		return

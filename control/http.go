@@ -20,7 +20,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/harness-edge/harness-edge/store/trust"
@@ -160,24 +159,28 @@ func fail(w http.ResponseWriter, err error) {
 // decode reads a JSON body into v strictly: one object, known fields only. An empty body is
 // an empty object.
 func decode(r *http.Request, v any) error {
-	_, err := decodeBody(r, v)
-	return err
-}
-
-// decodeBody is decode, returning the body it read as well.
-func decodeBody(r *http.Request, v any) ([]byte, error) {
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, fmt.Errorf("the request body is larger than the API takes (%d bytes, %d MiB): %w", mbe.Limit, mbe.Limit>>20, err)
+			return fmt.Errorf("the request body is larger than the API takes (%d bytes, %d MiB): %w", mbe.Limit, mbe.Limit>>20, err)
 		}
-		return nil, fmt.Errorf("%w: reading the body: %v", ErrBadInput, err)
+		return fmt.Errorf("%w: reading the body: %v", ErrBadInput, err)
 	}
-	return b, decodeJSON(b, v)
-}
-
-func decodeJSON(b []byte, v any) error {
+	if !utf8.Valid(b) {
+		// encoding/json would read each such byte as U+FFFD: a Latin-1 task file put in a JSON
+		// string as it is would be taken with its text changed.
+		i := 0
+		for i < len(b) {
+			r, n := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && n == 1 {
+				break
+			}
+			i += n
+		}
+		return fmt.Errorf("%w: the request body is not UTF-8: the byte 0x%02X at byte offset %d is not valid UTF-8, and JSON text must be; "+
+			"send a task file in another encoding as UTF-8 (as the command line does), or convert it (iconv -f LATIN1 -t UTF-8)", ErrBadInput, b[i], i)
+	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil
 	}
@@ -254,83 +257,13 @@ func carriesTooLarge(err error, name, what string) error {
 	return fmt.Errorf("%w: %w", task.SizeError(name, what, -1), err)
 }
 
-// rawText is the text of the JSON string field of body named field as its bytes were sent,
-// when body is not valid UTF-8 (a Latin-1 task file put in a JSON string as it is): JSON
-// decoding turns each such byte into U+FFFD, and what the text is refused for, and where, is
-// said by task.DecodeText from its bytes, as for `run`, `submit` and `replan`. Otherwise (and
-// when the field cannot be read) it returns text unchanged.
-func rawText(body []byte, field, text string) string {
-	if utf8.Valid(body) {
-		return text
-	}
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(body, &fields) != nil {
-		return text
-	}
-	if raw, ok := unquoteBytes(fields[field]); ok {
-		return string(raw)
-	}
-	return text
-}
-
-// unquoteBytes decodes a JSON string literal as encoding/json does, but keeps each byte that
-// is not valid UTF-8 as it is (encoding/json writes U+FFFD for it).
-func unquoteBytes(lit []byte) ([]byte, bool) {
-	if len(lit) < 2 || lit[0] != '"' || lit[len(lit)-1] != '"' {
-		return nil, false
-	}
-	s := lit[1 : len(lit)-1]
-	out := make([]byte, 0, len(s))
-	hex4 := func(i int) rune {
-		if i+6 > len(s) || s[i] != '\\' || s[i+1] != 'u' {
-			return -1
-		}
-		n, err := strconv.ParseUint(string(s[i+2:i+6]), 16, 16)
-		if err != nil {
-			return -1
-		}
-		return rune(n)
-	}
-	for i := 0; i < len(s); {
-		if s[i] != '\\' {
-			out = append(out, s[i])
-			i++
-			continue
-		}
-		if i+1 >= len(s) {
-			return nil, false
-		}
-		if e := strings.IndexByte(`"\/bfnrt`, s[i+1]); e >= 0 {
-			out = append(out, "\"\\/\b\f\n\r\t"[e])
-			i += 2
-			continue
-		}
-		r := hex4(i)
-		if r < 0 {
-			return nil, false
-		}
-		i += 6
-		if utf16.IsSurrogate(r) {
-			if r2 := hex4(i); r2 >= 0 && utf16.DecodeRune(r, r2) != utf8.RuneError {
-				r = utf16.DecodeRune(r, r2)
-				i += 6
-			} else {
-				r = utf8.RuneError
-			}
-		}
-		out = utf8.AppendRune(out, r)
-	}
-	return out, true
-}
-
 func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 	var req SubmitRequest
-	body, err := decodeBody(r, &req)
+	err := decode(r, &req)
 	if err != nil {
 		fail(w, carriesTooLarge(err, "the submitted task", "task file"))
 		return
 	}
-	req.Task = rawText(body, "task", req.Task)
 	if strings.TrimSpace(req.Task) == "" {
 		fail(w, fmt.Errorf("%w: \"task\" (the task file's text) is required", ErrBadInput))
 		return
