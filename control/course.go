@@ -33,9 +33,31 @@ type RetryRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// MaxBy and MaxReason bound the human's name and reason a change of course records: the
+// reason goes into the harness's event log (whose events are at most 1 MiB) and its status
+// reason; a reason is a message to people, as a message told to an agent is (inbox.MaxBytes).
+const (
+	MaxBy     = 256
+	MaxReason = inbox.MaxBytes
+)
+
+// checkWords refuses a name or a reason over its limit, before anything changes.
+func checkWords(by, reason string) error {
+	switch {
+	case len(by) > MaxBy:
+		return fmt.Errorf("%w: \"by\" is %d bytes, over the %d-byte limit", ErrBadInput, len(by), MaxBy)
+	case len(reason) > MaxReason:
+		return fmt.Errorf("%w: the reason is %d bytes, over the %d-byte limit", ErrBadInput, len(reason), MaxReason)
+	}
+	return nil
+}
+
 // Retry takes a failed harness (or one failed step) back to runnable (harness.Manager.Retry).
 func (s *Server) Retry(_ context.Context, id string, req RetryRequest) (harness.RetryResult, error) {
 	if err := store.ValidID(id); err != nil {
+		return harness.RetryResult{}, err
+	}
+	if err := checkWords(req.By, req.Reason); err != nil {
 		return harness.RetryResult{}, err
 	}
 	defer s.forget(id)()
@@ -410,6 +432,9 @@ func (s *Server) Replan(_ context.Context, id string, req ReplanRequest) (harnes
 	if err := store.ValidID(id); err != nil {
 		return harness.ReplanResult{}, err
 	}
+	if err := checkWords(req.By, req.Reason); err != nil {
+		return harness.ReplanResult{}, err
+	}
 	defer s.forget(id)()
 	s.mu.Lock()
 	scheduled := s.running[id] || slices.Contains(s.queue, id)
@@ -501,6 +526,9 @@ func (s *Server) Checkpoint(_ context.Context, id string, req CheckpointRequest)
 	if err := store.ValidID(id); err != nil {
 		return store.NamedPoint{}, err
 	}
+	if err := checkWords(req.By, ""); err != nil {
+		return store.NamedPoint{}, err
+	}
 	if err := store.ValidName(req.Name); err != nil {
 		return store.NamedPoint{}, fmt.Errorf("%w: %w", ErrBadInput, err)
 	}
@@ -548,6 +576,9 @@ func (s *Server) ListCheckpoints(_ context.Context, id string) (Checkpoints, err
 // newest checkpoint (harness.Manager.Rollback).
 func (s *Server) Rollback(_ context.Context, id string, req RollbackRequest) (harness.RollbackResult, error) {
 	if err := store.ValidID(id); err != nil {
+		return harness.RollbackResult{}, err
+	}
+	if err := checkWords(req.By, req.Reason); err != nil {
 		return harness.RollbackResult{}, err
 	}
 	if strings.TrimSpace(req.To) == "" {

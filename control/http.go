@@ -293,6 +293,10 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
+	if err := checkWords("", req.Reason); err != nil {
+		fail(w, err)
+		return
+	}
 	ctx := r.Context()
 	switch action {
 	case "approve", "reject":

@@ -855,7 +855,7 @@ func (s *Server) run(ctx context.Context, id string) {
 		s.roomWait[id] = true
 		s.mu.Unlock()
 	case err == nil || errors.Is(err, harness.ErrPaused):
-		s.log.Info("harness ended", "harness", id, "status", st.Status, "reason", st.StatusReason)
+		s.log.Info("harness ended", "harness", id, "status", st.Status, "reason", event.LogText(st.StatusReason))
 	default:
 		s.log.Error("harness run failed", "harness", id, "err", err)
 	}
@@ -869,7 +869,7 @@ func (s *Server) run(ctx context.Context, id string) {
 func (s *Server) HandOver(id, reason string) bool {
 	at := s.unqueue(id)
 	if s.pauseRun(id, reason) {
-		s.log.Warn("pausing the harness: another device owns it now", "harness", id, "reason", reason)
+		s.log.Warn("pausing the harness: another device owns it now", "harness", id, "reason", event.LogText(reason))
 		return true
 	}
 	return at >= 0
@@ -899,7 +899,7 @@ func (s *Server) handedOver(ctx context.Context, id string) bool {
 		s.log.Warn("the fleet's fence could not be read; running the harness this device holds", "harness", id, "err", err)
 		return false
 	}
-	s.log.Warn("not running the harness: another device owns it now", "harness", id, "reason", err.Error())
+	s.log.Warn("not running the harness: another device owns it now", "harness", id, "reason", event.LogText(err.Error()))
 	if e.Status == statefmt.StatusRunning {
 		if perr := s.m.Pause(id, err.Error()); perr != nil {
 			s.log.Error("pausing a harness another device owns", "harness", id, "err", perr)

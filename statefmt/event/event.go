@@ -179,9 +179,30 @@ func (s Slog) Emit(e Event) {
 	slices.Sort(keys)
 	args := make([]any, 0, 2*len(keys))
 	for _, k := range keys {
-		args = append(args, k, attrs[k])
+		v := attrs[k]
+		if text, ok := v.(string); ok {
+			v = LogText(text)
+		}
+		args = append(args, k, v)
 	}
 	s.L.Log(context.Background(), level, string(e.Type), args...)
+}
+
+// LogLimit bounds the text of one attribute in a log line. The event log keeps the whole text; a
+// line of the daemon's log carries its first LogLimit bytes (a human's reason can be 64 KiB).
+const LogLimit = 1000
+
+// LogText is s for a log line: at most LogLimit bytes, cut between runes and saying how long it
+// was.
+func LogText(s string) string {
+	if len(s) <= LogLimit {
+		return s
+	}
+	cut := LogLimit
+	for cut > 0 && s[cut]&0xC0 == 0x80 { // not inside a rune
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes in all)", s[:cut], len(s))
 }
 
 // SinkFunc adapts a function.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/harness-edge/harness-edge/statefmt/event"
 
@@ -44,5 +45,28 @@ func TestSinksWriteEveryField(t *testing.T) {
 		if !strings.Contains(logged.String(), want) {
 			t.Errorf("slog lines %q lack %q", logged.String(), want)
 		}
+	}
+}
+
+// A log line carries at most LogLimit bytes of an event's text, cut between runes and saying
+// how long it was; the event itself is not changed.
+func TestTheLogSinkCutsLongTextBetweenRunes(t *testing.T) {
+	var buf bytes.Buffer
+	sink := event.Slog{L: slog.New(slog.NewTextHandler(&buf, nil))}
+	reason := strings.Repeat("é", 32768) // 64 KiB, two bytes a rune
+	e := event.Event{Type: event.Course, HarnessID: "h", Reason: reason, Message: "short"}
+	sink.Emit(e)
+	line := buf.String()
+	if len(line) > 2*event.LogLimit || !strings.Contains(line, "… (65536 bytes in all)") || !strings.Contains(line, "message=short") {
+		t.Fatalf("a %d-byte log line: %.200q", len(line), line)
+	}
+	if e.Reason != reason {
+		t.Fatal("the event's reason was changed")
+	}
+	if got := event.LogText(reason); !utf8.ValidString(got) {
+		t.Fatalf("cut inside a rune: %q", got[len(got)-40:])
+	}
+	if got := event.LogText("short"); got != "short" {
+		t.Fatalf("%q", got)
 	}
 }

@@ -764,3 +764,51 @@ func TestByIsTheUIDOfAUserWithNoName(t *testing.T) {
 		t.Errorf("userName of ada: %q", got)
 	}
 }
+
+// A reason or a name over its limit sent to the API is refused with 400 saying which and by how
+// much, and changes nothing (a 25 MB reason was a 500: its event was over the event limit); a
+// reason at the limit is taken.
+func TestTheAPIRefusesAReasonOrANameOverItsLimit(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	expectIn(t, db, ExitError, "compiler not found", "run", writeTask(t, dir, "t.yaml", strings.ReplaceAll(flakyTask, "%s", "w")))
+	d := startDaemon(t, db)
+	tok, err := os.ReadFile(filepath.Join(db, control.TokenName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(tok))
+	_, failed := d.http("GET", "/v1/harnesses/w", token, nil)
+	body := func(by, reason string, more ...string) []byte {
+		m := map[string]string{"reason": reason}
+		if by != "" {
+			m["by"] = by
+		}
+		for i := 0; i+1 < len(more); i += 2 {
+			m[more[i]] = more[i+1]
+		}
+		b, _ := json.Marshal(m)
+		return b
+	}
+	const want = "the reason is 65537 bytes, over the 65536-byte limit"
+	long := strings.Repeat("r", control.MaxReason+1)
+	for path, b := range map[string][]byte{
+		"/v1/harnesses/w/retry":    body("ann", long),
+		"/v1/harnesses/w/replan":   body("ann", long, "change", "skip: [ship]\n"),
+		"/v1/harnesses/w/rollback": body("ann", long, "to", "1"),
+		"/v1/harnesses/w/reject":   body("", long),
+	} {
+		if code, resp := d.http("POST", path, token, b); code != 400 || !strings.Contains(resp, want) {
+			t.Fatalf("%s with a long reason: %d %s\nwant 400 %q", path, code, resp, want)
+		}
+	}
+	if code, resp := d.http("POST", "/v1/harnesses/w/retry", token, body(strings.Repeat("b", control.MaxBy+1), "why")); code != 400 || !strings.Contains(resp, `by\" is 257 bytes, over the 256-byte limit`) {
+		t.Fatalf("retry by a long name: %d %s", code, resp)
+	}
+	if _, after := d.http("GET", "/v1/harnesses/w", token, nil); after != failed || !strings.Contains(after, `"status": "failed"`) {
+		t.Fatalf("a refused request changed the harness:\n%.500s\n%.500s", failed, after)
+	}
+	if code, resp := d.http("POST", "/v1/harnesses/w/retry", token, body("ann", strings.Repeat("r", control.MaxReason))); code != 200 {
+		t.Fatalf("retry with a reason at the limit: %d %s", code, resp)
+	}
+}
