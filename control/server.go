@@ -365,6 +365,9 @@ func (s *Server) Decide(_ context.Context, id, gate string, approve bool, reason
 	if err := store.ValidID(id); err != nil {
 		return Decision{}, err
 	}
+	if err := checkWords("", reason); err != nil {
+		return Decision{}, err
+	}
 	defer s.forget(id)()
 	d, err := s.m.Decide(id, gate, approve, reason)
 	if err != nil {

@@ -812,3 +812,23 @@ func TestTheAPIRefusesAReasonOrANameOverItsLimit(t *testing.T) {
 		t.Fatalf("retry with a reason at the limit: %d %s", code, resp)
 	}
 }
+
+// Without a daemon, the command line's reject keeps to the same limits as the API: a reason
+// over 64 KiB is refused (it was recorded whole), and a reason or a name that is not UTF-8 is
+// refused naming the byte (it failed at the checkpoint, "statusReason is not valid UTF-8");
+// neither changes the harness.
+func TestAReasonOverItsLimitOrNotUTF8IsRefusedWithoutADaemon(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	expectIn(t, db, ExitWaiting, "harness-edge approve k g1", "run", writeTask(t, dir, "k.yaml", strings.ReplaceAll(gatedTask, "%s", "k")))
+	waiting := storeState(t, db, "k")
+	long := strings.Repeat("r", control.MaxReason+1)
+	expectIn(t, db, ExitError, "the reason is 65537 bytes, over the 65536-byte limit", "reject", "k", "g1", "--reason", long)
+	expectIn(t, db, ExitError, "the reason is not UTF-8: the byte 0xE9 at byte offset 3 is not valid UTF-8", "reject", "k", "g1", "--reason", "caf\xe9")
+	if after := storeState(t, db, "k"); !sameState(waiting, after) {
+		t.Fatal("a refused reject changed the harness")
+	}
+	expectIn(t, db, ExitOK, "rejected: not today", "reject", "k", "g1", "--reason", "not today")
+	expectIn(t, db, ExitError, `"by" is not UTF-8: the byte 0xE9 at byte offset 3 is not valid UTF-8`, "replan", "k", writeTask(t, dir, "skip.yaml", "skip: [ship]\n"), "--by", "Jos\xe9")
+	expectIn(t, db, ExitOK, "ship (critical)  A      ready", "plan", "k")
+}
