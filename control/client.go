@@ -219,6 +219,9 @@ func (c *Client) Submit(ctx context.Context, s Submission) (string, error) {
 }
 
 func (c *Client) Decide(ctx context.Context, id, gate string, approve bool, reason string) (Decision, error) {
+	if err := checkWords("", reason); err != nil { // JSON would carry a byte that is not UTF-8 as U+FFFD
+		return Decision{}, err
+	}
 	action := "reject"
 	if approve {
 		action = "approve"

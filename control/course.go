@@ -90,6 +90,9 @@ func (s *Server) Retry(_ context.Context, id string, req RetryRequest) (harness.
 }
 
 func (c *Client) Retry(ctx context.Context, id string, req RetryRequest) (harness.RetryResult, error) {
+	if err := checkWords(req.By, req.Reason); err != nil { // JSON would carry a byte that is not UTF-8 as U+FFFD
+		return harness.RetryResult{}, err
+	}
 	var r harness.RetryResult
 	err := c.do(ctx, http.MethodPost, "/v1/harnesses/"+url.PathEscape(id)+"/retry", req, &r)
 	return r, err
@@ -474,6 +477,9 @@ func (s *Server) Replan(_ context.Context, id string, req ReplanRequest) (harnes
 }
 
 func (c *Client) Replan(ctx context.Context, id string, req ReplanRequest) (harness.ReplanResult, error) {
+	if err := checkWords(req.By, req.Reason); err != nil { // JSON would carry a byte that is not UTF-8 as U+FFFD
+		return harness.ReplanResult{}, err
+	}
 	var r harness.ReplanResult
 	err := c.do(ctx, http.MethodPost, "/v1/harnesses/"+url.PathEscape(id)+"/replan", req, &r)
 	return r, err
@@ -645,6 +651,9 @@ func (s *Server) Rollback(_ context.Context, id string, req RollbackRequest) (ha
 }
 
 func (c *Client) Checkpoint(ctx context.Context, id string, req CheckpointRequest) (store.NamedPoint, error) {
+	if err := checkWords(req.By, ""); err != nil { // JSON would carry a byte that is not UTF-8 as U+FFFD
+		return store.NamedPoint{}, err
+	}
 	var p store.NamedPoint
 	err := c.do(ctx, http.MethodPost, "/v1/harnesses/"+url.PathEscape(id)+"/checkpoints", req, &p)
 	return p, err
@@ -657,6 +666,9 @@ func (c *Client) ListCheckpoints(ctx context.Context, id string) (Checkpoints, e
 }
 
 func (c *Client) Rollback(ctx context.Context, id string, req RollbackRequest) (harness.RollbackResult, error) {
+	if err := checkWords(req.By, req.Reason); err != nil { // JSON would carry a byte that is not UTF-8 as U+FFFD
+		return harness.RollbackResult{}, err
+	}
 	var r harness.RollbackResult
 	err := c.do(ctx, http.MethodPost, "/v1/harnesses/"+url.PathEscape(id)+"/rollback", req, &r)
 	return r, err

@@ -293,10 +293,6 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	if err := checkWords("", req.Reason); err != nil {
-		fail(w, err)
-		return
-	}
 	ctx := r.Context()
 	switch action {
 	case "approve", "reject":

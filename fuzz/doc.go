@@ -4,5 +4,6 @@
 // package live beside it (statefmt's). Seed corpora live in testdata/fuzz/<Target>/ and are
 // generated from seeds.go: `go test ./fuzz -run TestSeedCorpus -rewrite` rewrites them.
 //
-// `make fuzz` fuzzes each target for FUZZTIME; `make test` runs every seed on every backend.
+// `make fuzz` fuzzes each target for its number of executions (or FUZZTIME); `make test` runs every
+// seed on every backend.
 package fuzz

@@ -832,3 +832,16 @@ func TestAReasonOverItsLimitOrNotUTF8IsRefusedWithoutADaemon(t *testing.T) {
 	expectIn(t, db, ExitError, `"by" is not UTF-8: the byte 0xE9 at byte offset 3 is not valid UTF-8`, "replan", "k", writeTask(t, dir, "skip.yaml", "skip: [ship]\n"), "--by", "Jos\xe9")
 	expectIn(t, db, ExitOK, "ship (critical)  A      ready", "plan", "k")
 }
+
+// Through a daemon, a reason or a name that is not UTF-8 is refused by the command line before
+// it is sent: JSON would carry the byte as U+FFFD, and the harness would record a reason that is
+// not the one given.
+func TestAReasonThatIsNotUTF8IsRefusedBeforeItReachesTheDaemon(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	expectIn(t, db, ExitWaiting, "harness-edge approve n g1", "run", writeTask(t, dir, "n.yaml", strings.ReplaceAll(gatedTask, "%s", "n")))
+	startDaemon(t, db)
+	expectIn(t, db, ExitError, "the reason is not UTF-8: the byte 0xE9 at byte offset 3 is not valid UTF-8", "reject", "n", "g1", "--reason", "caf\xe9")
+	expectIn(t, db, ExitError, `"by" is not UTF-8: the byte 0xE9 at byte offset 3 is not valid UTF-8`, "replan", "n", writeTask(t, dir, "skip.yaml", "skip: [ship]\n"), "--by", "Jos\xe9")
+	expectIn(t, db, ExitOK, "waiting for a human: gate g1 before step ship", "show", "n")
+}
