@@ -179,7 +179,7 @@ func decode(r *http.Request, v any) error {
 			i += n
 		}
 		return fmt.Errorf("%w: the request body is not UTF-8: the byte 0x%02X at byte offset %d is not valid UTF-8, and JSON text must be; "+
-			"send a task file in another encoding as UTF-8 (as the command line does), or convert it (iconv -f LATIN1 -t UTF-8)", ErrBadInput, b[i], i)
+			"send text in another encoding (a task file, a plan change) as UTF-8, as the command line does, or convert it first (iconv -f LATIN1 -t UTF-8)", ErrBadInput, b[i], i)
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil

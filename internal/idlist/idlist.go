@@ -38,6 +38,15 @@ func join(items []string, sep, more string) string {
 	return strings.Join(items[:Max], sep) + " and " + Count(len(items)-Max) + " " + more
 }
 
+// Of is n things: "1 iteration", "3 iterations", "1,000 tool calls" (the noun in the singular,
+// made plural with an s).
+func Of(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return Count(n) + " " + noun + "s"
+}
+
 // Count writes n with a comma between each group of three digits: 29,990.
 func Count(n int) string {
 	s := strconv.Itoa(n)

@@ -69,3 +69,14 @@ func TestCountGroupsThousands(t *testing.T) {
 		}
 	}
 }
+
+func TestOfSaysOneInTheSingular(t *testing.T) {
+	for n, want := range map[int]string{0: "0 iterations", 1: "1 iteration", 2: "2 iterations", 1000: "1,000 iterations"} {
+		if got := idlist.Of(n, "iteration"); got != want {
+			t.Errorf("Of(%d) = %q, want %q", n, got, want)
+		}
+	}
+	if got := idlist.Of(1, "tool call"); got != "1 tool call" {
+		t.Errorf("%q", got)
+	}
+}

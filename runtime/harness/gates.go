@@ -139,7 +139,7 @@ func (h *Harness) overBudgetLocked(cur *attemptState) *agent.BudgetError {
 	}
 	switch {
 	case calls && b.ToolCalls > 0 && used >= b.ToolCalls:
-		return &agent.BudgetError{Budget: agent.BudgetToolCalls, Msg: fmt.Sprintf("the harness has used its budget of %d tool calls", b.ToolCalls)}
+		return &agent.BudgetError{Budget: agent.BudgetToolCalls, Msg: "the harness has used its budget of " + idlist.Of(b.ToolCalls, "tool call")}
 	case b.Tokens > 0 && tokens >= b.Tokens:
 		return &agent.BudgetError{Budget: agent.BudgetTokens, Msg: fmt.Sprintf("the harness has used %d of its budget of %d tokens", tokens, b.Tokens)}
 	case b.CostMicroUSD > 0 && cost >= b.CostMicroUSD:

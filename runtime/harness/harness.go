@@ -505,7 +505,7 @@ func (h *Harness) settleLocked(ctx context.Context, at *runningAttempt, out stri
 	default:
 		msg := err.Error()
 		if agent.IsTransient(err) {
-			msg = fmt.Sprintf("%s (after %d attempts)", msg, at.attempt)
+			msg = fmt.Sprintf("%s (after %s)", msg, idlist.Of(at.attempt, "attempt"))
 		}
 		blocked := h.plan().fail(step.ID, msg)
 		h.emit(event.Event{Type: event.StepFailed, StepID: step.ID, Attempt: at.attempt, Message: msg, Blocked: blocked, CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})

@@ -521,3 +521,45 @@ agents:
 	at("the last checkpoint's time", *st.LastCheckpointAt)
 	at("updatedAt", st.UpdatedAt)
 }
+
+// Counts of one in a failure's words are singular: "after 1 attempt", "a budget of 1 tool call".
+func TestAFailureCountsOneInTheSingular(t *testing.T) {
+	e := newEnv(t)
+	tk := parseTask(t, `
+id: one1
+agent: A
+workspace: `+t.TempDir()+`
+retry: {maxRetries: 0, base: 1s}
+budget: {toolCalls: 1}
+agents:
+  A:
+    driver: script
+    tools: [write_file]
+    script:
+      plan:
+        - {id: a, description: a, agent: A}
+        - {id: b, description: b, agent: A}
+      steps:
+        a:
+          - {fail: transient, message: upstream flaked, times: 5}
+        b:
+          - {tool: write_file, args: {path: x, content: y}}
+          - {tool: write_file, args: {path: z, content: y}}
+`)
+	out, _ := e.m.Dispatch(context.Background(), tk) // paused or failed: the words are the test
+	h, err := e.m.Get("one1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var words []string
+	for _, s := range h.State().Plan.Steps {
+		if s.Error != nil {
+			words = append(words, *s.Error)
+		}
+	}
+	all := strings.Join(append(words, out.Reason, h.State().StatusReason), "\n")
+	if !strings.Contains(all, "upstream flaked (after 1 attempt)") || !strings.Contains(all, "budget of 1 tool call") ||
+		strings.Contains(all, "1 attempts") || strings.Contains(all, "1 tool calls") {
+		t.Fatalf("a failure's words:\n%s", all)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/harness-edge/harness-edge/internal/idlist"
 	"github.com/harness-edge/harness-edge/runtime/agent"
 	"github.com/harness-edge/harness-edge/runtime/clock"
 	"github.com/harness-edge/harness-edge/runtime/task"
@@ -229,7 +230,7 @@ func (d *Direct) Record(_ statefmt.ToolCallRecord, executed bool) {
 
 func (d *Direct) CallOverBudget() *agent.BudgetError {
 	if d.Limit > 0 && d.Calls >= d.Limit {
-		return &agent.BudgetError{Budget: agent.BudgetToolCalls, Msg: fmt.Sprintf("the task has used its budget of %d tool calls", d.Limit)}
+		return &agent.BudgetError{Budget: agent.BudgetToolCalls, Msg: "the task has used its budget of " + idlist.Of(d.Limit, "tool call")}
 	}
 	return nil
 }

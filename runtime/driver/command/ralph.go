@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/harness-edge/harness-edge/internal/idlist"
 	"github.com/harness-edge/harness-edge/runtime/agent"
 	"github.com/harness-edge/harness-edge/runtime/inbox"
 	"github.com/harness-edge/harness-edge/runtime/itlog"
@@ -184,7 +185,7 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 			return "", err
 		}
 		if loop.Iteration >= a.cfg.MaxIterations {
-			return "", &agent.StepError{Msg: fmt.Sprintf("agent %s: no completion after %d iterations (maxIterations)", a.name, a.cfg.MaxIterations)}
+			return "", &agent.StepError{Msg: fmt.Sprintf("agent %s: no completion after %s (maxIterations)", a.name, idlist.Of(a.cfg.MaxIterations, "iteration"))}
 		}
 		n := loop.Iteration + 1
 		removeTaken := a.takeMessages(sc, &st)
@@ -244,7 +245,7 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 				st.WaitUntil = &until
 				ev.Outcome, ev.DelayMs, ev.Message = event.IterRateLimited, event.Ms(wait), fmt.Sprintf("rate limited (%q); waiting %v", rl.Match, wait.Round(time.Second))
 				if st.RateLimited >= a.cfg.CircuitBreaker.RateLimits {
-					return "", a.openBreaker(sc, &st, ev, save, fmt.Sprintf("%d rate-limited iterations in a row (last: %q)", st.RateLimited, rl.Match))
+					return "", a.openBreaker(sc, &st, ev, save, fmt.Sprintf("%s in a row (last: %q)", idlist.Of(st.RateLimited, "rate-limited iteration"), rl.Match))
 				}
 				sc.Emit(ev)
 				if err := save(); err != nil {
@@ -262,7 +263,7 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 			st.Empty++
 			ev.Outcome, ev.Message = event.IterEmpty, fmt.Sprintf("no output and no change in the workspace (%d in a row); not counted", st.Empty)
 			if st.Empty >= a.cfg.CircuitBreaker.Empty {
-				return "", a.openBreaker(sc, &st, ev, save, fmt.Sprintf("%d empty iterations in a row (no output, no change in the workspace)", st.Empty))
+				return "", a.openBreaker(sc, &st, ev, save, fmt.Sprintf("%s in a row (no output, no change in the workspace)", idlist.Of(st.Empty, "empty iteration")))
 			}
 			sc.Emit(ev)
 			if err := save(); err != nil {
@@ -307,13 +308,13 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 		ev.Message = loop.Scratchpad // the end of its final output and error output, as the next prompt gets them
 		switch {
 		case st.NoProgress >= a.cfg.CircuitBreaker.NoProgress:
-			return "", a.openBreaker(sc, &st, ev, save, fmt.Sprintf("%d iterations in a row changed nothing (same output, same workspace)", st.NoProgress))
+			return "", a.openBreaker(sc, &st, ev, save, fmt.Sprintf("%s in a row changed nothing (same output, same workspace)", idlist.Of(st.NoProgress, "iteration")))
 		case st.SameError >= a.cfg.CircuitBreaker.SameError:
-			return "", a.openBreaker(sc, &st, ev, save, fmt.Sprintf("%d iterations in a row failed the same way: %s", st.SameError, st.LastError))
+			return "", a.openBreaker(sc, &st, ev, save, fmt.Sprintf("%s in a row failed the same way: %s", idlist.Of(st.SameError, "iteration"), st.LastError))
 		case n >= a.cfg.MaxIterations:
 			ev.Outcome = event.IterExhausted
 			sc.Emit(ev)
-			return "", &agent.StepError{Msg: fmt.Sprintf("agent %s: no completion after %d iterations (maxIterations); last: %s", a.name, n, agent.Tail(loop.Scratchpad, 300))}
+			return "", &agent.StepError{Msg: fmt.Sprintf("agent %s: no completion after %s (maxIterations); last: %s", a.name, idlist.Of(n, "iteration"), agent.Tail(loop.Scratchpad, 300))}
 		}
 		sc.Emit(ev)
 		if err := save(); err != nil {

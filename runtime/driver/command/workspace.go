@@ -14,8 +14,8 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// hashedWhole is the largest file whose content the fingerprint reads; larger ones count by size
-// and modification time.
+// hashedWhole is the largest file whose content the fingerprint reads; larger ones count by size,
+// modification and change times and inode.
 const hashedWhole = 8 << 20
 
 // racyWindow: a file modified this close to the moment it was read may change again without its
@@ -72,7 +72,10 @@ func (c *fileSums) hash(dir string) string {
 				h.Write(sum[:])
 			}
 		case d.Type().IsRegular():
-			fmt.Fprintf(h, "%d\x00%d", info.Size(), info.ModTime().UnixNano())
+			// Not read: its size and times, the change time too, which a write moves even when
+			// the modification time is put back.
+			s := statOf(info)
+			fmt.Fprintf(h, "%d\x00%d\x00%d\x00%d", s.size, s.mtime, s.ctime, s.ino)
 		case d.Type()&fs.ModeSymlink != 0:
 			target, _ := os.Readlink(path)
 			h.WriteString(target)
@@ -88,10 +91,7 @@ func (c *fileSums) hash(dir string) string {
 // is unchanged, else read now. A sum read within racyWindow of the file's modification is used
 // once and not kept.
 func (c *fileSums) sumOf(path string, info fs.FileInfo) (fileSum, bool) {
-	s := fileSum{size: info.Size(), mtime: info.ModTime().UnixNano(), mode: info.Mode()}
-	if st, ok := info.Sys().(*syscall.Stat_t); ok {
-		s.ctime, s.ino = time.Unix(st.Ctim.Unix()).UnixNano(), st.Ino
-	}
+	s := statOf(info)
 	if old, ok := c.seen[path]; ok && old.size == s.size && old.mtime == s.mtime && old.ctime == s.ctime &&
 		old.ino == s.ino && old.mode == s.mode {
 		return old, true
@@ -110,4 +110,13 @@ func (c *fileSums) sumOf(path string, info fs.FileInfo) (fileSum, bool) {
 		s.size = -1 // matches no file: read again next time
 	}
 	return s, true
+}
+
+// statOf is a file's metadata as the fingerprint compares it.
+func statOf(info fs.FileInfo) fileSum {
+	s := fileSum{size: info.Size(), mtime: info.ModTime().UnixNano(), mode: info.Mode()}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		s.ctime, s.ino = time.Unix(st.Ctim.Unix()).UnixNano(), st.Ino
+	}
+	return s
 }

@@ -122,3 +122,34 @@ func TestAFileModifiedJustBeforeItWasReadIsReadAgain(t *testing.T) {
 		t.Fatalf("%d reads, want 3: a file outside the window is kept after one read", c.reads)
 	}
 }
+
+// A file too large to read counts by its metadata: a same-size edit that puts the modification
+// time back still moves its change time, and the fingerprint.
+func TestALargeFilesEditMovesTheFingerprintWhateverItsModificationTime(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "big.bin")
+	data := make([]byte, hashedWhole+1)
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &fileSums{}
+	before := c.hash(dir)
+	if c.reads != 0 {
+		t.Fatalf("a file over %d bytes was read", hashedWhole)
+	}
+	settle()
+	data[len(data)/2] = 1
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, info.ModTime(), info.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if after := c.hash(dir); after == before {
+		t.Fatal("a same-size edit with the modification time put back left the fingerprint as it was")
+	}
+}
