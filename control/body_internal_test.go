@@ -44,20 +44,8 @@ func TestTheAPITakesATaskFileAtItsSizeLimitHoweverJSONEscapesIt(t *testing.T) {
 		t.Fatalf("the API got a task of %d bytes named %d bytes in %d bytes, want %d, %d, %d", len(s.Task), len(s.Name), len(s.Dir), len(data), len(name), len(dir))
 	}
 
-	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/harnesses", bytes.NewReader(bytes.Repeat([]byte(" "), MaxBody+1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer tok")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var b bytes.Buffer
-	_, _ = b.ReadFrom(resp.Body)
-	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(b.String(), "(26214400 bytes, 25 MiB)") {
-		t.Fatalf("a body over the limit: %s %s", resp.Status, b.String())
+	if code, text := postSubmit(t, addr, bytes.Repeat([]byte(" "), MaxBody+1)); code != http.StatusRequestEntityTooLarge || !strings.Contains(text, "(26214400 bytes, 25 MiB)") {
+		t.Fatalf("a body over the limit: %d %s", code, text)
 	}
 	select {
 	case s := <-api.got:
@@ -73,6 +61,20 @@ func TestTheAPIRefusesABodyThatIsNotUTF8NamingTheByte(t *testing.T) {
 	api := submitAPI{got: make(chan Submission, 1)}
 	addr, _ := serveTest(t, api, HTTPLimits)
 	body := []byte("{\"name\": \"l1.yaml\", \"task\": \"id: l1\\nprompt: caf\xe9\\n\"}")
+	want := fmt.Sprintf("the request body is not UTF-8: the byte 0xE9 at byte offset %d", bytes.IndexByte(body, 0xe9))
+	if code, text := postSubmit(t, addr, body); code != http.StatusBadRequest || !strings.Contains(text, want) {
+		t.Fatalf("a body that is not UTF-8: %d %s\nwant 400 %q", code, text, want)
+	}
+	select {
+	case s := <-api.got:
+		t.Fatalf("a refused body reached the API: %q", s.Task)
+	default:
+	}
+}
+
+// postSubmit posts body to the submit endpoint as it is, with the test token.
+func postSubmit(t *testing.T, addr string, body []byte) (int, string) {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/harnesses", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -85,13 +87,5 @@ func TestTheAPIRefusesABodyThatIsNotUTF8NamingTheByte(t *testing.T) {
 	defer resp.Body.Close()
 	var b bytes.Buffer
 	_, _ = b.ReadFrom(resp.Body)
-	want := fmt.Sprintf("the request body is not UTF-8: the byte 0xE9 at byte offset %d", bytes.IndexByte(body, 0xe9))
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(b.String(), want) {
-		t.Fatalf("a body that is not UTF-8: %s %s\nwant 400 %q", resp.Status, b.String(), want)
-	}
-	select {
-	case s := <-api.got:
-		t.Fatalf("a refused body reached the API: %q", s.Task)
-	default:
-	}
+	return resp.StatusCode, b.String()
 }
