@@ -57,7 +57,7 @@ func TestInspectWhileADaemonOwnsTheStoreSaysWhatToDo(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the daemon did not exit after SIGTERM")
 	}
-	if code, out, stderr := run(t, "--store", db, "inspect", "a"); code != ExitOK || !strings.Contains(out, "records") {
+	if code, out, stderr := run(t, "--store", db, "inspect", "a"); code != ExitOK || !strings.Contains(out, "stored bytes") {
 		t.Fatalf("inspect once the daemon stopped: exit %d: %s%s", code, out, stderr)
 	}
 
@@ -77,7 +77,7 @@ func TestInspectWhileADaemonOwnsTheStoreSaysWhatToDo(t *testing.T) {
 		t.Fatalf("pause: exit %d: %s%s", code, out, stderr)
 	}
 	_ = cmd.Wait()
-	if code, out, stderr := run(t, "--store", db, "inspect", "f"); code != ExitOK || !strings.Contains(out, "records") {
+	if code, out, stderr := run(t, "--store", db, "inspect", "f"); code != ExitOK || !strings.Contains(out, "stored bytes") {
 		t.Fatalf("inspect once the run paused: exit %d: %s%s", code, out, stderr)
 	}
 
