@@ -24,6 +24,12 @@ func TestAToolDiesWithTheProcessThatRanIt(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "tool.pid")
 	parent := exec.Command(exe, "-test.run=^$")
 	parent.Env = append(os.Environ(), "HARNESS_EDGE_PROC_ORPHAN="+pidFile)
+	// Under emulation (cross/qemu-run) the host cannot exec this binary itself: the emulator
+	// runs it, as it runs the test, and is the process killed.
+	if w := strings.Fields(os.Getenv("HARNESS_EDGE_EXEC_WRAPPER")); len(w) > 0 {
+		parent.Args = append(append([]string{w[0]}, w[1:]...), append([]string{parent.Path}, parent.Args[1:]...)...)
+		parent.Path = w[0]
+	}
 	if err := parent.Start(); err != nil {
 		t.Fatal(err)
 	}
