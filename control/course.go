@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/harness-edge/harness-edge/internal/idlist"
 	"github.com/harness-edge/harness-edge/runtime/harness"
@@ -52,23 +51,11 @@ func checkWords(by, reason string) error {
 		return fmt.Errorf("%w: the reason is %d bytes, over the %d-byte limit", ErrBadInput, len(reason), MaxReason)
 	}
 	for _, w := range []struct{ what, text string }{{`"by"`, by}, {"the reason", reason}} {
-		if i := invalidUTF8(w.text); i >= 0 {
+		if i := task.InvalidUTF8([]byte(w.text)); i >= 0 {
 			return fmt.Errorf("%w: %s is not UTF-8: the byte 0x%02X at byte offset %d is not valid UTF-8", ErrBadInput, w.what, w.text[i], i)
 		}
 	}
 	return nil
-}
-
-// invalidUTF8 is the offset of the first byte of s that is not valid UTF-8, or -1.
-func invalidUTF8(s string) int {
-	for i, r := range s {
-		if r == utf8.RuneError {
-			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
-				return i
-			}
-		}
-	}
-	return -1
 }
 
 // Retry takes a failed harness (or one failed step) back to runnable (harness.Manager.Retry).

@@ -20,7 +20,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/harness-edge/harness-edge/store/trust"
 
@@ -167,17 +166,9 @@ func decode(r *http.Request, v any) error {
 		}
 		return fmt.Errorf("%w: reading the body: %v", ErrBadInput, err)
 	}
-	if !utf8.Valid(b) {
+	if i := task.InvalidUTF8(b); i >= 0 {
 		// encoding/json would read each such byte as U+FFFD: a Latin-1 task file put in a JSON
 		// string as it is would be taken with its text changed.
-		i := 0
-		for i < len(b) {
-			r, n := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && n == 1 {
-				break
-			}
-			i += n
-		}
 		return fmt.Errorf("%w: the request body is not UTF-8: the byte 0x%02X at byte offset %d is not valid UTF-8, and JSON text must be; "+
 			"send text in another encoding (a task file, a plan change) as UTF-8, as the command line does, or convert it first (iconv -f LATIN1 -t UTF-8)", ErrBadInput, b[i], i)
 	}

@@ -48,7 +48,7 @@ func DecodeText(name, what string, data []byte) ([]byte, error) {
 		return nil, refuse("holds NUL bytes (the first on line %d): it looks like UTF-16 or UTF-32 without a byte-order mark, "+
 			"or such a file read as UTF-8; save it as UTF-8 (or UTF-16 with a byte-order mark)", line)
 	}
-	if i := invalidUTF8(data); i >= 0 {
+	if i := InvalidUTF8(data); i >= 0 {
 		line := 1 + bytes.Count(data[:i], []byte("\n"))
 		off := i
 		if marked {
@@ -60,8 +60,8 @@ func DecodeText(name, what string, data []byte) ([]byte, error) {
 	return data, nil
 }
 
-// invalidUTF8 returns the offset of the first byte of b that is not part of valid UTF-8, or -1.
-func invalidUTF8(b []byte) int {
+// InvalidUTF8 returns the offset of the first byte of b that is not part of valid UTF-8, or -1.
+func InvalidUTF8(b []byte) int {
 	if utf8.Valid(b) {
 		return -1
 	}

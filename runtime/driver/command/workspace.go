@@ -36,21 +36,23 @@ type fileSums struct {
 	reads int
 }
 
-type fileSum struct {
+// fileMeta is what the fingerprint compares of a file instead of reading it.
+type fileMeta struct {
 	size, mtime, ctime int64
 	ino                uint64
 	mode               fs.FileMode
-	sum                uint64
 }
 
-// hash fingerprints dir: every file's path, mode and content (files over hashedWhole by size and
-// modification time instead), in walk order. Files that cannot be read count as absent.
+type fileSum struct {
+	fileMeta
+	sum uint64
+}
+
+// hash fingerprints dir: every file's path, mode and content (files over hashedWhole by their
+// metadata instead), in walk order. Files that cannot be read count as absent.
 func (c *fileSums) hash(dir string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.seen == nil {
-		c.seen = map[string]fileSum{}
-	}
 	seen := make(map[string]fileSum, len(c.seen))
 	h := xxhash.New()
 	var sum [8]byte
@@ -74,8 +76,8 @@ func (c *fileSums) hash(dir string) string {
 		case d.Type().IsRegular():
 			// Not read: its size and times, the change time too, which a write moves even when
 			// the modification time is put back.
-			s := statOf(info)
-			fmt.Fprintf(h, "%d\x00%d\x00%d\x00%d", s.size, s.mtime, s.ctime, s.ino)
+			m := metaOf(info)
+			fmt.Fprintf(h, "%d\x00%d\x00%d\x00%d", m.size, m.mtime, m.ctime, m.ino)
 		case d.Type()&fs.ModeSymlink != 0:
 			target, _ := os.Readlink(path)
 			h.WriteString(target)
@@ -91,9 +93,8 @@ func (c *fileSums) hash(dir string) string {
 // is unchanged, else read now. A sum read within racyWindow of the file's modification is used
 // once and not kept.
 func (c *fileSums) sumOf(path string, info fs.FileInfo) (fileSum, bool) {
-	s := statOf(info)
-	if old, ok := c.seen[path]; ok && old.size == s.size && old.mtime == s.mtime && old.ctime == s.ctime &&
-		old.ino == s.ino && old.mode == s.mode {
+	s := fileSum{fileMeta: metaOf(info)}
+	if old, ok := c.seen[path]; ok && old.fileMeta == s.fileMeta {
 		return old, true
 	}
 	data, err := os.ReadFile(path)
@@ -112,11 +113,11 @@ func (c *fileSums) sumOf(path string, info fs.FileInfo) (fileSum, bool) {
 	return s, true
 }
 
-// statOf is a file's metadata as the fingerprint compares it.
-func statOf(info fs.FileInfo) fileSum {
-	s := fileSum{size: info.Size(), mtime: info.ModTime().UnixNano(), mode: info.Mode()}
+// metaOf is a file's metadata as the fingerprint compares it.
+func metaOf(info fs.FileInfo) fileMeta {
+	m := fileMeta{size: info.Size(), mtime: info.ModTime().UnixNano(), mode: info.Mode()}
 	if st, ok := info.Sys().(*syscall.Stat_t); ok {
-		s.ctime, s.ino = time.Unix(st.Ctim.Unix()).UnixNano(), st.Ino
+		m.ctime, m.ino = time.Unix(st.Ctim.Unix()).UnixNano(), st.Ino
 	}
-	return s
+	return m
 }
