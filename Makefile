@@ -231,7 +231,7 @@ stress: engine ## Crash tests at length: 500 kill -9 runs of a checkpointing chi
 # budget for every target instead. A new input is minimized for at most FUZZMINIMIZETIME (Go's
 # default is a minute, and the fuzzing stops while it runs).
 FUZZ_TARGETS := ./fuzz:FuzzDeltaApply:60000 ./fuzz:FuzzDeltaRoundTrip:100000 \
-	./fuzz:FuzzAgentOutput:20000 ./statefmt:FuzzStateJSON:60000 ./statefmt:FuzzStateBinary:50000 \
+	./fuzz:FuzzAgentOutput:20000 ./fuzz:FuzzTaskFile:80000 ./statefmt:FuzzStateJSON:60000 ./statefmt:FuzzStateBinary:50000 \
 	./statefmt:FuzzRecord:60000 ./statefmt:FuzzFrames:150000
 FUZZTIME ?=
 FUZZMINIMIZETIME ?= 1s

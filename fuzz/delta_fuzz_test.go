@@ -50,5 +50,5 @@ func FuzzDeltaRoundTrip(f *testing.F) {
 func TestSeedCorpus(t *testing.T) {
 	apply, roundTrip := DeltaSeeds()
 	fuzzseed.Check(t, "./fuzz", map[string][]fuzzseed.Seed{"FuzzDeltaApply": apply, "FuzzDeltaRoundTrip": roundTrip,
-		"FuzzAgentOutput": AgentOutputSeeds()})
+		"FuzzAgentOutput": AgentOutputSeeds(), "FuzzTaskFile": TaskFileSeeds()})
 }

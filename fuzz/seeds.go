@@ -62,6 +62,23 @@ func AgentOutputSeeds() []fuzzseed.Seed {
 	}
 }
 
+// TaskFileSeeds returns the seeds of FuzzTaskFile: small task files in YAML and JSON, JSON with
+// escaped surrogate pairs and a lone half, flow and block styles, anchors, and broken ones.
+func TaskFileSeeds() []fuzzseed.Seed {
+	seed := func(name, src string) fuzzseed.Seed { return fuzzseed.Seed{Name: name, Args: [][]byte{[]byte(src)}} }
+	return []fuzzseed.Seed{
+		seed("seed-yaml", "id: t\nprompt: Read the notes.\nagent: A\nautonomy: 3\nretry: {maxRetries: 2, base: 200ms}\n"+
+			"agents:\n  A:\n    driver: script\n    tools: [read_file]\n    script:\n      plan:\n        - {id: s1, description: read, agent: A}\n"+
+			"        - {id: s2, description: count, agent: A, dependsOn: [s1], critical: true}\n      steps:\n        s1:\n          - {tool: read_file, args: {path: notes.md, offset: 2, limit: 3}}\n"),
+		seed("seed-json-escapes", `{"id": "e", "prompt": "ship it \ud83d\ude80 caf\u00e9 \\ud83d", "agent": "A", "agents": {"A": {"driver": "script", "script": {"steps": {"*": [{"output": "\uD834\uDD1E"}]}}}}}`),
+		seed("seed-json-lone-surrogate", `{"id": "e", "prompt": "a \ud800 b", "agent": "A"}`),
+		seed("seed-anchors", "agents:\n  A: &a {driver: script, script: {}}\n  B: *a\nagent: A\nprompt: &p x\n"),
+		seed("seed-block-scalar", "id: b\nagent: A\nprompt: |\n  line one\n  \"quoted\" \\ud83d\n\nagents: {A: {driver: script, script: {}}}\n"),
+		seed("seed-broken", "{\"id\": \"x\", \"prompt\": \"a\""),
+		seed("seed-durations", "agent: A\nbudget: {wallClock: 90m, toolCalls: 10}\ntools:\n  bash: {timeout: 1h30m}\nagents: {A: {driver: script, script: {}}}\n"),
+	}
+}
+
 func must(err error) {
 	if err != nil {
 		panic(err)

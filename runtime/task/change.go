@@ -221,6 +221,9 @@ func decodeDoc(name string, data []byte, v reflect.Value, what string) (*yaml.No
 	if err != nil {
 		return nil, nil, err
 	}
+	if data, err = jsonSurrogates(name, data); err != nil {
+		return nil, nil, err
+	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, nil, &Error{File: name, Msg: what + " is empty"}
 	}
@@ -230,13 +233,13 @@ func decodeDoc(name string, data []byte, v reflect.Value, what string) (*yaml.No
 		if errors.Is(err, io.EOF) {
 			return nil, nil, &Error{File: name, Msg: what + " is empty"}
 		}
-		return nil, nil, syntaxErr(name, err)
+		return nil, nil, syntaxErr(name, data, err)
 	}
 	var more yaml.Node
 	switch err := dec.Decode(&more); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		return nil, nil, syntaxErr(name, err)
+		return nil, nil, syntaxErr(name, data, err)
 	default:
 		return nil, nil, &Error{File: name, Line: more.Line, Msg: "a second YAML document: " + what + " is one"}
 	}

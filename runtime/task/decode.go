@@ -51,6 +51,9 @@ func decodeFile(name string, data []byte, t *Task) (*yaml.Node, []lineErr, error
 	if err != nil {
 		return nil, nil, err
 	}
+	if data, err = jsonSurrogates(name, data); err != nil {
+		return nil, nil, err
+	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, nil, &Error{File: name, Msg: "the task file is empty"}
 	}
@@ -60,13 +63,13 @@ func decodeFile(name string, data []byte, t *Task) (*yaml.Node, []lineErr, error
 		if errors.Is(err, io.EOF) {
 			return nil, nil, &Error{File: name, Msg: "the task file is empty"}
 		}
-		return nil, nil, syntaxErr(name, err)
+		return nil, nil, syntaxErr(name, data, err)
 	}
 	var more yaml.Node
 	switch err := dec.Decode(&more); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		return nil, nil, syntaxErr(name, err)
+		return nil, nil, syntaxErr(name, data, err)
 	default:
 		line := more.Line
 		if len(more.Content) > 0 {
@@ -83,14 +86,23 @@ func decodeFile(name string, data []byte, t *Task) (*yaml.Node, []lineErr, error
 	return root, d.errs, nil
 }
 
-// syntaxErr turns the parser's error ("yaml: line 3: ...") into an Error with its line.
-func syntaxErr(name string, err error) error {
+// syntaxErr turns the parser's error ("yaml: line 3: ...") into an Error with its line. The
+// parser names no line for a problem on the first one, so a document of one line (a JSON task
+// written without newlines) gets line 1.
+func syntaxErr(name string, data []byte, err error) error {
 	first, _, _ := strings.Cut(err.Error(), "\n")
+	e := &Error{File: name, Msg: strings.TrimPrefix(first, "yaml: ")}
 	if m := yamlLine.FindStringSubmatch(first); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return &Error{File: name, Line: line, Msg: m[2]}
+		e.Line, _ = strconv.Atoi(m[1])
+		e.Msg = m[2]
+	} else if !bytes.Contains(bytes.TrimRight(data, "\r\n"), []byte("\n")) {
+		e.Line = 1
 	}
-	return &Error{File: name, Msg: strings.TrimPrefix(first, "yaml: ")}
+	if strings.HasSuffix(e.Msg, "found invalid Unicode character escape code") {
+		e.Msg += ": a \\u escape in a double-quoted string is a code point, and \\uD800-\\uDFFF (UTF-16 surrogates) are none; " +
+			"write a character outside the Basic Multilingual Plane as itself or as \\U0001F680"
+	}
+	return e
 }
 
 // fail reports a value at path that could not be decoded (it is left out of the task).

@@ -2,7 +2,9 @@ package task
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -115,4 +117,86 @@ func decodeUTF16(b []byte, bigEndian bool, refuse func(string, ...any) error) ([
 	}
 	// A UTF-8 mark inside (U+FEFF after the UTF-16 one) is dropped as it would be at the start.
 	return bytes.TrimPrefix(out, bom), nil
+}
+
+// jsonSurrogates rewrites, in a document that is JSON, each escaped UTF-16 surrogate pair
+// ("\ud83d\ude80": how JSON writers that escape everything outside ASCII, such as Python's
+// json.dumps, write a character outside the Basic Multilingual Plane) as the character's own
+// UTF-8 bytes. The YAML parser, which reads JSON documents too, takes a \u escape for a code
+// point and refuses the halves of a pair. A lone half, which stands for no character, is
+// refused with its line and column. Lines do not move (no newline is added or removed), so
+// later errors name the lines of the file as written. Anything that is not valid JSON is
+// returned as it is, for the YAML parser to read or refuse.
+func jsonSurrogates(name string, data []byte) ([]byte, error) {
+	if !hasSurrogateEscape(data) || !json.Valid(data) {
+		return data, nil
+	}
+	out := make([]byte, 0, len(data))
+	line, lineStart := 1, 0
+	inString := false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case c == '\n':
+			line, lineStart = line+1, i+1
+		case !inString:
+			inString = c == '"'
+		case c == '"':
+			inString = false
+		case c == '\\' && i+1 < len(data) && data[i+1] != 'u':
+			out = append(out, c, data[i+1])
+			i++
+			continue
+		case c == '\\': // \uXXXX: valid JSON, so four hex digits follow
+			u := hex4(data[i+2 : i+6])
+			if !utf16.IsSurrogate(u) {
+				break
+			}
+			r := utf8.RuneError
+			if i+12 <= len(data) && data[i+6] == '\\' && data[i+7] == 'u' {
+				r = utf16.DecodeRune(u, hex4(data[i+8:i+12]))
+			}
+			if r == utf8.RuneError {
+				return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("column %d: %s is half of a UTF-16 surrogate pair, without its other half, "+
+					"so it stands for no character (a character outside the Basic Multilingual Plane is escaped as both halves, high then low: \\ud83d\\ude80)",
+					i-lineStart+1, data[i:i+6])}
+			}
+			out = utf8.AppendRune(out, r)
+			i += 11
+			continue
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// hasSurrogateEscape says whether data holds "\u" followed by D8-DF, in either case.
+func hasSurrogateEscape(data []byte) bool {
+	for i := 0; ; {
+		j := bytes.Index(data[i:], []byte(`\u`))
+		if j < 0 {
+			return false
+		}
+		i += j + 2
+		if i+1 < len(data) && (data[i] == 'd' || data[i] == 'D') && strings.IndexByte("89abcdefABCDEF", data[i+1]) >= 0 {
+			return true
+		}
+	}
+}
+
+// hex4 is the value of four hex digits (checked by json.Valid).
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }

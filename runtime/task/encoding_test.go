@@ -135,3 +135,49 @@ func TestATaskFileThatIsNotUTF8IsRefusedNamingTheFirstBadByte(t *testing.T) {
 		t.Fatalf("plan change: %v\nwant %s", err, want)
 	}
 }
+
+// A JSON task whose characters outside the Basic Multilingual Plane are escaped as UTF-16
+// surrogate pairs (as Python's json.dumps writes them) reads with those characters; a lone half
+// of a pair is refused with its line and column; an escaped backslash before "ud83d" stays text.
+func TestJSONSurrogatePairEscapesReadAsTheirCharacters(t *testing.T) {
+	src := "{\"id\": \"emoji\",\n \"prompt\": \"ship it \\ud83d\\ude80 \\u2014 caf\\u00e9 \\\\ud83d\",\n" +
+		" \"agent\": \"A\", \"agents\": {\"A\": {\"driver\": \"script\", \"script\": {\"plan\": [{\"id\": \"s1\", \"description\": \"\\uD834\\uDD1E clef\", \"agent\": \"A\"}]}}}}\n"
+	tk, err := task.Parse("emoji.json", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `ship it 🚀 — café \ud83d`; tk.Prompt != want {
+		t.Errorf("prompt %q, want %q", tk.Prompt, want)
+	}
+	if got := tk.Agents["A"].Script.Plan[0].Description; got != "𝄞 clef" {
+		t.Errorf("description %q", got)
+	}
+	for name, c := range map[string]struct{ src, want string }{
+		"lone high":     {"{\"id\": \"x\",\n\"prompt\": \"a \\ud83d b\", \"agent\": \"A\"}", `lone.json:2: column 14: \ud83d is half of a UTF-16 surrogate pair`},
+		"low first":     {"{\"prompt\": \"\\udE80\\ud83d\"}", `lone.json:1: column 13: \udE80 is half`},
+		"high, no low":  {"{\"prompt\": \"\\ud83d\\u0041\"}", `lone.json:1: column 13: \ud83d is half`},
+		"at the end":    {"{\"prompt\": \"\\ud83d\"}", `lone.json:1: column 13: \ud83d is half`},
+		"in a key":      {"{\"\\ud83d\": 1}", `lone.json:1: column 3: \ud83d is half`},
+		"YAML's escape": {"id: y\nprompt: \"rocket \\ud83d\\ude80\"\n", `lone.json:2: found invalid Unicode character escape code: a \u escape in a double-quoted string is a code point`},
+		"one line":      {`{"id": "x", "prompt": "a"`, `lone.json:1: did not find expected`},
+	} {
+		_, err := task.Parse("lone.json", []byte(c.src))
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q...", name, err, c.want)
+		}
+	}
+}
+
+// A plan change in ASCII JSON reads its escaped surrogate pairs as a task file does.
+func TestAPlanChangeReadsJSONSurrogatePairs(t *testing.T) {
+	current := []task.CurrentStep{{PlanStep: task.PlanStep{ID: "s1", Description: "one", Agent: "A"}}}
+	agents := map[string]*task.Agent{"A": {Driver: "script"}}
+	c, _, err := task.ParsePlanChange("change.json", []byte(`{"insert": [{"id": "s2", "description": "deploy \ud83d\ude80", "agent": "A"}]}`), current, agents)
+	if err != nil || c.Insert[0].Description != "deploy 🚀" {
+		t.Fatalf("%v %+v", err, c)
+	}
+	_, _, err = task.ParsePlanChange("change.json", []byte(`{"insert": [{"id": "s2", "description": "\ude80", "agent": "A"}]}`), current, agents)
+	if err == nil || !strings.HasPrefix(err.Error(), `change.json:1: column 42: \ude80 is half`) {
+		t.Fatalf("%v", err)
+	}
+}

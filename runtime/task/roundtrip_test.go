@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/leanovate/gopter"
 	"github.com/leanovate/gopter/prop"
@@ -390,4 +392,53 @@ func TestZeroDurationsSurviveStorage(t *testing.T) {
 	if acts[0].Kind() != "sleep" || acts[1].Args == nil || !strings.Contains(string(stored), `"timeout":"0s"`) {
 		t.Fatalf("stored %s read back as %+v", stored, acts)
 	}
+}
+
+// asciiJSON re-escapes JSON as writers that keep to ASCII do (Python's json.dumps by default):
+// every character outside ASCII as \uXXXX, one outside the Basic Multilingual Plane as its
+// UTF-16 surrogate pair.
+func asciiJSON(b []byte) []byte {
+	var out []byte
+	for _, r := range string(b) {
+		switch {
+		case r < utf8.RuneSelf:
+			out = append(out, byte(r))
+		case r > 0xFFFF:
+			hi, lo := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04X`, hi, lo)
+		default:
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+	}
+	return out
+}
+
+// TestATaskWrittenAsASCIIJSONReadsAsTheSameTask: a stored task re-written with every non-ASCII
+// character escaped (surrogate pairs for those outside the Basic Multilingual Plane) parses to
+// the same task.
+func TestATaskWrittenAsASCIIJSONReadsAsTheSameTask(t *testing.T) {
+	props := proptest.Props(t, 200)
+	dir := t.TempDir()
+	props.Property("ASCII-escaped JSON parses as the JSON does", prop.ForAll(func(src string) bool {
+		return proptest.Report(t, func() string {
+			t1, err := task.ParseAt("gen.yaml", []byte(src), dir)
+			if err != nil {
+				return fmt.Sprintf("a generated file was refused: %v\n%s", err, src)
+			}
+			stored, err := json.Marshal(t1)
+			if err != nil {
+				return fmt.Sprintf("storing: %v", err)
+			}
+			ascii := asciiJSON(stored)
+			t2, err := task.Parse("ascii.json", ascii)
+			if err != nil {
+				return fmt.Sprintf("the ASCII-escaped task was refused: %v\n%s", err, ascii)
+			}
+			if again, _ := json.Marshal(t2); !bytes.Equal(stored, again) {
+				return fmt.Sprintf("the task changed:\n%s\n%s", stored, again)
+			}
+			return ""
+		})
+	}, genTaskFile))
+	props.TestingRun(t)
 }
