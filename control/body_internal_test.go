@@ -3,6 +3,7 @@ package control
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -88,4 +89,26 @@ func postSubmit(t *testing.T, addr string, body []byte) (int, string) {
 	var b bytes.Buffer
 	_, _ = b.ReadFrom(resp.Body)
 	return resp.StatusCode, b.String()
+}
+
+// refusingAPI refuses every submission as bad input.
+type refusingAPI struct{ submitAPI }
+
+func (refusingAPI) Submit(context.Context, Submission) (string, error) {
+	return "", badInput("plan: a dependency cycle: s1 -> s2 -> s1 (<b> & \"c\")")
+}
+
+// A refused request's message reaches the client as the server words it: no prefix, and the
+// text as it is in the JSON (no \u003e for >), which browsers are told not to sniff as HTML.
+func TestABadInputMessageReachesTheClientAsWorded(t *testing.T) {
+	addr, _ := serveTest(t, refusingAPI{}, HTTPLimits)
+	want := `plan: a dependency cycle: s1 -> s2 -> s1 (<b> & "c")`
+	_, err := NewHTTPClient("http://"+addr, "tok").Submit(context.Background(), Submission{Task: []byte("id: x")})
+	if err == nil || err.Error() != want || !errors.Is(err, ErrBadInput) {
+		t.Fatalf("%v (bad input: %v), want %q", err, errors.Is(err, ErrBadInput), want)
+	}
+	code, text := postSubmit(t, addr, []byte(`{"task": "id: x"}`))
+	if code != http.StatusBadRequest || !strings.Contains(text, `s1 -> s2 -> s1 (<b> & \"c\")`) {
+		t.Fatalf("%d %s", code, text)
+	}
 }

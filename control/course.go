@@ -46,13 +46,13 @@ const (
 func checkWords(by, reason string) error {
 	switch {
 	case len(by) > MaxBy:
-		return fmt.Errorf("%w: \"by\" is %d bytes, over the %d-byte limit", ErrBadInput, len(by), MaxBy)
+		return badInput("\"by\" is %d bytes, over the %d-byte limit", len(by), MaxBy)
 	case len(reason) > MaxReason:
-		return fmt.Errorf("%w: the reason is %d bytes, over the %d-byte limit", ErrBadInput, len(reason), MaxReason)
+		return badInput("the reason is %d bytes, over the %d-byte limit", len(reason), MaxReason)
 	}
 	for _, w := range []struct{ what, text string }{{`"by"`, by}, {"the reason", reason}} {
 		if i := task.InvalidUTF8([]byte(w.text)); i >= 0 {
-			return fmt.Errorf("%w: %s is not UTF-8: the byte 0x%02X at byte offset %d is not valid UTF-8", ErrBadInput, w.what, w.text[i], i)
+			return badInput("%s is not UTF-8: the byte 0x%02X at byte offset %d is not valid UTF-8", w.what, w.text[i], i)
 		}
 	}
 	return nil
@@ -187,14 +187,14 @@ func ParseAge(s string) (time.Duration, error) {
 		if n, ok := strings.CutSuffix(s, unit); ok {
 			v, err := strconv.Atoi(n)
 			if err != nil || v < 0 || v > 100*365 {
-				return 0, fmt.Errorf("%w: age %q: want a whole number of days or weeks (30d, 2w) or a duration (12h)", ErrBadInput, s)
+				return 0, badInput("age %q: want a whole number of days or weeks (30d, 2w) or a duration (12h)", s)
 			}
 			return time.Duration(v) * d, nil
 		}
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%w: age %q: want a whole number of days or weeks (30d, 2w) or a duration (12h)", ErrBadInput, s)
+		return 0, badInput("age %q: want a whole number of days or weeks (30d, 2w) or a duration (12h)", s)
 	}
 	return d, nil
 }
@@ -339,7 +339,7 @@ func (s *Server) Prune(ctx context.Context, req PruneRequest) (DeleteResult, err
 	}
 	for _, st := range statuses {
 		if !slices.Contains(statefmt.Statuses, st) || st == statefmt.StatusRunning {
-			return DeleteResult{}, fmt.Errorf("%w: status %q cannot be pruned (completed, failed, paused, created)", ErrBadInput, st)
+			return DeleteResult{}, badInput("status %q cannot be pruned (completed, failed, paused, created)", st)
 		}
 	}
 	cutoff := time.Now().Add(-age)
@@ -392,7 +392,7 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 	case "1", "true":
 		force = true
 	default:
-		fail(w, fmt.Errorf("%w: force=%q: want 1 or 0", ErrBadInput, v))
+		fail(w, badInput("force=%q: want 1 or 0", v))
 		return
 	}
 	res, err := h.api.Delete(r.Context(), id, force)
@@ -410,7 +410,7 @@ func (h *handler) prune(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if strings.TrimSpace(req.OlderThan) == "" {
-		fail(w, fmt.Errorf("%w: \"olderThan\" (e.g. \"30d\") is required", ErrBadInput))
+		fail(w, badInput("\"olderThan\" (e.g. \"30d\") is required"))
 		return
 	}
 	res, err := h.api.Prune(r.Context(), req)
@@ -458,7 +458,7 @@ func (s *Server) Replan(_ context.Context, id string, req ReplanRequest) (harnes
 		return r, ReplanUnchanged(id, te)
 	}
 	if errors.Is(err, harness.ErrBadChange) && !errors.Is(err, task.ErrTooLarge) {
-		err = fmt.Errorf("%w: %w", ErrBadInput, err)
+		err = badInput("%w", err)
 	}
 	return r, err
 }
@@ -488,7 +488,7 @@ func (h *handler) replan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if strings.TrimSpace(req.Change) == "" {
-		fail(w, fmt.Errorf("%w: \"change\" (the plan change's text) is required", ErrBadInput))
+		fail(w, badInput("\"change\" (the plan change's text) is required"))
 		return
 	}
 	res, err := h.api.Replan(r.Context(), id, req)
@@ -542,7 +542,7 @@ func (s *Server) Checkpoint(_ context.Context, id string, req CheckpointRequest)
 		return store.NamedPoint{}, err
 	}
 	if err := store.ValidName(req.Name); err != nil {
-		return store.NamedPoint{}, fmt.Errorf("%w: %w", ErrBadInput, err)
+		return store.NamedPoint{}, badInput("%w", err)
 	}
 	defer s.forget(id)()
 	s.mu.Lock()
@@ -594,7 +594,7 @@ func (s *Server) Rollback(_ context.Context, id string, req RollbackRequest) (ha
 		return harness.RollbackResult{}, err
 	}
 	if strings.TrimSpace(req.To) == "" {
-		return harness.RollbackResult{}, fmt.Errorf("%w: say what to roll back to: a checkpoint's name or sequence number", ErrBadInput)
+		return harness.RollbackResult{}, badInput("say what to roll back to: a checkpoint's name or sequence number")
 	}
 	defer s.forget(id)()
 	s.mu.Lock()
@@ -615,7 +615,7 @@ func (s *Server) Rollback(_ context.Context, id string, req RollbackRequest) (ha
 			return harness.RollbackResult{}, err
 		}
 		if seq < first || seq > idx.HeadSeq {
-			return harness.RollbackResult{}, fmt.Errorf("%w: harness %s holds checkpoints %d to %d (older ones were released at a keyframe; name a checkpoint to keep it)", ErrBadInput, id, first, idx.HeadSeq)
+			return harness.RollbackResult{}, badInput("harness %s holds checkpoints %d to %d (older ones were released at a keyframe; name a checkpoint to keep it)", id, first, idx.HeadSeq)
 		}
 		if st, err = s.store.RestoreAt(id, seq); err != nil {
 			return harness.RollbackResult{}, err
@@ -624,7 +624,7 @@ func (s *Server) Rollback(_ context.Context, id string, req RollbackRequest) (ha
 	} else {
 		_, named, tj, err := s.store.RestoreNamed(id, req.To)
 		if errors.Is(err, store.ErrInvalidName) {
-			err = fmt.Errorf("%w: %w", ErrBadInput, err)
+			err = badInput("%w", err)
 		}
 		if err != nil {
 			return harness.RollbackResult{}, err

@@ -121,10 +121,15 @@ type errorBody struct {
 // (ErrWaiting, status 409).
 const CodeWaiting = "waiting_for_human"
 
+// writeJSON writes v as the response's JSON. Text goes as it is ("s1 -> s2", not "s1 -\u003e
+// s2"): the response is JSON, which browsers are told not to sniff as HTML.
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
 }
 
 func writeError(w http.ResponseWriter, code int, err error) {
@@ -164,13 +169,13 @@ func decode(r *http.Request, v any) error {
 		if errors.As(err, &mbe) {
 			return fmt.Errorf("the request body is larger than the API takes (%d bytes, %d MiB): %w", mbe.Limit, mbe.Limit>>20, err)
 		}
-		return fmt.Errorf("%w: reading the body: %v", ErrBadInput, err)
+		return badInput("reading the body: %v", err)
 	}
 	if i := task.InvalidUTF8(b); i >= 0 {
 		// encoding/json would read each such byte as U+FFFD: a Latin-1 task file put in a JSON
 		// string as it is would be taken with its text changed.
-		return fmt.Errorf("%w: the request body is not UTF-8: the byte 0x%02X at byte offset %d is not valid UTF-8, and JSON text must be; "+
-			"send text in another encoding (a task file, a plan change) as UTF-8, as the command line does, or convert it first (iconv -f LATIN1 -t UTF-8)", ErrBadInput, b[i], i)
+		return badInput("the request body is not UTF-8: the byte 0x%02X at byte offset %d is not valid UTF-8, and JSON text must be; "+
+			"send text in another encoding (a task file, a plan change) as UTF-8, as the command line does, or convert it first (iconv -f LATIN1 -t UTF-8)", b[i], i)
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil
@@ -178,10 +183,10 @@ func decode(r *http.Request, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: the body is not the JSON this endpoint takes: %v", ErrBadInput, err)
+		return badInput("the body is not the JSON this endpoint takes: %v", err)
 	}
 	if dec.More() {
-		return fmt.Errorf("%w: the body holds more than one JSON value", ErrBadInput)
+		return badInput("the body holds more than one JSON value")
 	}
 	return nil
 }
@@ -256,7 +261,7 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if strings.TrimSpace(req.Task) == "" {
-		fail(w, fmt.Errorf("%w: \"task\" (the task file's text) is required", ErrBadInput))
+		fail(w, badInput("\"task\" (the task file's text) is required"))
 		return
 	}
 	id, err := h.api.Submit(r.Context(), Submission{Task: []byte(req.Task), Name: req.Name, Dir: req.Dir})
@@ -288,7 +293,7 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 	switch action {
 	case "approve", "reject":
 		if action == "reject" && strings.TrimSpace(req.Reason) == "" {
-			fail(w, fmt.Errorf("%w: a rejection needs a \"reason\"", ErrBadInput))
+			fail(w, badInput("a rejection needs a \"reason\""))
 			return
 		}
 		d, err := h.api.Decide(ctx, id, req.Gate, action == "approve", req.Reason)
@@ -299,7 +304,7 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, d)
 	case "pause", "resume", "stop":
 		if req.Gate != "" || req.Reason != "" {
-			fail(w, fmt.Errorf("%w: %s takes no gate or reason", ErrBadInput, action))
+			fail(w, badInput("%s takes no gate or reason", action))
 			return
 		}
 		var status statefmt.Status
@@ -341,7 +346,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			fail(w, fmt.Errorf("%w: after=%q is not an event number", ErrBadInput, v))
+			fail(w, badInput("after=%q is not an event number", v))
 			return
 		}
 		after = n
@@ -429,7 +434,7 @@ func (h *handler) report(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("since"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
-			fail(w, fmt.Errorf("%w: since=%q is not a duration like 12h", ErrBadInput, v))
+			fail(w, badInput("since=%q is not a duration like 12h", v))
 			return
 		}
 		since = d

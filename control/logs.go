@@ -27,7 +27,7 @@ func (s *Server) Logs(ctx context.Context, id string, q itlog.Query, w io.Writer
 		return err
 	}
 	if q.Iteration < 0 {
-		return fmt.Errorf("%w: iteration %d: iterations count from 1", ErrBadInput, q.Iteration)
+		return badInput("iteration %d: iterations count from 1", q.Iteration)
 	}
 	running := func() bool {
 		if s.cfg.Owner == OwnerNone { // nothing runs here, and no one else writes this store
@@ -46,7 +46,7 @@ func (h *handler) logs(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("iteration"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			fail(w, fmt.Errorf("%w: iteration=%q is not an iteration number (1, 2, ...)", ErrBadInput, v))
+			fail(w, badInput("iteration=%q is not an iteration number (1, 2, ...)", v))
 			return
 		}
 		lq.Iteration = n

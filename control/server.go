@@ -151,6 +151,16 @@ var (
 	ErrBadInput  = errors.New("bad input")
 )
 
+// inputError is a request refused for what it holds. Its message is the problem alone, as the
+// command line words it without a daemon; errors.Is finds ErrBadInput in it, and what it wraps.
+type inputError struct{ err error }
+
+func (e inputError) Error() string   { return e.err.Error() }
+func (e inputError) Unwrap() []error { return []error{ErrBadInput, e.err} }
+
+// badInput is an inputError made as fmt.Errorf makes errors (%w wraps).
+func badInput(format string, args ...any) error { return inputError{fmt.Errorf(format, args...)} }
+
 // ErrWaiting matches a *WaitingError: a harness that waits for a human cannot go on.
 var ErrWaiting = errors.New("waits for a human")
 
@@ -336,7 +346,7 @@ func (s *Server) Submit(_ context.Context, sub Submission) (string, error) {
 		return "", fmt.Errorf("%w: no daemon owns this store (owner: %s); start one with `harness-edge serve`, or run the task in the foreground with `harness-edge run`", ErrNotDaemon, s.cfg.Owner)
 	}
 	if sub.Dir != "" && !filepath.IsAbs(sub.Dir) {
-		return "", fmt.Errorf("%w: dir %q is not an absolute path", ErrBadInput, sub.Dir)
+		return "", badInput("dir %q is not an absolute path", sub.Dir)
 	}
 	dir := cmp.Or(sub.Dir, ".")
 	t, err := task.ParseAt(cmp.Or(sub.Name, "the submitted task"), sub.Task, dir)
@@ -344,10 +354,10 @@ func (s *Server) Submit(_ context.Context, sub Submission) (string, error) {
 		return "", err // as `run` and `submit` say it (413 over HTTP)
 	}
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrBadInput, err)
+		return "", badInput("%w", err)
 	}
 	if t.LongRunning != nil && !*t.LongRunning {
-		return "", fmt.Errorf("%w: %s has longRunning: false: the direct path runs in the foreground (`harness-edge run`), the daemon runs durable harnesses", ErrBadInput, cmp.Or(sub.Name, "the task"))
+		return "", badInput("%s has longRunning: false: the direct path runs in the foreground (`harness-edge run`), the daemon runs durable harnesses", cmp.Or(sub.Name, "the task"))
 	}
 	h, err := s.m.Create(t)
 	if err != nil {
@@ -360,7 +370,7 @@ func (s *Server) Submit(_ context.Context, sub Submission) (string, error) {
 
 func (s *Server) Decide(_ context.Context, id, gate string, approve bool, reason string) (Decision, error) {
 	if !approve && reason == "" {
-		return Decision{}, fmt.Errorf("%w: a rejection needs a reason", ErrBadInput)
+		return Decision{}, badInput("a rejection needs a reason")
 	}
 	if err := store.ValidID(id); err != nil {
 		return Decision{}, err
@@ -561,7 +571,7 @@ func (s *Server) Freeze(_ context.Context, mode FreezeMode) error {
 	}
 	mode = cmp.Or(mode, FreezeContinue)
 	if mode != FreezeContinue && mode != FreezePause {
-		return fmt.Errorf("%w: freeze mode %q is not continue or pause", ErrBadInput, mode)
+		return badInput("freeze mode %q is not continue or pause", mode)
 	}
 	if err := os.WriteFile(filepath.Join(s.store.Dir(), frozenFile), []byte(mode+"\n"), 0o600); err != nil {
 		return err

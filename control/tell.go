@@ -3,7 +3,6 @@ package control
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -27,14 +26,14 @@ func (s *Server) Tell(_ context.Context, id, text string) (Told, error) {
 		return Told{}, err
 	}
 	if err := inbox.Check(text); err != nil {
-		return Told{}, fmt.Errorf("%w: %v", ErrBadInput, err)
+		return Told{}, badInput("%v", err)
 	}
 	idx, err := s.store.Index(id)
 	if err != nil {
 		return Told{}, err
 	}
 	if finished(idx.Status) {
-		return Told{}, fmt.Errorf("%w: harness %s has %s: no iteration will read the message", ErrBadInput, id, idx.Status)
+		return Told{}, badInput("harness %s has %s: no iteration will read the message", id, idx.Status)
 	}
 	raw, err := s.store.Task(id)
 	if err != nil {
@@ -49,11 +48,11 @@ func (s *Server) Tell(_ context.Context, id, text string) (Told, error) {
 		command = command || a.Driver == "command"
 	}
 	if !command {
-		return Told{}, fmt.Errorf("%w: harness %s has no command agent: only a command agent's iterations read messages", ErrBadInput, id)
+		return Told{}, badInput("harness %s has no command agent: only a command agent's iterations read messages", id)
 	}
 	m, err := inbox.Tell(s.inboxDir, id, text, time.Now())
 	if errors.Is(err, inbox.ErrFull) {
-		return Told{}, fmt.Errorf("%w: %w", ErrBadInput, err)
+		return Told{}, badInput("%w", err)
 	}
 	if err != nil {
 		return Told{}, err
