@@ -74,9 +74,5 @@ func Cycle(cycle []string, noun string) string {
 	if n <= Max {
 		return strings.Join(cycle, " -> ")
 	}
-	more := "more " + noun
-	if n-Max > 1 {
-		more += "s"
-	}
-	return strings.Join(cycle[:Max], " -> ") + " -> (" + Count(n-Max) + " " + more + ") -> " + cycle[0]
+	return strings.Join(cycle[:Max], " -> ") + " -> (" + Of(n-Max, "more "+noun) + ") -> " + cycle[0]
 }

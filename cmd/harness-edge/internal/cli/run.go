@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/harness-edge/harness-edge/internal/idlist"
 	"github.com/harness-edge/harness-edge/runtime/harness"
@@ -352,7 +353,7 @@ func printState(w io.Writer, st *statefmt.HarnessState) {
 	fmt.Fprintf(w, "harness %s  agent %s  task %s\n", st.HarnessID, st.AgentName, st.TaskID)
 	fmt.Fprintf(w, "status   %s", st.Status)
 	if st.StatusReason != "" {
-		fmt.Fprintf(w, " (%s)", st.StatusReason)
+		fmt.Fprintf(w, " (%s)", oneLine(clip(st.StatusReason)))
 	}
 	fmt.Fprintf(w, "\ncreated  %s\nupdated  %s\n", st.CreatedAt.Format(time.RFC3339), st.UpdatedAt.Format(time.RFC3339))
 	if st.ParentHarnessID != "" {
@@ -408,6 +409,9 @@ func resultCell(res string) string {
 	res = strings.TrimLeft(res, " \t\r\n")
 	line, rest, more := strings.Cut(res, "\n")
 	line = strings.TrimRight(line, " \t\r")
+	if len(line) > cellMax {
+		return clip(line)
+	}
 	if more && strings.TrimSpace(rest) != "" {
 		line += " ..."
 	}
@@ -454,7 +458,7 @@ func printExtras(w io.Writer, st *statefmt.HarnessState) {
 				// What a pending gate waits on, as the paused harness's message words it.
 				reason = harness.DescribeGate(g.ID, g.Kind, g.StepID) + " waits for a human"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Kind, g.StepID, g.Status, g.CreatedAt.Format(time.RFC3339), oneLine(reason))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Kind, g.StepID, g.Status, g.CreatedAt.Format(time.RFC3339), oneLine(clip(reason)))
 		}
 	}
 	if len(st.SubAgentIDs) > 0 {
@@ -641,6 +645,23 @@ func usageText(u event.Usage) string {
 
 // oneLine writes s on one line: line breaks as \n, so that a table keeps one row per item.
 var oneLine = strings.NewReplacer("\r\n", `\n`, "\n", `\n`, "\r", `\r`).Replace
+
+// cellMax bounds what show and report print of one reason, result or error: a rejection's
+// reason may be 64 KiB and a step's output a single line of megabytes, which would bury the
+// rest. `show --json` and `report --json` have them whole.
+const cellMax = 300
+
+// clip is s cut to cellMax bytes (at a character's start), saying how long it is when cut.
+func clip(s string) string {
+	if len(s) <= cellMax {
+		return s
+	}
+	cut := cellMax
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes in all)", s[:cut], len(s))
+}
 
 // firstLine is the first line of s, marked when there is more.
 func firstLine(s string) string {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/runtime/harness"
@@ -120,5 +121,33 @@ func TestCountsOfOneAreSingular(t *testing.T) {
 	printRemoved(&b, control.DeleteResult{Harnesses: []control.Removed{{ID: "a", SubAgents: []string{"a.s1"}}}})
 	if want := "with 1 sub-agent (a.s1)"; !strings.Contains(b.String(), want) || !strings.Contains(b.String(), "1 harness deleted") {
 		t.Errorf("prune:\n%s\nwant %q and %q", b.String(), want, "1 harness deleted")
+	}
+}
+
+// show and report print at most cellMax bytes of a reason, an error or a one-line output (a
+// rejection's reason may be 64 KiB), on one line, cut at a character and saying how long it is.
+func TestShowAndReportClipLongReasonsAndResults(t *testing.T) {
+	long := strings.Repeat("é", 40<<10) // 80 KiB: cut inside a character unless cut with care
+	multi := "first line\n" + strings.Repeat("x", 70<<10)
+	st := &statefmt.HarnessState{HarnessID: "h", Status: statefmt.StatusPaused, StatusReason: long, CreatedAt: time.Now(), UpdatedAt: time.Now(),
+		Gates: []statefmt.Gate{{ID: "g1", StepID: "s1", Status: statefmt.GateRejected, Kind: "step", Reason: multi}},
+		Plan:  &statefmt.ExecutionPlan{Steps: []statefmt.ExecutionStep{{ID: "s1", AssignedAgent: "A", Status: statefmt.StepCompleted, Output: &long}}}}
+	var b bytes.Buffer
+	printState(&b, st)
+	var r bytes.Buffer
+	printReport(&r, &control.Report{Counts: map[statefmt.Status]int{statefmt.StatusPaused: 1}, Harnesses: []control.ReportEntry{{ID: "h", Status: statefmt.StatusPaused, Reason: multi, Failures: []string{long}}},
+		Damaged: []control.DamagedHarness{{ID: "d", Reason: long}}}, 0)
+	for name, out := range map[string]string{"show": b.String(), "report": r.String()} {
+		if len(out) > 3000 || !utf8.ValidString(out) {
+			t.Errorf("%s printed %d bytes (valid UTF-8: %v):\n%.500s", name, len(out), utf8.ValidString(out), out)
+		}
+		for _, want := range []string{fmt.Sprintf("... (%d bytes in all)", len(long))} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s does not say %q:\n%s", name, want, out)
+			}
+		}
+	}
+	if row := rowOf(t, b.String(), "g1"); !strings.Contains(row, `first line\nxxx`) || !strings.HasSuffix(row, fmt.Sprintf("(%d bytes in all)", len(multi))) {
+		t.Errorf("the gate's reason: %q", row)
 	}
 }
