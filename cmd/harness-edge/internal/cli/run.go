@@ -406,11 +406,12 @@ func printState(w io.Writer, st *statefmt.HarnessState) {
 // not blank, and " ..." when more follows it. An output that starts with blank lines (a model's
 // answer often does) shows its first words, not nothing.
 func resultCell(res string) string {
+	whole := len(res)
 	res = strings.TrimLeft(res, " \t\r\n")
 	line, rest, more := strings.Cut(res, "\n")
 	line = strings.TrimRight(line, " \t\r")
 	if len(line) > cellMax {
-		return clip(line)
+		return clipOf(line, whole)
 	}
 	if more && strings.TrimSpace(rest) != "" {
 		line += " ..."
@@ -652,7 +653,11 @@ var oneLine = strings.NewReplacer("\r\n", `\n`, "\n", `\n`, "\r", `\r`).Replace
 const cellMax = 300
 
 // clip is s cut to cellMax bytes (at a character's start), saying how long it is when cut.
-func clip(s string) string {
+func clip(s string) string { return clipOf(s, len(s)) }
+
+// clipOf is clip of a part of a text of whole bytes (its first line): cut, it says the
+// length of the whole text.
+func clipOf(s string, whole int) string {
 	if len(s) <= cellMax {
 		return s
 	}
@@ -660,7 +665,7 @@ func clip(s string) string {
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return fmt.Sprintf("%s... (%d bytes in all)", s[:cut], len(s))
+	return fmt.Sprintf("%s... (%d bytes in all)", s[:cut], whole)
 }
 
 // firstLine is the first line of s, marked when there is more.
@@ -669,4 +674,17 @@ func firstLine(s string) string {
 		return s[:i] + " ..."
 	}
 	return s
+}
+
+// clipFirstLine is the first line of s, marked when there is more, and cut as clip cuts,
+// saying the length of all of s.
+func clipFirstLine(s string) string {
+	line, _, more := strings.Cut(s, "\n")
+	if len(line) > cellMax {
+		return clipOf(line, len(s))
+	}
+	if more {
+		line += " ..."
+	}
+	return line
 }

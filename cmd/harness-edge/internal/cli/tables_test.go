@@ -151,3 +151,23 @@ func TestShowAndReportClipLongReasonsAndResults(t *testing.T) {
 		t.Errorf("the gate's reason: %q", row)
 	}
 }
+
+// A long first line of a longer output (or error) is cut saying the length of all of it, not of
+// the line: "in all" is what --json holds.
+func TestClippedFirstLineSaysTheWholeLength(t *testing.T) {
+	out := strings.Repeat("L", 1000) + "\n" + strings.Repeat("M", 100_000)
+	st := &statefmt.HarnessState{HarnessID: "h", Status: statefmt.StatusFailed, CreatedAt: time.Now(), UpdatedAt: time.Now(),
+		Plan: &statefmt.ExecutionPlan{Steps: []statefmt.ExecutionStep{{ID: "s1", AssignedAgent: "A", Status: statefmt.StepCompleted, Output: &out}}}}
+	var b bytes.Buffer
+	printState(&b, st)
+	var r bytes.Buffer
+	printReport(&r, &control.Report{Counts: map[statefmt.Status]int{statefmt.StatusFailed: 1},
+		Harnesses: []control.ReportEntry{{ID: "h", Status: statefmt.StatusFailed, Failures: []string{out}}}}, 0)
+	want := fmt.Sprintf("... (%d bytes in all)", len(out))
+	if row := rowOf(t, b.String(), "s1"); !strings.HasSuffix(row, want) {
+		t.Errorf("show: %q, want it to end in %q", row, want)
+	}
+	if !strings.Contains(r.String(), want) || strings.Contains(r.String(), "(1000 bytes") || strings.Contains(r.String(), "(1004 bytes") {
+		t.Errorf("report:\n%s\nwant %q", r.String(), want)
+	}
+}
