@@ -374,7 +374,7 @@ func printReport(w io.Writer, r *control.Report, since time.Duration) {
 				fmt.Fprintf(tw, "    %s\n", oneLine(clip(e.Reason)))
 			}
 			for _, f := range e.Failures {
-				fmt.Fprintf(tw, "    %s\n", clipFirstLine(f))
+				fmt.Fprintf(tw, "    %s\n", oneLine(clipFirstLine(f)))
 			}
 		}
 	}

@@ -411,8 +411,9 @@ func resultCell(res string) string {
 	line, rest, more := strings.Cut(res, "\n")
 	line = strings.TrimRight(line, " \t\r")
 	if len(line) > cellMax {
-		return clipOf(line, whole)
+		return oneLine(clipOf(line, whole))
 	}
+	line = oneLine(line)
 	if more && strings.TrimSpace(rest) != "" {
 		line += " ..."
 	}
@@ -644,8 +645,10 @@ func usageText(u event.Usage) string {
 	return s
 }
 
-// oneLine writes s on one line: line breaks as \n, so that a table keeps one row per item.
-var oneLine = strings.NewReplacer("\r\n", `\n`, "\n", `\n`, "\r", `\r`).Replace
+// oneLine writes s on one line: line breaks as \n, so that a table keeps one row per item, and
+// tabs as \t, which a table would take for the end of a cell (moving the columns of its other
+// rows).
+var oneLine = strings.NewReplacer("\r\n", `\n`, "\n", `\n`, "\r", `\r`, "\t", `\t`).Replace
 
 // cellMax bounds what show and report print of one reason, result or error: a rejection's
 // reason may be 64 KiB and a step's output a single line of megabytes, which would bury the

@@ -171,3 +171,25 @@ func TestClippedFirstLineSaysTheWholeLength(t *testing.T) {
 		t.Errorf("report:\n%s\nwant %q", r.String(), want)
 	}
 }
+
+// A tab in a reason, an error or a result shows as \t: printed as it is, a table takes it for
+// the end of a cell and moves the columns of the rows around it.
+func TestTabsInReasonsKeepTheTablesColumns(t *testing.T) {
+	reason := "col one\tcol two, a longer text than any column of the table\tthree"
+	st := &statefmt.HarnessState{HarnessID: "h", Status: statefmt.StatusPaused, StatusReason: reason, CreatedAt: time.Now(), UpdatedAt: time.Now(),
+		Gates: []statefmt.Gate{{ID: "g1", StepID: "s1", Status: statefmt.GateRejected, Kind: "step", Reason: reason}},
+		Plan:  &statefmt.ExecutionPlan{Steps: []statefmt.ExecutionStep{{ID: "s1", AssignedAgent: "A", Status: statefmt.StepFailed, Error: &reason}}}}
+	var b bytes.Buffer
+	printState(&b, st)
+	var r bytes.Buffer
+	printReport(&r, &control.Report{Counts: map[statefmt.Status]int{statefmt.StatusPaused: 1},
+		Harnesses: []control.ReportEntry{{ID: "h", Agent: "A", Status: statefmt.StatusPaused, Reason: reason, Failures: []string{reason}}}}, 0)
+	for name, out := range map[string]string{"show": b.String(), "report": r.String()} {
+		if strings.Contains(out, "col one ") || !strings.Contains(out, `col one\tcol two`) {
+			t.Errorf("%s:\n%s\nwant the tabs as \\t", name, out)
+		}
+	}
+	if row := rowOf(t, r.String(), "h"); strings.Contains(row, "h    ") {
+		t.Errorf("report: the harness's row is pushed apart: %q", row)
+	}
+}
