@@ -845,3 +845,23 @@ func TestAReasonThatIsNotUTF8IsRefusedBeforeItReachesTheDaemon(t *testing.T) {
 	expectIn(t, db, ExitError, `"by" is not UTF-8: the byte 0xE9 at byte offset 3 is not valid UTF-8`, "replan", "n", writeTask(t, dir, "skip.yaml", "skip: [ship]\n"), "--by", "Jos\xe9")
 	expectIn(t, db, ExitOK, "waiting for a human: gate g1 before step ship", "show", "n")
 }
+
+// reject says back a long reason as show does: on one line, cut at 300 bytes with its length
+// (a reason may be 64 KiB); run says a long error of a failed step so too, not all of it twice.
+func TestRejectAndRunSayALongReasonCut(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	expectIn(t, db, ExitWaiting, "harness-edge approve k g1", "run", writeTask(t, dir, "k.yaml", strings.ReplaceAll(gatedTask, "%s", "k")))
+	reason := strings.Repeat("not today, the staging run is red\n", control.MaxReason/34)
+	out := expectIn(t, db, ExitOK, fmt.Sprintf("... (%d bytes in all)", len(reason)), "reject", "k", "g1", "--reason", reason)
+	if first, _, _ := strings.Cut(out, "\n"); len(out) > 1000 || !strings.Contains(first, `red\nnot today`) {
+		t.Errorf("reject printed %d bytes:\n%.1500s", len(out), out)
+	}
+	long := strings.Repeat("linker error ", 20_000)
+	failing := "id: f\nprompt: p\nagent: A\nagents:\n  A:\n    driver: script\n    script:\n      plan: [{id: s, description: s, agent: A}]\n" +
+		"      steps:\n        s: [{fail: permanent, message: \"" + long + "\"}]\n"
+	out = expectIn(t, db, ExitError, fmt.Sprintf("(%d bytes in all)", len("step s failed: ")+len(long)), "run", writeTask(t, dir, "f.yaml", failing))
+	if len(out) > 2000 {
+		t.Errorf("run printed %d bytes:\n%.1500s", len(out), out)
+	}
+}

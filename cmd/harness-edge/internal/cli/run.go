@@ -176,7 +176,7 @@ func report(out harness.TaskOutput, err error, f runFlags, stdout io.Writer, db 
 		}
 		return exitError{ExitWaiting, fmt.Errorf("harness %s is paused: %s", out.HarnessID, hint())}
 	default:
-		return exitError{ExitError, fmt.Errorf("task %s %s: %s", out.TaskID, out.Status, out.Reason)}
+		return exitError{ExitError, fmt.Errorf("task %s %s: %s", out.TaskID, out.Status, clip(out.Reason))}
 	}
 }
 
@@ -196,7 +196,7 @@ func summary(o harness.TaskOutput, stored int) string {
 	}
 	fmt.Fprintf(&b, "%s: %s", name, o.Status)
 	if o.Reason != "" {
-		fmt.Fprintf(&b, " (%s)", o.Reason)
+		fmt.Fprintf(&b, " (%s)", oneLine(clip(o.Reason)))
 	}
 	fmt.Fprintf(&b, "\n  steps %d/%d completed, %s", done, len(o.Steps), plural(o.ToolCalls, "tool call"))
 	if o.HarnessID != "" {
