@@ -195,7 +195,7 @@ func (s *Store) RestoreNamed(id, name string) (NamedPoint, *statefmt.HarnessStat
 	}
 	v, closer, err := s.db.Get(namedKey(id, name))
 	if errors.Is(err, pebble.ErrNotFound) {
-		return NamedPoint{}, nil, nil, fmt.Errorf("harness %s has no checkpoint named %q: %w", id, name, ErrNotFound)
+		return NamedPoint{}, nil, nil, partNotFound{fmt.Sprintf("harness %s has no checkpoint named %q", id, name)}
 	}
 	if err != nil {
 		return NamedPoint{}, nil, nil, err

@@ -65,7 +65,8 @@ func TestNamedCheckpointOutlivesTheChainsRetention(t *testing.T) {
 	if l, err := s.Named(st.HarnessID); err != nil || len(l) != 1 || l[0].Name != "early" {
 		t.Fatalf("named: %+v %v", l, err)
 	}
-	if _, _, _, err := s.RestoreNamed(st.HarnessID, "late"); !errors.Is(err, store.ErrNotFound) {
+	// An unknown name is not found, and said so without "harness not found": the harness is.
+	if _, _, _, err := s.RestoreNamed(st.HarnessID, "late"); !errors.Is(err, store.ErrNotFound) || err.Error() != `harness `+st.HarnessID+` has no checkpoint named "late"` {
 		t.Fatalf("an unknown name: %v", err)
 	}
 	if probs, err := s.Verify(""); err != nil || len(probs) != 0 {

@@ -409,6 +409,15 @@ func (e *InUseError) Unwrap() error { return ErrStoreInUse }
 // ErrNotFound is returned for a harness the store does not hold.
 var ErrNotFound = errors.New("harness not found")
 
+// partNotFound is a part of a harness that the store does not hold (a named checkpoint, its
+// task): its message says which, alone ("harness h has no checkpoint named \"x\""), without
+// ErrNotFound's "harness not found", which would say the harness itself is missing; errors.Is
+// finds ErrNotFound in it all the same (the API answers 404).
+type partNotFound struct{ msg string }
+
+func (e partNotFound) Error() string        { return e.msg }
+func (e partNotFound) Is(target error) bool { return target == ErrNotFound }
+
 // lockDir takes the process lock on dir/store.lock and writes our pid into it. The lock file is
 // opened without following a symbolic link and must be ours (trust.CheckOwnFile) before it is
 // truncated.
@@ -1106,7 +1115,7 @@ func (s *Store) Task(id string) ([]byte, error) {
 	}
 	v, closer, err := s.db.Get([]byte(prefixTask + id))
 	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, fmt.Errorf("harness %s has no stored task: %w", id, ErrNotFound)
+		return nil, partNotFound{fmt.Sprintf("harness %s has no stored task", id)}
 	}
 	if err != nil {
 		return nil, damaged(id, "task", err)
