@@ -99,8 +99,14 @@ func syntaxErr(name string, data []byte, err error) error {
 		e.Line = 1
 	}
 	if strings.HasSuffix(e.Msg, "found invalid Unicode character escape code") {
-		e.Msg += ": a \\u escape in a double-quoted string is a code point, and \\uD800-\\uDFFF (UTF-16 surrogates) are none; " +
-			"write a character outside the Basic Multilingual Plane as itself or as \\U0001F680"
+		if where, why, ok := notJSON(data); ok {
+			// JSON but for a slip (a comma too many or too few): that slip is what to fix.
+			e.Msg += fmt.Sprintf(": the file starts as JSON but is not valid JSON (%s: %s), so it was read as YAML, where a \\u escape is a code point "+
+				"and \\uD800-\\uDFFF (UTF-16 surrogates) are none; once it is valid JSON, its surrogate pairs (\\ud83d\\ude80) read as their characters", where, why)
+		} else {
+			e.Msg += ": a \\u escape in a double-quoted string is a code point, and \\uD800-\\uDFFF (UTF-16 surrogates) are none; " +
+				"write a character outside the Basic Multilingual Plane as itself or as \\U0001F680"
+		}
 	}
 	return e
 }

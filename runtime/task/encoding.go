@@ -3,6 +3,7 @@ package task
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf16"
@@ -159,7 +160,7 @@ func jsonSurrogates(name string, data []byte) ([]byte, error) {
 			if r == utf8.RuneError {
 				return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("column %d: %s is half of a UTF-16 surrogate pair, without its other half, "+
 					"so it stands for no character (a character outside the Basic Multilingual Plane is escaped as both halves, high then low: \\ud83d\\ude80)",
-					i-lineStart+1, data[i:i+6])}
+					column(data[lineStart:i]), data[i:i+6])}
 			}
 			out = utf8.AppendRune(out, r)
 			i += 11
@@ -168,6 +169,26 @@ func jsonSurrogates(name string, data []byte) ([]byte, error) {
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// column is the column of what follows before, the text of its line before it: counted in
+// characters, as editors count them.
+func column(before []byte) int { return utf8.RuneCount(before) + 1 }
+
+// notJSON says, of a document that starts as JSON ({ or [) but is not valid JSON, where (line
+// and column) and why encoding/json refuses it.
+func notJSON(data []byte) (where, why string, ok bool) {
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || (t[0] != '{' && t[0] != '[') {
+		return "", "", false
+	}
+	var v any
+	var se *json.SyntaxError
+	if err := json.Unmarshal(data, &v); !errors.As(err, &se) {
+		return "", "", false
+	}
+	at := min(max(int(se.Offset)-1, 0), len(data))
+	lineStart := bytes.LastIndexByte(data[:at], '\n') + 1
+	return fmt.Sprintf("line %d, column %d", bytes.Count(data[:at], []byte("\n"))+1, column(data[lineStart:at])), se.Error(), true
 }
 
 // hasSurrogateEscape says whether data holds "\u" followed by D8-DF, in either case.

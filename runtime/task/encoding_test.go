@@ -160,6 +160,13 @@ func TestJSONSurrogatePairEscapesReadAsTheirCharacters(t *testing.T) {
 		"in a key":      {"{\"\\ud83d\": 1}", `lone.json:1: column 3: \ud83d is half`},
 		"YAML's escape": {"id: y\nprompt: \"rocket \\ud83d\\ude80\"\n", `lone.json:2: found invalid Unicode character escape code: a \u escape in a double-quoted string is a code point`},
 		"one line":      {`{"id": "x", "prompt": "a"`, `lone.json:1: did not find expected`},
+		// Columns count characters, as editors do: 日本語 is three, not nine bytes.
+		"after CJK": {`{"prompt": "日本語 \ud800"}`, `lone.json:1: column 17: \ud800 is half`},
+		// JSON with a slip is read as YAML, which refuses the pair: the slip is named.
+		"a comma too many": {"{\"id\": \"x\",\n \"prompt\": \"\\ud83d\\ude80\",\n}\n",
+			`lone.json:2: found invalid Unicode character escape code: the file starts as JSON but is not valid JSON (line 3, column 1: invalid character '}' looking for beginning of object key string)`},
+		"a comma too few": {`{"id": "x", "prompt": "\ud83d\ude80" "agent": "A"}`,
+			`lone.json:1: found invalid Unicode character escape code: the file starts as JSON but is not valid JSON (line 1, column 38: invalid character '"' after object key:value pair)`},
 	} {
 		_, err := task.Parse("lone.json", []byte(c.src))
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
