@@ -8,7 +8,9 @@ import (
 
 // termWriter is what the CLI prints for people through: it shows control characters (the
 // escape sequences that set a terminal's title, clear it, or write the clipboard through
-// OSC 52) as visible \x1b-style text instead of passing them on, keeping newlines and tabs.
+// OSC 52) as visible \x1b-style text instead of passing them on, keeping newlines and tabs,
+// and the Unicode bidi controls that reorder what a line shows (U+202E makes "exe.txt" of
+// "\u202etxt.exe") as \u202e. Right-to-left text itself needs none of them.
 // Tool output, workspace files and imported states reach the screen through show, events, run
 // progress and logs, and none of them may drive the terminal. JSON output and export's binary
 // bypass it (raw): they must stay exact, and encoding/json escapes the C0 characters anyway.
@@ -43,7 +45,8 @@ func (t *termWriter) Write(p []byte) (int, error) {
 		}
 		r, size := utf8.DecodeRune(buf[i:])
 		switch {
-		case r >= 0x80 && r <= 0x9f: // C1 controls (CSI, OSC, ...)
+		case r >= 0x80 && r <= 0x9f, // C1 controls (CSI, OSC, ...)
+			r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069: // bidi embeddings, overrides, isolates
 			out = fmt.Appendf(out, `\u%04x`, r)
 		case r == utf8.RuneError && size == 1:
 			out = fmt.Appendf(out, `\x%02x`, c)

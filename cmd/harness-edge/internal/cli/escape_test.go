@@ -58,3 +58,15 @@ func TestTermWriterSplitsRunesAcrossWrites(t *testing.T) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }
+
+// The bidi controls that reorder a line as a terminal shows it (a right-to-left override turns
+// "gnp.exe" around) are shown escaped; right-to-left text and marks pass as they are.
+func TestTermWriterShowsBidiControlsEscaped(t *testing.T) {
+	var b bytes.Buffer
+	w := &termWriter{w: &b}
+	_, _ = w.Write([]byte("report\u202egnp.exe \u2066x\u2069 \u202a\u202c שלום مرحبا \u200f."))
+	want := `report\u202egnp.exe \u2066x\u2069 \u202a\u202c שלום مرحبا ` + "\u200f."
+	if b.String() != want {
+		t.Fatalf("%q\nwant %q", b.String(), want)
+	}
+}
