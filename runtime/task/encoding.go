@@ -2,6 +2,7 @@ package task
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,12 +48,12 @@ func DecodeText(name, what string, data []byte) ([]byte, error) {
 	marked := bytes.HasPrefix(data, bom)
 	data = bytes.TrimPrefix(data, bom)
 	if i := bytes.IndexByte(data, 0); i >= 0 {
-		line := 1 + bytes.Count(data[:i], []byte("\n"))
+		line, _ := position(data, i)
 		return nil, refuse("holds NUL bytes (the first on line %d): it looks like UTF-16 or UTF-32 without a byte-order mark, "+
 			"or such a file read as UTF-8; save it as UTF-8 (or UTF-16 with a byte-order mark)", line)
 	}
 	if i := InvalidUTF8(data); i >= 0 {
-		line := 1 + bytes.Count(data[:i], []byte("\n"))
+		line, _ := position(data, i)
 		off := i
 		if marked {
 			off += len(bom) // the offset in the file as it is on disk
@@ -133,22 +134,19 @@ func jsonSurrogates(name string, data []byte) ([]byte, error) {
 		return data, nil
 	}
 	out := make([]byte, 0, len(data))
-	line, lineStart := 1, 0
 	inString := false
 	for i := 0; i < len(data); i++ {
 		c := data[i]
 		switch {
-		case c == '\n':
-			line, lineStart = line+1, i+1
 		case !inString:
 			inString = c == '"'
 		case c == '"':
 			inString = false
-		case c == '\\' && i+1 < len(data) && data[i+1] != 'u':
+		case c == '\\' && data[i+1] != 'u': // valid JSON: an escape is whole
 			out = append(out, c, data[i+1])
 			i++
 			continue
-		case c == '\\': // \uXXXX: valid JSON, so four hex digits follow
+		case c == '\\': // \uXXXX
 			u := hex4(data[i+2 : i+6])
 			if !utf16.IsSurrogate(u) {
 				break
@@ -158,9 +156,10 @@ func jsonSurrogates(name string, data []byte) ([]byte, error) {
 				r = utf16.DecodeRune(u, hex4(data[i+8:i+12]))
 			}
 			if r == utf8.RuneError {
+				line, col := position(data, i)
 				return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf("column %d: %s is half of a UTF-16 surrogate pair, without its other half, "+
 					"so it stands for no character (a character outside the Basic Multilingual Plane is escaped as both halves, high then low: \\ud83d\\ude80)",
-					column(data[lineStart:i]), data[i:i+6])}
+					col, data[i:i+6])}
 			}
 			out = utf8.AppendRune(out, r)
 			i += 11
@@ -171,9 +170,12 @@ func jsonSurrogates(name string, data []byte) ([]byte, error) {
 	return out, nil
 }
 
-// column is the column of what follows before, the text of its line before it: counted in
-// characters, as editors count them.
-func column(before []byte) int { return utf8.RuneCount(before) + 1 }
+// position is the line and column of data[at], counted from 1; the column in characters, as
+// editors count them.
+func position(data []byte, at int) (line, col int) {
+	start := bytes.LastIndexByte(data[:at], '\n') + 1
+	return 1 + bytes.Count(data[:start], []byte("\n")), utf8.RuneCount(data[start:at]) + 1
+}
 
 // notJSON says, of a document that starts as JSON ({ or [) but is not valid JSON, where (line
 // and column) and why encoding/json refuses it.
@@ -186,9 +188,8 @@ func notJSON(data []byte) (where, why string, ok bool) {
 	if err := json.Unmarshal(data, &v); !errors.As(err, &se) {
 		return "", "", false
 	}
-	at := min(max(int(se.Offset)-1, 0), len(data))
-	lineStart := bytes.LastIndexByte(data[:at], '\n') + 1
-	return fmt.Sprintf("line %d, column %d", bytes.Count(data[:at], []byte("\n"))+1, column(data[lineStart:at])), se.Error(), true
+	line, col := position(data, min(max(int(se.Offset)-1, 0), len(data)))
+	return fmt.Sprintf("line %d, column %d", line, col), se.Error(), true
 }
 
 // hasSurrogateEscape says whether data holds "\u" followed by D8-DF, in either case.
@@ -207,17 +208,7 @@ func hasSurrogateEscape(data []byte) bool {
 
 // hex4 is the value of four hex digits (checked by json.Valid).
 func hex4(b []byte) rune {
-	var r rune
-	for _, c := range b {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		default:
-			c -= 'A' - 10
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
+	var v [2]byte
+	_, _ = hex.Decode(v[:], b)
+	return rune(v[0])<<8 | rune(v[1])
 }
