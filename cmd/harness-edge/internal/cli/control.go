@@ -371,10 +371,10 @@ func printReport(w io.Writer, r *control.Report, since time.Duration) {
 			fmt.Fprintf(tw, "  %s\t%s\tsteps %d/%d%s\t%s\t%s\t%s%s\tupdated %s\n", e.ID, e.Agent, e.StepsDone, e.Steps, phase,
 				plural(e.ToolCalls, "tool call"), plural(e.Checkpoints, "checkpoint"), sysinfo.FormatBytes(uint64(e.StoredBytes)), cost, e.UpdatedAt.Local().Format("Jan 2 15:04"))
 			if e.Reason != "" && group != statefmt.StatusCompleted {
-				fmt.Fprintf(tw, "    %s\n", oneLine(clip(e.Reason)))
+				fmt.Fprintf(tw, "    %s\n", clip(e.Reason))
 			}
 			for _, f := range e.Failures {
-				fmt.Fprintf(tw, "    %s\n", oneLine(clipFirstLine(f)))
+				fmt.Fprintf(tw, "    %s\n", resultCell(f))
 			}
 		}
 	}
@@ -382,7 +382,7 @@ func printReport(w io.Writer, r *control.Report, since time.Duration) {
 	if len(r.Damaged) > 0 {
 		fmt.Fprintln(w, "\ndamaged (see `harness-edge verify`)")
 		for _, d := range r.Damaged {
-			fmt.Fprintf(w, "  %s: %s\n", d.ID, oneLine(clip(d.Reason)))
+			fmt.Fprintf(w, "  %s: %s\n", d.ID, clip(d.Reason))
 		}
 	}
 	if len(r.Waiting) > 0 {

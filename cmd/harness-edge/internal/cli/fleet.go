@@ -344,7 +344,7 @@ same --request-id.`,
 			case approve:
 				fmt.Fprintf(stdout, "%s/%s: %s approved%s\n", dev, d.HarnessID, harness.DescribeGate(d.Gate.ID, d.Gate.Kind, d.Gate.StepID), again)
 			default:
-				fmt.Fprintf(stdout, "%s/%s: %s rejected: %s%s\n", dev, d.HarnessID, harness.DescribeGate(d.Gate.ID, d.Gate.Kind, d.Gate.StepID), oneLine(clip(reason)), again)
+				fmt.Fprintf(stdout, "%s/%s: %s rejected: %s%s\n", dev, d.HarnessID, harness.DescribeGate(d.Gate.ID, d.Gate.Kind, d.Gate.StepID), clip(reason), again)
 			}
 			return nil
 		},

@@ -191,8 +191,9 @@ func TestFleetEventsReportPauseResumeAndTell(t *testing.T) {
 		if c.local != nil {
 			lcode, _, lerr := run(t, append([]string{"--store", pi2}, c.local...)...)
 			// The device's own error, named as the device's.
-			remote := strings.Replace(firstLine(stderr), "harness-edge: device pi2: ", "harness-edge: ", 1)
-			if lcode != code || firstLine(lerr) != remote {
+			first := func(s string) string { line, _, _ := strings.Cut(s, "\n"); return line }
+			remote := strings.Replace(first(stderr), "harness-edge: device pi2: ", "harness-edge: ", 1)
+			if lcode != code || first(lerr) != remote {
 				t.Errorf("%v: the fleet says %d %q, the device %d %q", c.args, code, stderr, lcode, lerr)
 			}
 		}

@@ -48,10 +48,10 @@ call again.`,
 						d.HarnessID, harness.DescribeGate(d.Gate.ID, d.Gate.Kind, d.Gate.StepID), args[0])
 				case d.Replanner != "":
 					fmt.Fprintf(stdout, "harness %s: %s rejected: %s\n  the harness stays paused: on `resume %s`, %s replans by itself (told why); or `replan %s FILE` by hand first, or `stop %s`\n",
-						d.HarnessID, harness.DescribeGate(d.Gate.ID, d.Gate.Kind, d.Gate.StepID), oneLine(clip(reason)), args[0], d.Replanner, args[0], args[0])
+						d.HarnessID, harness.DescribeGate(d.Gate.ID, d.Gate.Kind, d.Gate.StepID), clip(reason), args[0], d.Replanner, args[0], args[0])
 				default:
 					fmt.Fprintf(stdout, "harness %s: %s rejected: %s\n  the harness stays paused: `replan %s FILE` skips or replaces the step, `resume %s` asks again, `stop %s` ends it\n",
-						d.HarnessID, harness.DescribeGate(d.Gate.ID, d.Gate.Kind, d.Gate.StepID), oneLine(clip(reason)), args[0], args[0], args[0])
+						d.HarnessID, harness.DescribeGate(d.Gate.ID, d.Gate.Kind, d.Gate.StepID), clip(reason), args[0], args[0], args[0])
 				}
 				return nil
 			})

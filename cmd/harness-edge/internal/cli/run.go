@@ -113,7 +113,7 @@ func progress(w io.Writer) event.Sink {
 				line += ", " + usageText(*u)
 			}
 			if e.Outcome != event.IterContinue && e.Outcome != event.IterCompleted && e.Message != "" {
-				line += ": " + firstLine(e.Message)
+				line += ": " + resultCell(e.Message)
 			}
 			fmt.Fprintln(w, line)
 		case event.Compaction:
@@ -196,7 +196,7 @@ func summary(o harness.TaskOutput, stored int) string {
 	}
 	fmt.Fprintf(&b, "%s: %s", name, o.Status)
 	if o.Reason != "" {
-		fmt.Fprintf(&b, " (%s)", oneLine(clip(o.Reason)))
+		fmt.Fprintf(&b, " (%s)", clip(o.Reason))
 	}
 	fmt.Fprintf(&b, "\n  steps %d/%d completed, %s", done, len(o.Steps), plural(o.ToolCalls, "tool call"))
 	if o.HarnessID != "" {
@@ -353,7 +353,7 @@ func printState(w io.Writer, st *statefmt.HarnessState) {
 	fmt.Fprintf(w, "harness %s  agent %s  task %s\n", st.HarnessID, st.AgentName, st.TaskID)
 	fmt.Fprintf(w, "status   %s", st.Status)
 	if st.StatusReason != "" {
-		fmt.Fprintf(w, " (%s)", oneLine(clip(st.StatusReason)))
+		fmt.Fprintf(w, " (%s)", clip(st.StatusReason))
 	}
 	fmt.Fprintf(w, "\ncreated  %s\nupdated  %s\n", st.CreatedAt.Format(time.RFC3339), st.UpdatedAt.Format(time.RFC3339))
 	if st.ParentHarnessID != "" {
@@ -411,7 +411,7 @@ func resultCell(res string) string {
 	line, rest, more := strings.Cut(res, "\n")
 	line = strings.TrimRight(line, " \t\r")
 	if len(line) > cellMax {
-		return oneLine(clipOf(line, whole))
+		return clipOf(line, whole)
 	}
 	line = oneLine(line)
 	if more && strings.TrimSpace(rest) != "" {
@@ -460,7 +460,7 @@ func printExtras(w io.Writer, st *statefmt.HarnessState) {
 				// What a pending gate waits on, as the paused harness's message words it.
 				reason = harness.DescribeGate(g.ID, g.Kind, g.StepID) + " waits for a human"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Kind, g.StepID, g.Status, g.CreatedAt.Format(time.RFC3339), oneLine(clip(reason)))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Kind, g.StepID, g.Status, g.CreatedAt.Format(time.RFC3339), clip(reason))
 		}
 	}
 	if len(st.SubAgentIDs) > 0 {
@@ -655,39 +655,19 @@ var oneLine = strings.NewReplacer("\r\n", `\n`, "\n", `\n`, "\r", `\r`, "\t", `\
 // rest. `show --json` and `report --json` have them whole.
 const cellMax = 300
 
-// clip is s cut to cellMax bytes (at a character's start), saying how long it is when cut.
+// clip is s as one line of a table or a message: cut to cellMax bytes (at a character's start),
+// saying how long it is when cut, its line breaks and tabs escaped (oneLine).
 func clip(s string) string { return clipOf(s, len(s)) }
 
 // clipOf is clip of a part of a text of whole bytes (its first line): cut, it says the
 // length of the whole text.
 func clipOf(s string, whole int) string {
-	if len(s) <= cellMax {
-		return s
+	if len(s) > cellMax {
+		cut := cellMax
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = fmt.Sprintf("%s... (%d bytes in all)", s[:cut], whole)
 	}
-	cut := cellMax
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s... (%d bytes in all)", s[:cut], whole)
-}
-
-// firstLine is the first line of s, marked when there is more.
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i] + " ..."
-	}
-	return s
-}
-
-// clipFirstLine is the first line of s, marked when there is more, and cut as clip cuts,
-// saying the length of all of s.
-func clipFirstLine(s string) string {
-	line, _, more := strings.Cut(s, "\n")
-	if len(line) > cellMax {
-		return clipOf(line, len(s))
-	}
-	if more {
-		line += " ..."
-	}
-	return line
+	return oneLine(s)
 }

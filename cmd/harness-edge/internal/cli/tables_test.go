@@ -132,22 +132,15 @@ func TestShowAndReportClipLongReasonsAndResults(t *testing.T) {
 	st := &statefmt.HarnessState{HarnessID: "h", Status: statefmt.StatusPaused, StatusReason: long, CreatedAt: time.Now(), UpdatedAt: time.Now(),
 		Gates: []statefmt.Gate{{ID: "g1", StepID: "s1", Status: statefmt.GateRejected, Kind: "step", Reason: multi}},
 		Plan:  &statefmt.ExecutionPlan{Steps: []statefmt.ExecutionStep{{ID: "s1", AssignedAgent: "A", Status: statefmt.StepCompleted, Output: &long}}}}
-	var b bytes.Buffer
-	printState(&b, st)
-	var r bytes.Buffer
-	printReport(&r, &control.Report{Counts: map[statefmt.Status]int{statefmt.StatusPaused: 1}, Harnesses: []control.ReportEntry{{ID: "h", Status: statefmt.StatusPaused, Reason: multi, Failures: []string{long}}},
-		Damaged: []control.DamagedHarness{{ID: "d", Reason: long}}}, 0)
-	for name, out := range map[string]string{"show": b.String(), "report": r.String()} {
-		if len(out) > 3000 || !utf8.ValidString(out) {
-			t.Errorf("%s printed %d bytes (valid UTF-8: %v):\n%.500s", name, len(out), utf8.ValidString(out), out)
-		}
-		for _, want := range []string{fmt.Sprintf("... (%d bytes in all)", len(long))} {
-			if !strings.Contains(out, want) {
-				t.Errorf("%s does not say %q:\n%s", name, want, out)
-			}
+	show, report := showAndReport(st, control.ReportEntry{ID: "h", Status: statefmt.StatusPaused, Reason: multi, Failures: []string{long}},
+		control.DamagedHarness{ID: "d", Reason: long})
+	want := fmt.Sprintf("... (%d bytes in all)", len(long))
+	for name, out := range map[string]string{"show": show, "report": report} {
+		if len(out) > 3000 || !utf8.ValidString(out) || !strings.Contains(out, want) {
+			t.Errorf("%s printed %d bytes (valid UTF-8: %v), want at most 3000 and %q:\n%.500s", name, len(out), utf8.ValidString(out), want, out)
 		}
 	}
-	if row := rowOf(t, b.String(), "g1"); !strings.Contains(row, `first line\nxxx`) || !strings.HasSuffix(row, fmt.Sprintf("(%d bytes in all)", len(multi))) {
+	if row := rowOf(t, show, "g1"); !strings.Contains(row, `first line\nxxx`) || !strings.HasSuffix(row, fmt.Sprintf("(%d bytes in all)", len(multi))) {
 		t.Errorf("the gate's reason: %q", row)
 	}
 }
@@ -158,17 +151,13 @@ func TestClippedFirstLineSaysTheWholeLength(t *testing.T) {
 	out := strings.Repeat("L", 1000) + "\n" + strings.Repeat("M", 100_000)
 	st := &statefmt.HarnessState{HarnessID: "h", Status: statefmt.StatusFailed, CreatedAt: time.Now(), UpdatedAt: time.Now(),
 		Plan: &statefmt.ExecutionPlan{Steps: []statefmt.ExecutionStep{{ID: "s1", AssignedAgent: "A", Status: statefmt.StepCompleted, Output: &out}}}}
-	var b bytes.Buffer
-	printState(&b, st)
-	var r bytes.Buffer
-	printReport(&r, &control.Report{Counts: map[statefmt.Status]int{statefmt.StatusFailed: 1},
-		Harnesses: []control.ReportEntry{{ID: "h", Status: statefmt.StatusFailed, Failures: []string{out}}}}, 0)
+	show, report := showAndReport(st, control.ReportEntry{ID: "h", Status: statefmt.StatusFailed, Failures: []string{out}})
 	want := fmt.Sprintf("... (%d bytes in all)", len(out))
-	if row := rowOf(t, b.String(), "s1"); !strings.HasSuffix(row, want) {
+	if row := rowOf(t, show, "s1"); !strings.HasSuffix(row, want) {
 		t.Errorf("show: %q, want it to end in %q", row, want)
 	}
-	if !strings.Contains(r.String(), want) || strings.Contains(r.String(), "(1000 bytes") || strings.Contains(r.String(), "(1004 bytes") {
-		t.Errorf("report:\n%s\nwant %q", r.String(), want)
+	if !strings.Contains(report, want) || strings.Contains(report, "(1000 bytes") || strings.Contains(report, "(1004 bytes") {
+		t.Errorf("report:\n%s\nwant %q", report, want)
 	}
 }
 
@@ -179,17 +168,21 @@ func TestTabsInReasonsKeepTheTablesColumns(t *testing.T) {
 	st := &statefmt.HarnessState{HarnessID: "h", Status: statefmt.StatusPaused, StatusReason: reason, CreatedAt: time.Now(), UpdatedAt: time.Now(),
 		Gates: []statefmt.Gate{{ID: "g1", StepID: "s1", Status: statefmt.GateRejected, Kind: "step", Reason: reason}},
 		Plan:  &statefmt.ExecutionPlan{Steps: []statefmt.ExecutionStep{{ID: "s1", AssignedAgent: "A", Status: statefmt.StepFailed, Error: &reason}}}}
-	var b bytes.Buffer
-	printState(&b, st)
-	var r bytes.Buffer
-	printReport(&r, &control.Report{Counts: map[statefmt.Status]int{statefmt.StatusPaused: 1},
-		Harnesses: []control.ReportEntry{{ID: "h", Agent: "A", Status: statefmt.StatusPaused, Reason: reason, Failures: []string{reason}}}}, 0)
-	for name, out := range map[string]string{"show": b.String(), "report": r.String()} {
+	show, report := showAndReport(st, control.ReportEntry{ID: "h", Agent: "A", Status: statefmt.StatusPaused, Reason: reason, Failures: []string{reason}})
+	for name, out := range map[string]string{"show": show, "report": report} {
 		if strings.Contains(out, "col one ") || !strings.Contains(out, `col one\tcol two`) {
 			t.Errorf("%s:\n%s\nwant the tabs as \\t", name, out)
 		}
 	}
-	if row := rowOf(t, r.String(), "h"); strings.Contains(row, "h    ") {
+	if row := rowOf(t, report, "h"); strings.Contains(row, "h    ") {
 		t.Errorf("report: the harness's row is pushed apart: %q", row)
 	}
+}
+
+// showAndReport is what show prints of st, and report of a store holding e (and damaged).
+func showAndReport(st *statefmt.HarnessState, e control.ReportEntry, damaged ...control.DamagedHarness) (show, report string) {
+	var b, r bytes.Buffer
+	printState(&b, st)
+	printReport(&r, &control.Report{Counts: map[statefmt.Status]int{e.Status: 1}, Harnesses: []control.ReportEntry{e}, Damaged: damaged}, 0)
+	return b.String(), r.String()
 }
