@@ -813,37 +813,34 @@ func TestTheAPIRefusesAReasonOrANameOverItsLimit(t *testing.T) {
 	}
 }
 
-// Without a daemon, the command line's reject keeps to the same limits as the API: a reason
+// The command line's reject keeps to the same limits as the API: without a daemon a reason
 // over 64 KiB is refused (it was recorded whole), and a reason or a name that is not UTF-8 is
 // refused naming the byte (it failed at the checkpoint, "statusReason is not valid UTF-8");
-// neither changes the harness.
-func TestAReasonOverItsLimitOrNotUTF8IsRefusedWithoutADaemon(t *testing.T) {
+// through a daemon the command line refuses such text before it is sent (JSON would carry the
+// byte as U+FFFD, and the harness would record a reason that is not the one given). Neither
+// changes the harness.
+func TestAReasonOverItsLimitOrNotUTF8IsRefusedWithOrWithoutADaemon(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "store")
 	expectIn(t, db, ExitWaiting, "harness-edge approve k g1", "run", writeTask(t, dir, "k.yaml", strings.ReplaceAll(gatedTask, "%s", "k")))
 	waiting := storeState(t, db, "k")
 	long := strings.Repeat("r", control.MaxReason+1)
 	expectIn(t, db, ExitError, "the reason is 65537 bytes, over the 65536-byte limit", "reject", "k", "g1", "--reason", long)
-	expectIn(t, db, ExitError, "the reason is not UTF-8: the byte 0xE9 at byte offset 3 is not valid UTF-8", "reject", "k", "g1", "--reason", "caf\xe9")
+	skip := writeTask(t, dir, "skip.yaml", "skip: [ship]\n")
+	refusals := func() {
+		t.Helper()
+		expectIn(t, db, ExitError, "the reason is not UTF-8: the byte 0xE9 at byte offset 3 is not valid UTF-8", "reject", "k", "g1", "--reason", "caf\xe9")
+		expectIn(t, db, ExitError, `"by" is not UTF-8: the byte 0xE9 at byte offset 3 is not valid UTF-8`, "replan", "k", skip, "--by", "Jos\xe9")
+	}
+	refusals()
 	if after := storeState(t, db, "k"); !sameState(waiting, after) {
 		t.Fatal("a refused reject changed the harness")
 	}
-	expectIn(t, db, ExitOK, "rejected: not today", "reject", "k", "g1", "--reason", "not today")
-	expectIn(t, db, ExitError, `"by" is not UTF-8: the byte 0xE9 at byte offset 3 is not valid UTF-8`, "replan", "k", writeTask(t, dir, "skip.yaml", "skip: [ship]\n"), "--by", "Jos\xe9")
-	expectIn(t, db, ExitOK, "ship (critical)  A      ready", "plan", "k")
-}
-
-// Through a daemon, a reason or a name that is not UTF-8 is refused by the command line before
-// it is sent: JSON would carry the byte as U+FFFD, and the harness would record a reason that is
-// not the one given.
-func TestAReasonThatIsNotUTF8IsRefusedBeforeItReachesTheDaemon(t *testing.T) {
-	dir := t.TempDir()
-	db := filepath.Join(dir, "store")
-	expectIn(t, db, ExitWaiting, "harness-edge approve n g1", "run", writeTask(t, dir, "n.yaml", strings.ReplaceAll(gatedTask, "%s", "n")))
 	startDaemon(t, db)
-	expectIn(t, db, ExitError, "the reason is not UTF-8: the byte 0xE9 at byte offset 3 is not valid UTF-8", "reject", "n", "g1", "--reason", "caf\xe9")
-	expectIn(t, db, ExitError, `"by" is not UTF-8: the byte 0xE9 at byte offset 3 is not valid UTF-8`, "replan", "n", writeTask(t, dir, "skip.yaml", "skip: [ship]\n"), "--by", "Jos\xe9")
-	expectIn(t, db, ExitOK, "waiting for a human: gate g1 before step ship", "show", "n")
+	refusals()
+	expectIn(t, db, ExitOK, "waiting for a human: gate g1 before step ship", "show", "k")
+	expectIn(t, db, ExitOK, "rejected: not today", "reject", "k", "g1", "--reason", "not today")
+	expectIn(t, db, ExitOK, "ship (critical)  A      ready", "plan", "k")
 }
 
 // reject says back a long reason as show does: on one line, cut at 300 bytes with its length
