@@ -126,16 +126,24 @@ func Init(ctx context.Context, dir string, extra []string) (*Repo, error) {
 	return r, nil
 }
 
-// clearUnfinishedInit removes the lock a `git init` killed part-way left behind, and reports
-// whether there was one. Such an init leaves .git/HEAD.lock and no .git/HEAD, and every later
-// init refuses to take the lock; with no HEAD there is no repository yet to protect. (Init is
-// only called for a workspace that is not a repository, by the harness that holds it.)
+// clearUnfinishedInit removes the locks a `git init` killed part-way left behind in .git, and
+// reports whether there were any. git init writes HEAD, then the config (under config.lock),
+// and makes the object store last: a .git without HEAD or without objects/ is an init cut short,
+// not a repository, and every later init refuses the lock it left (HEAD.lock or config.lock).
+// A repository that has both keeps its locks (a git process may be at work in it). (Init is only
+// called for a workspace that is not a repository, by the harness that holds it.)
 func clearUnfinishedInit(dir string) bool {
 	gitDir := filepath.Join(dir, ".git")
-	if _, err := os.Lstat(filepath.Join(gitDir, "HEAD")); !errors.Is(err, os.ErrNotExist) {
+	_, noHead := os.Lstat(filepath.Join(gitDir, "HEAD"))
+	_, noObjects := os.Lstat(filepath.Join(gitDir, "objects"))
+	if !errors.Is(noHead, os.ErrNotExist) && !errors.Is(noObjects, os.ErrNotExist) {
 		return false
 	}
-	return os.Remove(filepath.Join(gitDir, "HEAD.lock")) == nil
+	cleared := false
+	for _, name := range []string{"HEAD.lock", "config.lock"} {
+		cleared = os.Remove(filepath.Join(gitDir, name)) == nil || cleared
+	}
+	return cleared
 }
 
 // Command is a git command in the repository, in the clean environment, not started.

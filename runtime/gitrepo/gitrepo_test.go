@@ -27,6 +27,29 @@ func TestInitFinishesAnInitKilledPartWay(t *testing.T) {
 	}
 }
 
+// An init killed while it wrote the config (after HEAD, before the object store) leaves
+// .git/config.lock, HEAD and no objects/: the next Init finishes the repository too.
+func TestInitFinishesAnInitKilledWritingItsConfig(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := gitrepo.Init(context.Background(), dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"objects", "config"} {
+		if err := os.RemoveAll(filepath.Join(dir, ".git", p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".git", "config.lock"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gitrepo.Init(context.Background(), dir, nil); err != nil {
+		t.Fatalf("init after an init killed writing its config: %v", err)
+	}
+	if _, err := gitrepo.Open(context.Background(), dir, nil); err != nil {
+		t.Fatalf("the repository does not open: %v", err)
+	}
+}
+
 // A lock beside a HEAD belongs to a repository (and maybe a git process at work in it): Init
 // leaves it and reports git's refusal.
 func TestInitLeavesTheLockOfARepositoryWithAHead(t *testing.T) {
