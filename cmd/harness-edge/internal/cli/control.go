@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/harness-edge/harness-edge/fleet"
@@ -346,7 +345,7 @@ func printReport(w io.Writer, r *control.Report, since time.Duration) {
 	if r.StoreBytes > 0 { // 0: not known here (the fleet's report, read from the hub)
 		fmt.Fprintf(w, "  the store takes %s on disk (`harness-edge prune --older-than 30d` gives old harnesses' space back)\n", sysinfo.FormatBytes(r.StoreBytes))
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newColumns(w)
 	for _, group := range []statefmt.Status{statefmt.StatusCompleted, statefmt.StatusFailed, statefmt.StatusPaused, statefmt.StatusRunning, statefmt.StatusCreated} {
 		first := true
 		for _, e := range r.Harnesses {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/user"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -195,7 +194,7 @@ func printPlan(w io.Writer, id string, p *statefmt.ExecutionPlan) {
 		fmt.Fprintf(w, "harness %s has no plan yet (its agent plans when it starts)\n", id)
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newColumns(w)
 	fmt.Fprintln(tw, "STEP\tAGENT\tSTATUS\tATTEMPTS\tDEPENDS ON\tDESCRIPTION")
 	for _, s := range p.Steps {
 		crit := ""
@@ -348,7 +347,7 @@ func newCheckpointsCmd(g *globals, stdout io.Writer) *cobra.Command {
 			return readAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (control.Checkpoints, error) {
 				return api.ListCheckpoints(ctx, args[0])
 			}, func(l control.Checkpoints) error {
-				tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+				tw := newColumns(stdout)
 				fmt.Fprintln(tw, "NAME\tSEQ\tSTATUS\tSTEPS DONE\tAT")
 				for _, p := range l.Named {
 					fmt.Fprintf(tw, "%s\t%d\t%s\t%d/%d\t%s\n", p.Name, p.Seq, p.Status, p.StepsDone, p.Steps, p.At.Local().Format(time.RFC3339))

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -234,7 +233,7 @@ func newFleetLsCmd(ff *fleetFlags, stdout io.Writer) *cobra.Command {
 			if asJSON {
 				return writeJSON(stdout, f)
 			}
-			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			tw := newColumns(stdout)
 			fmt.Fprintln(tw, "DEVICE\tLAST SEEN\tHARNESSES\tBACKLOG\tRELEASED")
 			for _, d := range f.Devices {
 				fmt.Fprintf(tw, "%s\t%s ago\t%d\t%d\t%d\n", d.Name, d.SeenAgo.Round(time.Second), d.Heartbeat.Harnesses, d.Heartbeat.Backlog, d.Heartbeat.Released)

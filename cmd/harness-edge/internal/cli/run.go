@@ -12,7 +12,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
@@ -382,7 +381,7 @@ func printState(w io.Writer, st *statefmt.HarnessState) {
 		return
 	}
 	fmt.Fprintln(w, "plan")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newColumns(w)
 	fmt.Fprintln(tw, "  STEP\tAGENT\tSTATUS\tATTEMPTS\tDEPENDS ON\tRESULT")
 	for _, s := range st.Plan.Steps {
 		res := ""
@@ -449,7 +448,7 @@ func limitDur(d time.Duration) string {
 
 // printExtras prints a state's gates, sub-agents and side-effect journal.
 func printExtras(w io.Writer, st *statefmt.HarnessState) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newColumns(w)
 	defer tw.Flush()
 	if len(st.Gates) > 0 {
 		fmt.Fprintln(tw, "gates")

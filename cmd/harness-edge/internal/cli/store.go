@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/harness-edge/harness-edge/internal/idlist"
@@ -124,7 +123,7 @@ func newLsCmd(g *globals, stdout io.Writer) *cobra.Command {
 					}
 					return writeJSON(stdout, list)
 				}
-				tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+				tw := newColumns(stdout)
 				fmt.Fprintln(tw, "ID\tAGENT\tSTATUS\tPARENT\tCHECKPOINTS\tUPDATED")
 				var damaged []string
 				for _, e := range list {
@@ -202,7 +201,7 @@ func newInspectCmd(g *globals, stdout io.Writer) *cobra.Command {
 				if asJSON {
 					return writeJSON(stdout, rep)
 				}
-				tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+				tw := &columns{w: stdout, right: true}
 				fmt.Fprintln(tw, "SEQ\tKIND\tBASE\tPREFIX\tRAW\tSTORED\tSTATE HASH\tCHAIN HASH\t")
 				for _, r := range rep.Records {
 					fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", r.Seq, r.Kind, r.BaseSeq, r.Prefix, r.RawBytes, r.StoredBytes, r.StateHash, r.ChainHash)
