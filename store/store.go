@@ -143,6 +143,8 @@ type Store struct {
 	policy bridge.ChainPolicy
 	lock   *os.File
 	zdec   *zstd.Decoder
+	// streamDecs holds stream decoders between reads (see streamReader).
+	streamDecs chan *zstd.Decoder
 	// keyframes compresses every harness's keyframes.
 	keyframes keyframeEncoders
 
@@ -479,6 +481,7 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	s.db = db
 	s.checkHeads()
 	s.zdec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(runtime.GOMAXPROCS(0)), zstd.WithDecoderMaxMemory(statefmt.MaxRawLen))
+	s.streamDecs = make(chan *zstd.Decoder, runtime.GOMAXPROCS(0))
 	return s, nil
 }
 
@@ -572,6 +575,9 @@ func (s *Store) Close() error {
 		h.mu.Unlock()
 	}
 	s.zdec.Close()
+	for len(s.streamDecs) > 0 {
+		(<-s.streamDecs).Close()
+	}
 	s.keyframes.close()
 	s.headsWG.Wait()
 	var herr error
@@ -698,17 +704,29 @@ func (s *Store) records(id string, from, to uint64, scratch *[]byte, f func(r *s
 	return nil
 }
 
-// streamReader decodes the zstd stream that records of one chain segment share.
+// streamReader decodes the zstd stream that records of one chain segment share. Its decoder
+// comes from the store's and goes back there when the read is done: a new decoder allocates and
+// clears its history (the stream's 1 MiB window and more) before the first byte, which made a
+// report, a verify or the metrics of thousands of short harnesses spend more on that than on
+// their replays, and grow the heap by a megabyte a harness between collections.
 type streamReader struct {
 	dec  *zstd.Decoder
+	idle chan *zstd.Decoder // where dec goes back to
 	feed feeder
 	ok   bool // the stream so far decoded cleanly, so a continuation may follow
 }
 
 func (r *streamReader) close() {
-	if r.dec != nil {
+	if r.dec == nil {
+		return
+	}
+	_ = r.dec.Reset(nil) // lets go of the records it read
+	select {
+	case r.idle <- r.dec:
+	default:
 		r.dec.Close()
 	}
+	r.dec = nil
 }
 
 // decompress returns a record's raw payload. Stream records must come in order from the record
@@ -752,12 +770,18 @@ func (s *Store) decompress(rec *statefmt.Record, scratch *[]byte, stream *stream
 	case statefmt.CompressionZstdStreamStart:
 		stream.feed.b = rec.Payload
 		if stream.dec == nil {
-			dec, err := zstd.NewReader(&stream.feed, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(statefmt.MaxRawLen))
-			if err != nil {
-				return nil, err
+			select {
+			case stream.dec = <-s.streamDecs:
+			default:
+				dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(statefmt.MaxRawLen))
+				if err != nil {
+					return nil, err
+				}
+				stream.dec = dec
 			}
-			stream.dec = dec
-		} else if err := stream.dec.Reset(&stream.feed); err != nil {
+			stream.idle = s.streamDecs
+		}
+		if err := stream.dec.Reset(&stream.feed); err != nil {
 			return nil, err
 		}
 	case statefmt.CompressionZstdStream:

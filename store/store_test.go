@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -561,5 +562,44 @@ func TestChainBytesIsWhatTheRecordsTake(t *testing.T) {
 	}
 	if _, err := s.ChainBytes("../x"); err == nil {
 		t.Fatal("an invalid id was accepted")
+	}
+}
+
+// Reading many short chains one after another (a report, the metrics, verify over a store of
+// thousands of harnesses) reuses the decoder of the chains' compression stream: a decoder made
+// for each read allocated and cleared its history, the stream's 1 MiB window and more, which
+// cost more than the replay of a small harness.
+func TestRestoresOfManyHarnessesShareTheirStreamDecoders(t *testing.T) {
+	s := openStore(t, t.TempDir(), nil, bridge.ChainPolicy{})
+	defer s.Close()
+	r := rand.New(rand.NewPCG(7, 7))
+	const n = 20
+	var ids []string
+	for i := range n {
+		st := stategen.Reference(r, 0)
+		st.HarnessID = fmt.Sprintf("h%02d", i)
+		for range 3 { // a keyframe, then deltas in the stream
+			step(r, st)
+			if _, err := s.Persist(st); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ids = append(ids, st.HarnessID)
+	}
+	restoreAll := func() uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for _, id := range ids {
+			s.Release(id)
+			if _, err := s.Restore(id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runtime.ReadMemStats(&after)
+		return (after.TotalAlloc - before.TotalAlloc) / n
+	}
+	restoreAll() // the first read makes the decoder
+	if per := restoreAll(); per > 256<<10 {
+		t.Fatalf("a restore of a small harness allocated %d bytes (a stream decoder's history is about 1.3 MB)", per)
 	}
 }
