@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/harness-edge/harness-edge/runtime/harness"
@@ -112,8 +113,7 @@ func (s *Server) Report(_ context.Context, since time.Duration) (*Report, error)
 				s.m.Release(e.ID)
 			}
 			for _, g := range gates {
-				r.Waiting = append(r.Waiting, WaitingGate{HarnessID: g.HarnessID, Gate: g.Gate.ID, Kind: g.Gate.Kind, StepID: g.Gate.StepID,
-					Since: g.Gate.CreatedAt, Why: g.Gate.Reason, WaitsOn: harness.GateOn(g.Gate.Kind, g.Gate.StepID)})
+				r.Waiting = append(r.Waiting, waitingGate(g))
 			}
 		}
 		if st.UpdatedAt.Before(r.Since) {
@@ -138,11 +138,22 @@ func (s *Server) Report(_ context.Context, since time.Duration) (*Report, error)
 	return r, nil
 }
 
+// waitingGate is a pending gate as the report shows it, its text copied out of the state (see
+// EntryOf).
+func waitingGate(g harness.PendingGate) WaitingGate {
+	return WaitingGate{HarnessID: strings.Clone(g.HarnessID), Gate: strings.Clone(g.Gate.ID), Kind: strings.Clone(g.Gate.Kind),
+		StepID: strings.Clone(g.Gate.StepID), Since: g.Gate.CreatedAt, Why: strings.Clone(g.Gate.Reason), WaitsOn: harness.GateOn(g.Gate.Kind, g.Gate.StepID)}
+}
+
 // EntryOf builds a harness's report entry from its state and the states of its sub-agents
 // that could be read: steps done, failures, tool calls, tokens and cost (its own and its
-// sub-agents'). StoredBytes is the caller's, which knows where the records are.
+// sub-agents'). StoredBytes is the caller's, which knows where the records are. The entry's
+// text is its own copy: a restored state's strings point into the buffer of the whole state
+// (statefmt.DecodeBinaryOwned), and a report that kept a harness's id would keep its state,
+// megabytes a harness over a store of thousands.
 func EntryOf(st *statefmt.HarnessState, subs []*statefmt.HarnessState) ReportEntry {
-	re := ReportEntry{ID: st.HarnessID, Agent: st.AgentName, Task: st.TaskID, Status: st.Status, Reason: st.StatusReason, Phase: st.Phase,
+	re := ReportEntry{ID: strings.Clone(st.HarnessID), Agent: strings.Clone(st.AgentName), Task: strings.Clone(st.TaskID), Status: st.Status,
+		Reason: strings.Clone(st.StatusReason), Phase: strings.Clone(st.Phase),
 		ToolCalls: st.TotalToolCalls, Iterations: st.Iterations, SubAgents: len(st.SubAgentIDs), Checkpoints: st.CheckpointCount,
 		CreatedAt: st.CreatedAt, UpdatedAt: st.UpdatedAt}
 	if st.Plan != nil {
