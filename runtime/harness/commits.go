@@ -209,7 +209,18 @@ func (h *Harness) syncWorkspaceLocked(interrupted bool) error {
 		if h.st.AgentLoopSnapshot != nil {
 			return nil
 		}
-		return h.restoreLocked(ctx, repo, last, "the step in flight when it was interrupted")
+		// The crash freed the workspace lock: another harness may have taken the workspace
+		// over and committed on top since. Its commits are its work, and stay on the branch:
+		// only the work tree's changes are set aside, and the step runs again on top of them.
+		other, head, err := h.takenOverLocked(ctx, repo, last)
+		if err != nil {
+			return err
+		}
+		if other != "" {
+			h.emit(event.Event{Type: event.Warning, Message: fmt.Sprintf("since this harness was interrupted, harness %s committed on top of it in the workspace: the branch stays at %s, and the step in flight runs again on top of it", other, short(head))})
+			return h.restoreLocked(ctx, repo, head, "harness "+other+"'s", "the step in flight when it was interrupted")
+		}
+		return h.restoreLocked(ctx, repo, last, "the last checkpoint's", "the step in flight when it was interrupted")
 	}
 	// Not interrupted: the state may have gone back (rollback) while the files stayed ahead.
 	// HEAD holding later commits of this harness means they did: bring the files back with
@@ -218,7 +229,29 @@ func (h *Harness) syncWorkspaceLocked(interrupted bool) error {
 	if err != nil || !ahead {
 		return err
 	}
-	return h.restoreLocked(ctx, repo, last, "the work after the checkpoint it was rolled back to")
+	return h.restoreLocked(ctx, repo, last, "the last checkpoint's", "the work after the checkpoint it was rolled back to")
+}
+
+// takenOverLocked names another harness whose commit is on the branch after last (last is an
+// ancestor of HEAD), with HEAD; "" when there is none. h.mu held.
+func (h *Harness) takenOverLocked(ctx context.Context, repo *gitrepo.Repo, last string) (string, string, error) {
+	head, err := repo.Head(ctx)
+	if err != nil || head == "" || head == last {
+		return "", "", err
+	}
+	if err := repo.Run(ctx, nil, "merge-base", "--is-ancestor", last, head); err != nil {
+		return "", "", nil // not an ancestor (or unknown): brought back as before
+	}
+	out, err := repo.Output(ctx, "log", "--format=%(trailers:key=Harness-Id,valueonly,separator=%x2C)", last+".."+head)
+	if err != nil {
+		return "", "", err
+	}
+	for _, id := range strings.FieldsFunc(out, func(r rune) bool { return r == ',' || r == '\n' || r == ' ' }) {
+		if id != h.ID() {
+			return id, head, nil
+		}
+	}
+	return "", "", nil
 }
 
 // aheadOfLocked says whether HEAD is a later commit of this harness than last (last is its
@@ -258,9 +291,10 @@ func (h *Harness) findBase(ctx context.Context, repo *gitrepo.Repo) (string, err
 	return "", nil
 }
 
-// restoreLocked brings the work tree back to commit, keeping what differs from it (HEAD if it
-// moved, and the work tree's changes, untracked files included) on a side ref. h.mu held.
-func (h *Harness) restoreLocked(ctx context.Context, repo *gitrepo.Repo, commit, what string) error {
+// restoreLocked brings the work tree back to commit (whose says whose it is), keeping what
+// differs from it (HEAD if it moved, and the work tree's changes, untracked files included) on a
+// side ref. h.mu held.
+func (h *Harness) restoreLocked(ctx context.Context, repo *gitrepo.Repo, commit, whose, what string) error {
 	head, err := repo.Head(ctx)
 	if err != nil {
 		return err
@@ -317,7 +351,7 @@ func (h *Harness) restoreLocked(ctx context.Context, repo *gitrepo.Repo, commit,
 	if err := repo.Run(ctx, nil, "clean", "-d", "--force", "--quiet"); err != nil {
 		return fmt.Errorf("workspace: bringing it back to %s: %w", commit, err)
 	}
-	h.emit(event.Event{Type: event.Warning, Message: fmt.Sprintf("workspace brought back to commit %s (the last checkpoint's); %s is kept at %s (%s)", short(commit), what, ref, short(saved))})
+	h.emit(event.Event{Type: event.Warning, Message: fmt.Sprintf("workspace brought back to commit %s (%s); %s is kept at %s (%s)", short(commit), whose, what, ref, short(saved))})
 	return nil
 }
 

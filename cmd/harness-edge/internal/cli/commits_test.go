@@ -220,6 +220,63 @@ func TestResumeAfterACrashBringsTheWorkspaceBackToTheCheckpointsCommit(t *testin
 	}
 }
 
+// A harness killed in a step frees the workspace lock, and another harness may take the
+// workspace over and complete before the first one resumes. The resume must not reset the
+// branch under that harness's commits: they stay on the branch and in the work tree, and the
+// resumed harness goes on on top of them.
+func TestResumeAfterACrashKeepsTheCommitsOfAHarnessThatTookTheWorkspaceOver(t *testing.T) {
+	dir := t.TempDir()
+	db, ws := filepath.Join(dir, "store"), filepath.Join(dir, "ws")
+	src := strings.Replace(commitTask("k", ws, 3, "10ms"), "s1 >> journal.txt\"}}\n          - {sleep: 10ms}", "s1 >> journal.txt\"}}\n          - {sleep: 1500ms}", 1)
+	cmd := child("--store", db, "run", writeTask(t, dir, "k.yaml", src), "--json")
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		if b, _ := os.ReadFile(filepath.Join(ws, "journal.txt")); string(b) == "s0\ns1\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("s1 did not write its files")
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+
+	// Another harness takes the free workspace over and completes.
+	other := fmt.Sprintf("id: o\nagent: A\nautonomy: 5\nworkspace: {path: %s, commit: step}\nagents:\n  A:\n    driver: script\n    tools: [write_file]\n"+
+		"    script:\n      plan:\n        - {id: o1, description: the other work, agent: A}\n      steps:\n        o1:\n"+
+		"          - {tool: write_file, args: {path: other.txt, content: \"the other harness's work\"}}\n", ws)
+	if out, err := child("--store", db, "run", writeTask(t, dir, "o.yaml", other)).CombinedOutput(); err != nil {
+		t.Fatalf("run o: %v: %s", err, out)
+	}
+	oHead := git(t, ws, "rev-parse", "HEAD")
+
+	res := child("--store", db, "resume", "k", "--json")
+	out, err := res.CombinedOutput()
+	if err != nil {
+		t.Fatalf("resume k: %v: %s", err, out)
+	}
+	if !strings.Contains(string(out), "harness o committed on top of it") {
+		t.Fatalf("no warning says the workspace was taken over:\n%s", out)
+	}
+	if e := exec.Command("git", "-C", ws, "merge-base", "--is-ancestor", oHead, "HEAD").Run(); e != nil {
+		t.Fatalf("harness o's last commit %s is no longer on the branch:\n%s", oHead, git(t, ws, "log", "--oneline", "--all"))
+	}
+	if got := readFile(t, filepath.Join(ws, "other.txt")); got != "the other harness's work" {
+		t.Fatalf("other.txt is %q", got)
+	}
+	st := restoreFrom(t, db, "k")
+	commits, _ := recordedCommits(st)
+	if st.Status != statefmt.StatusCompleted || git(t, ws, "rev-parse", "HEAD") != commits[len(commits)-1] {
+		t.Fatalf("k is %s; HEAD %s, its last commit %s", st.Status, git(t, ws, "rev-parse", "HEAD"), commits[len(commits)-1])
+	}
+	if status := git(t, ws, "status", "--porcelain", "--untracked-files=all"); status != "" {
+		t.Fatalf("the work tree is not clean:\n%s", status)
+	}
+}
+
 // The crash test: a run with commits per step is killed with SIGKILL at random instants (in
 // steps, in commits, between a commit and its checkpoint) at least 30 times, and resumed until
 // it completes. Every step's commit is on the branch once, in order; HEAD is the last
