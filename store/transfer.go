@@ -865,8 +865,11 @@ func (p *parser) section(tag byte, what string) ([]byte, error) {
 		return fail("its length does not decode (damaged or truncated)")
 	}
 	bodyAt := start + 1 + w
-	if n > uint64(len(p.data)-bodyAt) || len(p.data)-bodyAt-int(n) < 4 {
+	if n > uint64(len(p.data)-bodyAt) {
 		return fail("it says %d bytes, more than the %d left (damaged or truncated)", n, len(p.data)-bodyAt)
+	}
+	if len(p.data)-bodyAt-int(n) < 4 {
+		return fail("it says %d bytes and a 4-byte checksum, more than the %d left (damaged or truncated)", n, len(p.data)-bodyAt)
 	}
 	end := bodyAt + int(n)
 	want := binary.BigEndian.Uint32(p.data[end:])

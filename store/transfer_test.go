@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -230,6 +232,32 @@ func TestImportRefusesEveryTruncation(t *testing.T) {
 	}
 	if list, _ := b.List(); len(list) != 0 {
 		t.Fatalf("truncated imports left %v", list)
+	}
+}
+
+// A section cut short says how many bytes it needs and how many are left, and the first is the
+// larger: a cut in the closing digest's checksum is not "32 bytes, more than the 35 left".
+func TestTruncatedImportSaysMoreIsNeededThanIsLeft(t *testing.T) {
+	a, b := open(t, t.TempDir()), open(t, t.TempDir())
+	defer a.Close()
+	defer b.Close()
+	family(t, a, 2)
+	data := export(t, a, "quick")
+	said := regexp.MustCompile(`it says (\d+) bytes( and a 4-byte checksum)?, more than the (\d+) left`)
+	for n := range len(data) {
+		_, err := b.Import(data[:n], store.ImportOptions{})
+		m := said.FindStringSubmatch(fmt.Sprint(err))
+		if m == nil {
+			continue
+		}
+		need, _ := strconv.Atoi(m[1])
+		left, _ := strconv.Atoi(m[3])
+		if m[2] != "" {
+			need += 4
+		}
+		if need <= left {
+			t.Fatalf("the first %d of %d bytes: %v", n, len(data), err)
+		}
 	}
 }
 
