@@ -103,7 +103,7 @@ func failCourse(w http.ResponseWriter, err error) {
 	case errors.Is(err, task.ErrTooLarge):
 		writeError(w, http.StatusRequestEntityTooLarge, err)
 		return
-	case errors.Is(err, harness.ErrRunning), errors.Is(err, harness.ErrNothingToRetry), errors.Is(err, harness.ErrSubAgent), errors.Is(err, ErrNeedsForce),
+	case errors.Is(err, harness.ErrRunning), errors.Is(err, harness.ErrNothingToRetry), errors.Is(err, harness.ErrNothingToReplan), errors.Is(err, harness.ErrSubAgent), errors.Is(err, ErrNeedsForce),
 		errors.Is(err, store.ErrNameTaken):
 		writeError(w, http.StatusConflict, err)
 		return

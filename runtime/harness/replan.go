@@ -28,6 +28,10 @@ type ReplanResult struct {
 	Plan *statefmt.ExecutionPlan `json:"plan"`
 }
 
+// ErrNothingToReplan is returned by Replan for a harness with no plan left to change: it has
+// completed, or has no plan yet.
+var ErrNothingToReplan = errors.New("nothing to replan")
+
 // Replan applies a plan change (task.PlanChange, in YAML or JSON; name is used in errors) to a
 // harness that is paused, created or failed: steps skipped (completed with an output that says
 // so), replaced (description, agent, critical, script actions: a failed one starts again as
@@ -50,9 +54,9 @@ func (m *Manager) Replan(id, name string, data []byte, by, reason string) (Repla
 	case h.running || st.Status == statefmt.StatusRunning:
 		return ReplanResult{}, fmt.Errorf("harness %s %w: pause it first (`harness-edge pause %s`), then replan", id, ErrRunning, id)
 	case st.Status == statefmt.StatusCompleted:
-		return ReplanResult{}, fmt.Errorf("harness %s has completed: %w (there is nothing left to change)", id, ErrNothingToRetry)
+		return ReplanResult{}, fmt.Errorf("harness %s has completed: %w (there is nothing left to change)", id, ErrNothingToReplan)
 	case st.Plan == nil:
-		return ReplanResult{}, fmt.Errorf("harness %s has no plan yet: %w (resume it to plan)", id, ErrNothingToRetry)
+		return ReplanResult{}, fmt.Errorf("harness %s has no plan yet: %w (resume it to plan)", id, ErrNothingToReplan)
 	}
 	return h.replanLocked(name, data, by, reason, "", func(summary string) {
 		h.answerRejectionsLocked(by, summary)

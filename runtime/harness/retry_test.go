@@ -308,3 +308,24 @@ agents:
 		t.Fatalf("a refused retry changed the harness: %q", after.StatusReason)
 	}
 }
+
+// A replan of a harness that has completed is refused as a replan, not as a retry: the
+// message says there is nothing to replan.
+func TestReplanOfACompletedHarnessSaysNothingToReplan(t *testing.T) {
+	e := newEnv(t)
+	h, err := e.m.Create(parseTask(t, `id: done
+agent: A
+agents:
+  A: {driver: script, script: {plan: [{id: s1, description: one, agent: A}], steps: {s1: [{output: ok}]}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil || h.Status() != statefmt.StatusCompleted {
+		t.Fatalf("run: %v, %s", err, h.Status())
+	}
+	_, err = e.m.Replan("done", "skip.yaml", []byte("skip: [s1]\n"), "ada", "")
+	if !errors.Is(err, harness.ErrNothingToReplan) || strings.Contains(err.Error(), "retry") {
+		t.Fatalf("replan of a completed harness: %v", err)
+	}
+}
