@@ -80,6 +80,14 @@ func (m *Manager) Retry(id, stepID, by, reason string) (RetryResult, error) {
 		return RetryResult{}, fmt.Errorf("harness %s: step %s is %s, not failed: %w; %s", id, stepID, s.Status, ErrNothingToRetry, h.retryInsteadLocked(stepID))
 	}
 	if len(failed) == 0 && st.Status != statefmt.StatusFailed {
+		if pending := pendingGatesOf(st); len(pending) > 0 {
+			var gates []string
+			for _, g := range pending {
+				gates = append(gates, DescribeGate(g.ID, g.Kind, g.StepID))
+			}
+			return RetryResult{}, fmt.Errorf("harness %s is %s with no failed step: %w; %s waits for a human: `harness-edge approve %s` (or reject), then `harness-edge resume %s`",
+				id, st.Status, ErrNothingToRetry, idlist.Join(gates, ", "), id, id)
+		}
 		return RetryResult{}, fmt.Errorf("harness %s is %s with no failed step: %w (resume it with `harness-edge resume %s`)", id, st.Status, ErrNothingToRetry, id)
 	}
 

@@ -329,3 +329,25 @@ agents:
 		t.Fatalf("replan of a completed harness: %v", err)
 	}
 }
+
+// A retry of a harness that waits at a gate, with nothing failed, names the gate and the
+// commands that answer it, rather than a resume, which the gate would refuse.
+func TestRetryAtAGateNamesTheGate(t *testing.T) {
+	e := newEnv(t)
+	h, err := e.m.Create(parseTask(t, `id: gated
+agent: A
+autonomy: 3
+agents:
+  A: {driver: script, script: {plan: [{id: ship, description: ship it, agent: A, critical: true}], steps: {ship: [{output: shipped}]}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); !errors.Is(err, harness.ErrWaiting) || h.Status() != statefmt.StatusPaused {
+		t.Fatalf("run: %v, %s", err, h.Status())
+	}
+	_, err = e.m.Retry("gated", "", "ada", "")
+	if !errors.Is(err, harness.ErrNothingToRetry) || !strings.Contains(err.Error(), "gate g1 before step ship waits for a human: `harness-edge approve gated`") {
+		t.Fatalf("retry at a gate: %v", err)
+	}
+}
