@@ -298,16 +298,24 @@ func (s *Server) Health(context.Context) (Health, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// What the scheduler started, and what runs here otherwise (a foreground run's harness).
+	// A harness waiting for its workspace that the scheduler is trying again has not started:
+	// it is still queued, in its place at the head, and waiting.
 	running := append([]string{}, s.m.Running()...)
+	var retrying []string
 	for id := range s.running {
-		if !slices.Contains(running, id) {
+		switch _, blocked := s.blocked[id]; {
+		case slices.Contains(running, id):
+		case blocked:
+			retrying = append(retrying, id)
+		default:
 			running = append(running, id)
 		}
 	}
 	sort.Strings(running)
+	sort.Strings(retrying)
 	return Health{OK: true, PID: os.Getpid(), Version: s.cfg.Version, Owner: s.cfg.Owner, Engine: s.store.Engine().Backend(),
-		Frozen: s.frozen, Running: running, Queued: append([]string{}, s.queue...), Started: s.start,
-		WaitingForRoom: slices.Sorted(maps.Keys(s.roomWait)), WaitingForWorkspace: s.waitingLocked()}, nil
+		Frozen: s.frozen, Running: running, Queued: append(retrying, s.queue...), Started: s.start,
+		WaitingForRoom: slices.Sorted(maps.Keys(s.roomWait)), WaitingForWorkspace: s.waitingLocked(retrying)}, nil
 }
 
 func (s *Server) List(context.Context) ([]store.IndexEntry, error) {

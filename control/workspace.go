@@ -63,11 +63,12 @@ func (s *Server) unblockAllLocked() {
 	}
 }
 
-// waitingLocked says which queued harnesses wait for a workspace, and for whom. s.mu held.
-func (s *Server) waitingLocked() map[string]string {
+// waitingLocked says which queued harnesses wait for a workspace, and for whom; retrying are
+// those the scheduler is trying again now. s.mu held.
+func (s *Server) waitingLocked(retrying []string) map[string]string {
 	var out map[string]string
 	for id, b := range s.blocked {
-		if slices.Contains(s.queue, id) {
+		if slices.Contains(s.queue, id) || slices.Contains(retrying, id) {
 			if out == nil {
 				out = map[string]string{}
 			}

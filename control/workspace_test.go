@@ -1,0 +1,64 @@
+package control_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/harness-edge/harness-edge/control"
+)
+
+// A harness that waits for a workspace another one holds is queued, and waiting for its
+// workspace, for as long as it waits: also in the moments the daemon tries the workspace again
+// (it is not running then).
+func TestHealthKeepsAHarnessWaitingForItsWorkspaceQueued(t *testing.T) {
+	dir, ws := filepath.Join(t.TempDir(), "store"), filepath.Join(t.TempDir(), "ws")
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := control.StartDaemon(ctx, control.DaemonConfig{Dir: dir, Concurrency: 2, Grace: 20 * time.Second,
+		Version: "test", Logger: slog.New(slog.NewTextHandler(&logBuffer{}, nil))})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); d.Wait() })
+	task := func(id string) []byte {
+		return fmt.Appendf(nil, "id: %s\nagent: A\nworkspace: %s\nagents:\n  A: {driver: script, script: {plan: [{id: s, description: wait, agent: A}], steps: {s: [{sleep: 4s}]}}}\n", id, ws)
+	}
+	c := connect(t, dir)
+	for _, id := range []string{"holder", "waiter"} {
+		if _, err := c.Submit(context.Background(), control.Submission{Task: task(id), Name: id + ".yaml"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond) // the holder first
+	}
+	waiting := func(h control.Health) bool {
+		_, ok := h.WaitingForWorkspace["waiter"]
+		return ok && slices.Contains(h.Queued, "waiter") && !slices.Contains(h.Running, "waiter")
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		h, err := c.Health(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting(h) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiter never waited for its workspace: %+v", h)
+		}
+	}
+	// Several of the daemon's tries later, it has waited all along.
+	for end := time.Now().Add(2 * control.WorkspaceRetry * 3); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		h, err := c.Health(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !waiting(h) {
+			t.Fatalf("health while the waiter waits: running %v, queued %v, waiting for a workspace %v", h.Running, h.Queued, h.WaitingForWorkspace)
+		}
+	}
+}
