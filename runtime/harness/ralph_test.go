@@ -222,6 +222,30 @@ func TestCommandAgentLimitsAndModes(t *testing.T) {
 			}
 		}
 	})
+	t.Run("output over maxOutput keeps its end, where the answer is", func(t *testing.T) {
+		// A CLI agent's answer comes last: the promise after a long session's output, the
+		// result object after stream-json's messages. What a long iteration keeps is its end.
+		for _, c := range []struct{ name, command string }{
+			{"text", `[sh, -c, 'cat >/dev/null; i=0; while [ $i -lt 100 ]; do echo "working on line $i"; i=$((i+1)); done; echo "<promise>PARTS_DONE</promise>"']`},
+			{"stream-json", `[sh, -c, 'cat >/dev/null; i=0; while [ $i -lt 100 ]; do echo "{\"type\":\"assistant\",\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"step $i\"}]}}"; i=$((i+1)); done; echo "{\"type\":\"result\",\"is_error\":false,\"result\":\"<promise>PARTS_DONE</promise>\",\"total_cost_usd\":0.5,\"usage\":{\"input_tokens\":7,\"output_tokens\":3}}"']`},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				e := newEnv(t)
+				ws := filepath.Join(e.dir, "ws")
+				h, _ := e.m.Create(parseTask(t, commandTask(ws, c.command, "    maxOutput: 1024\n    maxIterations: 2")))
+				if err := h.Run(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				st := h.State()
+				if st.Status != statefmt.StatusCompleted || st.Iterations != 1 {
+					t.Fatalf("status %s, iterations %d: %s", st.Status, st.Iterations, st.StatusReason)
+				}
+				if c.name == "stream-json" && (st.Budget.TokensUsed != 10 || st.Budget.CostMicroUSDUsed != 500000) {
+					t.Fatalf("the result line's use was not charged: %d tokens, %d micro-USD", st.Budget.TokensUsed, st.Budget.CostMicroUSDUsed)
+				}
+			})
+		}
+	})
 	t.Run("iteration timeout", func(t *testing.T) {
 		e := newEnv(t)
 		ws := filepath.Join(e.dir, "ws")

@@ -40,6 +40,42 @@ func (w *CapWriter) String() string { return w.buf.String() }
 // Truncated reports whether more was written than kept.
 func (w *CapWriter) Truncated() bool { return w.total > w.buf.Len() }
 
+// TailWriter keeps the last Max bytes written to it and counts the rest: for a CLI agent's
+// output, whose answer (the promise, the result object of JSON lines) comes at its end.
+type TailWriter struct {
+	Max   int
+	buf   []byte
+	total int
+}
+
+func (w *TailWriter) Write(p []byte) (int, error) {
+	w.total += len(p)
+	if w.Max <= 0 {
+		return len(p), nil
+	}
+	if len(p) >= w.Max {
+		w.buf = append(w.buf[:0], p[len(p)-w.Max:]...)
+		return len(p), nil
+	}
+	if len(w.buf)+len(p) > 2*w.Max { // drop the oldest bytes now and then, not on every write
+		w.buf = append(w.buf[:0], w.buf[len(w.buf)-(w.Max-len(p)):]...)
+	}
+	w.buf = append(w.buf, p...)
+	return len(p), nil
+}
+
+// String is what was kept: the last Max bytes, from the start of a line when more was written
+// (a line cut at its start, a JSON document cut in half, is left out when a whole line follows).
+func (w *TailWriter) String() string {
+	b := w.buf[max(len(w.buf)-w.Max, 0):]
+	if w.total > len(b) {
+		if i := bytes.IndexByte(b, '\n'); i >= 0 && i+1 < len(b) {
+			b = b[i+1:]
+		}
+	}
+	return string(b)
+}
+
 // baseEnv are the variables every subprocess tool sees (when harness-edge has them).
 var baseEnv = []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"}
 

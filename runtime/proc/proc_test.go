@@ -101,3 +101,34 @@ func TestAToolOutlivesTheThreadsOfOtherGoroutines(t *testing.T) {
 		}
 	}
 }
+
+// A TailWriter keeps the last Max bytes however they were written, from a line's start once
+// it had to drop some.
+func TestTailWriterKeepsTheEnd(t *testing.T) {
+	for _, chunk := range []int{1, 3, 7, 100} {
+		w := &TailWriter{Max: 16}
+		all := "first line\nsecond line\nthird\nlast <promise>X</promise>\n"
+		for s := all; s != ""; {
+			n := min(chunk, len(s))
+			w.Write([]byte(s[:n]))
+			s = s[n:]
+		}
+		if got := w.String(); got != all[len(all)-16:] { // no line starts in the last 16 bytes
+			t.Fatalf("chunks of %d: %q", chunk, got)
+		}
+		w = &TailWriter{Max: 32}
+		for s := all; s != ""; {
+			n := min(chunk, len(s))
+			w.Write([]byte(s[:n]))
+			s = s[n:]
+		}
+		if got := w.String(); got != "last <promise>X</promise>\n" {
+			t.Fatalf("chunks of %d, max 32: %q", chunk, got)
+		}
+	}
+	w := &TailWriter{Max: 64}
+	w.Write([]byte("short\n"))
+	if got := w.String(); got != "short\n" {
+		t.Fatalf("under the limit: %q", got)
+	}
+}

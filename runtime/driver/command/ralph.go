@@ -400,7 +400,7 @@ func (a *Agent) run(ctx context.Context, sc *agent.StepContext, prompt string, n
 	if a.cfg.PromptVia == "stdin" {
 		cmd.Stdin = strings.NewReader(prompt)
 	}
-	stdout, stderr := &proc.CapWriter{Max: a.cfg.MaxOutput}, &proc.CapWriter{Max: a.cfg.MaxOutput}
+	stdout, stderr := &proc.TailWriter{Max: a.cfg.MaxOutput}, &proc.TailWriter{Max: a.cfg.MaxOutput}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	start := sc.Clock.Now()
 	var live *itlog.Writer
