@@ -160,5 +160,10 @@ func Run(ctx context.Context, cmd *exec.Cmd) error {
 	}
 	err := cmd.Wait()
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if errors.Is(err, exec.ErrWaitDelay) && ctx.Err() == nil {
+		// cmd exited successfully, but something it left in the background still held its
+		// output: cmd's work is done, and the leftover has just been killed with its group.
+		err = nil
+	}
 	return err
 }

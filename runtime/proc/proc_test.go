@@ -2,6 +2,7 @@ package proc
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/harness-edge/harness-edge/internal/proctest"
 )
 
 // A tool dies with the harness-edge process that ran it, killed with SIGKILL (no chance to
@@ -130,5 +133,35 @@ func TestTailWriterKeepsTheEnd(t *testing.T) {
 	w.Write([]byte("short\n"))
 	if got := w.String(); got != "short\n" {
 		t.Fatalf("under the limit: %q", got)
+	}
+}
+
+// A command that exits successfully while something it left in the background still holds its
+// output (an agent that starts a server) has succeeded: Run returns what the command did, and
+// the leftover dies with its process group.
+func TestRunSucceedsWhenALeftoverHoldsTheOutput(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "leftover.pid")
+	var out strings.Builder
+	cmd := exec.CommandContext(context.Background(), "sh", "-c", `sleep 60 & echo $! > "$0"; echo answer`, pidFile)
+	cmd.Stdout = &out
+	if err := Run(context.Background(), cmd); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if out.String() != "answer\n" {
+		t.Fatalf("output %q", out.String())
+	}
+	b, _ := os.ReadFile(pidFile)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	for i := 0; proctest.PidAlive(pid); i++ {
+		if i == 200 {
+			t.Fatalf("the leftover %d outlived the command", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd = exec.CommandContext(context.Background(), "sh", "-c", `sleep 60 & exit 4`)
+	cmd.Stdout = &out
+	var ee *exec.ExitError
+	if err := Run(context.Background(), cmd); !errors.As(err, &ee) || ee.ExitCode() != 4 {
+		t.Fatalf("a failing command with a leftover: %v", err)
 	}
 }
