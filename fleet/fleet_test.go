@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -278,12 +279,13 @@ func TestBadRequestsAreRefusedAndChangeNothing(t *testing.T) {
 		{`{"id":"a","harness":"h","approve":false}`, "a rejection needs a reason"},
 		{`{"id":"a","harness":"../h","approve":true}`, `harness id "../h" is not valid`},
 		{`{"id":"` + strings.Repeat("x", 129) + `","harness":"h","approve":true}`, "request has no id (1-128 characters)"},
-		{strings.Repeat(" ", 70<<10), "more than"},
+		{strings.Repeat(" ", 500<<10), "more than"},
 		{`{"id":"a","op":"move","harness":"h"}`, `request op "move" is not one this device knows`},
 		{`{"id":"a","op":"adopt","from":"board","harness":"h"}`, "harness h is on this device (board) already"},
 		{`{"id":"a","op":"adopt","from":"no good","harness":"h"}`, `adoption: device name "no good" is not valid`},
 		{`{"id":"a","op":"adopt","harness":"h"}`, `adoption: device name "" is not valid`},
 		{`{"op":"adopt","from":"pi","harness":"h"}`, "request has no id"},
+		{"{\"id\":\"a\",\"harness\":\"h\",\"approve\":false,\"reason\":\"caf\xe9\"}", "not UTF-8: the byte 0xE9 at byte offset 53"},
 	} {
 		rep := r.Handle(context.Background(), []byte(c.body))
 		if rep.Kind != fleet.KindBadInput || !strings.Contains(rep.Error, c.want) || rep.Decision != nil {
@@ -299,6 +301,11 @@ func TestBadRequestsAreRefusedAndChangeNothing(t *testing.T) {
 	}
 	if rep := r.Handle(context.Background(), []byte(`{"op":"ping"}`)); rep.Error != "" || rep.Decision != nil || dec.n != 0 {
 		t.Fatalf("ping: %+v, %d decisions", rep, dec.n)
+	}
+	// A reason as long as a human's reason may be reaches the device whatever JSON makes of it.
+	long, _ := json.Marshal(fleet.Request{ID: "long", Harness: "h", Reason: strings.Repeat("\"\x01", control.MaxReason/2)})
+	if rep := r.Handle(context.Background(), long); rep.Error != "" || dec.n != 1 {
+		t.Fatalf("a %d-byte request with a reason at its limit: %+v, %d decisions", len(long), rep, dec.n)
 	}
 	props := proptest.Props(t, 200)
 	props.Property("any bytes get an answer, never a panic, and apply nothing unless well formed", prop.ForAll(func(b []byte) bool {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/runtime/inbox"
+	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/store"
 )
@@ -150,7 +151,9 @@ func (r *Responder) Subscribe(nc *nats.Conn) (*nats.Subscription, error) {
 	})
 }
 
-const maxRequest = 64 << 10
+// maxRequest holds a request whose text (a reason, a told message) is at its 64 KiB limit
+// however JSON escapes it, six bytes a byte at worst, and the rest of the request.
+const maxRequest = 6*control.MaxReason + 64<<10
 
 // Handle applies one request (its JSON) and returns the answer. A request applied before is
 // not applied again: its first answer comes back, marked Repeated. A refused request changes
@@ -159,6 +162,11 @@ func (r *Responder) Handle(ctx context.Context, data []byte) Reply {
 	rep := Reply{Device: r.device}
 	if len(data) > maxRequest {
 		rep.Error, rep.Kind = fmt.Sprintf("request is %d bytes, more than %d", len(data), maxRequest), KindBadInput
+		return rep
+	}
+	if i := task.InvalidUTF8(data); i >= 0 {
+		// encoding/json would read each such byte as U+FFFD: a reason would be recorded changed.
+		rep.Error, rep.Kind = fmt.Sprintf("request is not UTF-8: the byte 0x%02X at byte offset %d is not valid UTF-8, and JSON text must be", data[i], i), KindBadInput
 		return rep
 	}
 	var req Request
