@@ -339,3 +339,46 @@ func TestReplicatedSubjectsKeepHarnessIDsWithDots(t *testing.T) {
 		}
 	}
 }
+
+// A message on the index stream that does not decode (a device's bug, a stray publish) is named
+// in the fleet's view and its report, and the rest of the fleet is read as usual.
+func TestOneUnreadableMessageLeavesTheRestOfTheFleetReadable(t *testing.T) {
+	hub := startHub(t, t.TempDir(), "127.0.0.1:0")
+	_, js := client(t, hub.URL())
+	dv := startDevice(t, hub.URL(), "board", storeIn(t, "store"))
+	id := submit(t, dv, taskYAML(t, "good", 1, "5ms", false))
+	waitFor(t, "the fleet shows it", 30*time.Second, func() (bool, string) { return caughtUp(js, dv) })
+	ctx := context.Background()
+	for subj, data := range map[string]string{fleet.Subject("stray", "hb", ""): "xx", fleet.Subject("stray", "idx", "bad"): "{not json"} {
+		if _, err := js.Publish(ctx, strings.TrimSuffix(subj, "."), []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := fleet.List(ctx, js)
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	if len(f.Harnesses) != 1 || f.Harnesses[0].Entry.ID != id || len(f.Devices) != 1 || f.Devices[0].Name != "board" {
+		t.Fatalf("the readable part: %+v", f)
+	}
+	var got []string
+	for _, u := range f.Unreadable {
+		got = append(got, u.Device+"/"+u.Harness+": "+u.Error)
+	}
+	if len(got) != 2 || !strings.Contains(got[0], "stray/: heartbeat of device stray is not valid") || !strings.Contains(got[1], "stray/bad: index entry of stray/bad is not valid") {
+		t.Fatalf("unreadable: %q", got)
+	}
+	r, err := fleet.BuildReport(ctx, js, nil, 0)
+	if err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	var damaged []string
+	for _, d := range r.Devices {
+		for _, h := range d.Report.Damaged {
+			damaged = append(damaged, d.Device+"/"+h.ID)
+		}
+	}
+	if len(r.Devices) != 2 || strings.Join(damaged, " ") != "stray/bad" {
+		t.Fatalf("report: %d devices, damaged %q", len(r.Devices), damaged)
+	}
+}

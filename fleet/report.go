@@ -62,6 +62,12 @@ func BuildReport(ctx context.Context, js jetstream.JetStream, engine bridge.Engi
 		hb := d.Heartbeat
 		dr.Heartbeat, dr.SeenAgo = &hb, d.SeenAgo
 	}
+	for _, u := range f.Unreadable {
+		if u.Harness != "" {
+			r := device(u.Device).Report
+			r.Damaged = append(r.Damaged, control.DamagedHarness{ID: u.Harness, Reason: u.Error})
+		}
+	}
 	for _, h := range f.Harnesses {
 		dr := device(h.Device)
 		dr.MaxLag = max(dr.MaxLag, h.Lag)

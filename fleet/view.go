@@ -40,6 +40,17 @@ type Fleet struct {
 	Devices   []Device  `json:"devices"`
 	Harnesses []Harness `json:"harnesses"`
 	ReadAt    time.Time `json:"readAt"`
+	// Unreadable are the heartbeats and index entries that do not decode: named, and left
+	// out, so that one bad message does not hide the rest of the fleet.
+	Unreadable []Unreadable `json:"unreadable,omitempty"`
+}
+
+// Unreadable is a message of the index stream that does not decode: a device's heartbeat
+// (Harness "") or a harness's index entry.
+type Unreadable struct {
+	Device  string `json:"device"`
+	Harness string `json:"harness,omitempty"`
+	Error   string `json:"error"`
 }
 
 // List reads the fleet: every device's last heartbeat and every harness's last index entry,
@@ -75,13 +86,15 @@ func List(ctx context.Context, js jetstream.JetStream) (*Fleet, error) {
 		case "hb":
 			d := Device{Name: dev, SeenAgo: f.ReadAt.Sub(m.Time)}
 			if err := json.Unmarshal(m.Data, &d.Heartbeat); err != nil {
-				return nil, fmt.Errorf("heartbeat of device %s is not valid: %w", dev, err)
+				f.Unreadable = append(f.Unreadable, Unreadable{Device: dev, Error: fmt.Sprintf("heartbeat of device %s is not valid: %v", dev, err)})
+				continue
 			}
 			f.Devices = append(f.Devices, d)
 		case "idx":
 			h := Harness{Device: dev, ReplicatedAt: m.Time}
 			if err := json.Unmarshal(m.Data, &h.Entry); err != nil {
-				return nil, fmt.Errorf("index entry of %s/%s is not valid: %w", dev, id, err)
+				f.Unreadable = append(f.Unreadable, Unreadable{Device: dev, Harness: id, Error: fmt.Sprintf("index entry of %s/%s is not valid: %v", dev, id, err)})
+				continue
 			}
 			h.Lag = max(0, m.Time.Sub(h.Entry.LastCheckpointAt))
 			f.Harnesses = append(f.Harnesses, h)

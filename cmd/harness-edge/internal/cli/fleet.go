@@ -248,6 +248,9 @@ func newFleetLsCmd(ff *fleetFlags, stdout io.Writer) *cobra.Command {
 				fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%d\t%s\t%s\n", h.Device, e.ID, e.AgentName, e.Status, parent, e.HeadSeq,
 					e.UpdatedAt.Format("2006-01-02 15:04:05Z07:00"), h.Lag.Round(time.Millisecond))
 			}
+			for _, u := range f.Unreadable {
+				fmt.Fprintf(tw, "unreadable: %s\n", u.Error)
+			}
 			return tw.Flush()
 		},
 	}
