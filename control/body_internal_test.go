@@ -73,6 +73,34 @@ func TestTheAPIRefusesABodyThatIsNotUTF8NamingTheByte(t *testing.T) {
 	}
 }
 
+// A body whose JSON escapes half a surrogate pair (\ud800 alone), which no UTF-8 text holds,
+// is refused like a body that is not UTF-8: encoding/json would read it as U+FFFD. A whole pair,
+// and the text \ud800 itself (its backslash escaped), are taken as they are.
+func TestTheAPIRefusesAnEscapedHalfOfASurrogatePair(t *testing.T) {
+	api := submitAPI{got: make(chan Submission, 1)}
+	addr, _ := serveTest(t, api, HTTPLimits)
+	for _, half := range []string{`\ud800`, `\uDFFF`, `\ud800\u0041`, `\ud800\ud800`} {
+		body := []byte(`{"task": "id: l1\nprompt: caf` + half + `"}`)
+		want := fmt.Sprintf("the request body is not UTF-8: the escape \\%s at byte offset %d", half[:6], bytes.IndexByte(body, 'f')+1) // as JSON writes it
+		if code, text := postSubmit(t, addr, body); code != http.StatusBadRequest || !strings.Contains(text, want) {
+			t.Fatalf("%s: %d %s\nwant 400 %q", body, code, text, want)
+		}
+		select {
+		case s := <-api.got:
+			t.Fatalf("a refused body reached the API: %q", s.Task)
+		default:
+		}
+	}
+	for body, want := range map[string]string{`{"task": "a\ud83d\ude00"}`: "a\U0001F600", `{"task": "a\\ud800"}`: `a\ud800`} {
+		if code, text := postSubmit(t, addr, []byte(body)); code != http.StatusCreated {
+			t.Fatalf("%s: %d %s", body, code, text)
+		}
+		if s := <-api.got; string(s.Task) != want {
+			t.Fatalf("%s: the API got %q, want %q", body, s.Task, want)
+		}
+	}
+}
+
 // postSubmit posts body to the submit endpoint as it is, with the test token.
 func postSubmit(t *testing.T, addr string, body []byte) (int, string) {
 	t.Helper()
