@@ -188,44 +188,11 @@ func decode(r *http.Request, v any) error {
 	if dec.More() {
 		return badInput("the body holds more than one JSON value")
 	}
-	if i := loneSurrogate(b); i >= 0 {
+	if i := task.LoneSurrogate(b); i >= 0 {
 		// Half a surrogate pair is no character: encoding/json read it as U+FFFD.
 		return badInput("the request body is not UTF-8: the escape %s at byte offset %d is half of a UTF-16 surrogate pair, which no UTF-8 text holds", b[i:i+6], i)
 	}
 	return nil
-}
-
-// loneSurrogate is the offset of the first \uXXXX escape in the JSON text b that is half of a
-// surrogate pair without its other half, or -1. b is valid JSON, so a backslash starts an escape.
-func loneSurrogate(b []byte) int {
-	half := func(i int) rune { // the escape at i, when it is \uXXXX
-		if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
-			return -1
-		}
-		n, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 16)
-		if err != nil {
-			return -1
-		}
-		return rune(n)
-	}
-	for i := 0; i < len(b); i++ {
-		if b[i] != '\\' {
-			continue
-		}
-		r := half(i)
-		switch {
-		case r >= 0xD800 && r < 0xDC00:
-			if r2 := half(i + 6); r2 < 0xDC00 || r2 > 0xDFFF {
-				return i
-			}
-			i += 11
-		case r >= 0xDC00 && r <= 0xDFFF:
-			return i
-		default:
-			i++ // the escaped character, a backslash among them, is not an escape's start
-		}
-	}
-	return -1
 }
 
 func (h *handler) health(w http.ResponseWriter, r *http.Request) {

@@ -286,6 +286,7 @@ func TestBadRequestsAreRefusedAndChangeNothing(t *testing.T) {
 		{`{"id":"a","op":"adopt","harness":"h"}`, `adoption: device name "" is not valid`},
 		{`{"op":"adopt","from":"pi","harness":"h"}`, "request has no id"},
 		{"{\"id\":\"a\",\"harness\":\"h\",\"approve\":false,\"reason\":\"caf\xe9\"}", "not UTF-8: the byte 0xE9 at byte offset 53"},
+		{`{"id":"a","harness":"h","approve":false,"reason":"caf\ud800"}`, `not UTF-8: the escape \ud800 at byte offset 53 is half of a UTF-16 surrogate pair`},
 	} {
 		rep := r.Handle(context.Background(), []byte(c.body))
 		if rep.Kind != fleet.KindBadInput || !strings.Contains(rep.Error, c.want) || rep.Decision != nil {

@@ -176,6 +176,11 @@ func (r *Responder) Handle(ctx context.Context, data []byte) Reply {
 		rep.Error, rep.Kind = "request is not valid JSON: "+err.Error(), KindBadInput
 		return rep
 	}
+	if i := task.LoneSurrogate(data); i >= 0 {
+		// Half a surrogate pair is no character: encoding/json read it as U+FFFD.
+		rep.Error, rep.Kind = fmt.Sprintf("request is not UTF-8: the escape %s at byte offset %d is half of a UTF-16 surrogate pair, which no UTF-8 text holds", data[i:i+6], i), KindBadInput
+		return rep
+	}
 	rep.RequestID = req.ID
 	switch {
 	case req.Op == OpPing:

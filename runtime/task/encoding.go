@@ -170,6 +170,38 @@ func jsonSurrogates(name string, data []byte) ([]byte, error) {
 	return out, nil
 }
 
+// LoneSurrogate is the offset of the first \uXXXX escape in the JSON text data that is half of
+// a UTF-16 surrogate pair without its other half, or -1. Such an escape stands for no character:
+// encoding/json reads it as U+FFFD, so a request that held one would be taken with its text
+// changed. data is JSON text (in which a backslash starts an escape); anything else gets an
+// answer too, without a panic.
+func LoneSurrogate(data []byte) int {
+	if !hasSurrogateEscape(data) {
+		return -1
+	}
+	for i := 0; i < len(data)-1; i++ {
+		switch {
+		case data[i] != '\\':
+			continue
+		case data[i+1] != 'u':
+			i++ // the escaped character, a backslash among them, starts no escape
+			continue
+		case i+6 > len(data):
+			return -1
+		}
+		u := hex4(data[i+2 : i+6])
+		if !utf16.IsSurrogate(u) {
+			i += 5
+			continue
+		}
+		if i+12 > len(data) || data[i+6] != '\\' || data[i+7] != 'u' || utf16.DecodeRune(u, hex4(data[i+8:i+12])) == utf8.RuneError {
+			return i
+		}
+		i += 11
+	}
+	return -1
+}
+
 // position is the line and column of data[at], counted from 1; the column in characters, as
 // editors count them.
 func position(data []byte, at int) (line, col int) {

@@ -188,3 +188,19 @@ func TestAPlanChangeReadsJSONSurrogatePairs(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// LoneSurrogate finds the first escape of half a surrogate pair in JSON text, skips whole pairs
+// and escaped backslashes, and never panics on text cut anywhere.
+func TestLoneSurrogateFindsHalfAPairOnly(t *testing.T) {
+	for in, want := range map[string]int{
+		`"a"`: -1, `"\ud83d\ude80"`: -1, `"\\ud800"`: -1, `"\u0041\ud800"`: 7, `"\udfff"`: 1, `"\ud800\u0041"`: 1,
+		`"\ud800\ud800"`: 1, `"\uD83D\uDE80 \uDC00"`: 14, `"x\\\ud800"`: 4,
+	} {
+		if got := task.LoneSurrogate([]byte(in)); got != want {
+			t.Errorf("LoneSurrogate(%s) = %d, want %d", in, got, want)
+		}
+		for n := range len(in) {
+			task.LoneSurrogate([]byte(in[:n]))
+		}
+	}
+}
