@@ -233,7 +233,9 @@ func (h *Harness) syncWorkspaceLocked(interrupted bool) error {
 }
 
 // takenOverLocked names another harness whose commit is on the branch after last (last is an
-// ancestor of HEAD), with HEAD; "" when there is none. h.mu held.
+// ancestor of HEAD), with HEAD; "" when there is none. This harness's sub-agents (ids under
+// its own) are not another: their commits reach the branch within a step of this harness, the
+// step in flight, and go back with it. h.mu held.
 func (h *Harness) takenOverLocked(ctx context.Context, repo *gitrepo.Repo, last string) (string, string, error) {
 	head, err := repo.Head(ctx)
 	if err != nil || head == "" || head == last {
@@ -247,7 +249,7 @@ func (h *Harness) takenOverLocked(ctx context.Context, repo *gitrepo.Repo, last 
 		return "", "", err
 	}
 	for _, id := range strings.FieldsFunc(out, func(r rune) bool { return r == ',' || r == '\n' || r == ' ' }) {
-		if id != h.ID() {
+		if id != h.ID() && !strings.HasPrefix(id, h.ID()+".") {
 			return id, head, nil
 		}
 	}

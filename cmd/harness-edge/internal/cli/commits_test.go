@@ -225,24 +225,7 @@ func TestResumeAfterACrashBringsTheWorkspaceBackToTheCheckpointsCommit(t *testin
 // branch under that harness's commits: they stay on the branch and in the work tree, and the
 // resumed harness goes on on top of them.
 func TestResumeAfterACrashKeepsTheCommitsOfAHarnessThatTookTheWorkspaceOver(t *testing.T) {
-	dir := t.TempDir()
-	db, ws := filepath.Join(dir, "store"), filepath.Join(dir, "ws")
-	src := strings.Replace(commitTask("k", ws, 3, "10ms"), "s1 >> journal.txt\"}}\n          - {sleep: 10ms}", "s1 >> journal.txt\"}}\n          - {sleep: 1500ms}", 1)
-	cmd := child("--store", db, "run", writeTask(t, dir, "k.yaml", src), "--json")
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		if b, _ := os.ReadFile(filepath.Join(ws, "journal.txt")); string(b) == "s0\ns1\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("s1 did not write its files")
-		}
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	_ = cmd.Wait()
+	dir, db, ws := killedInAStep(t)
 
 	// Another harness takes the free workspace over and completes.
 	other := fmt.Sprintf("id: o\nagent: A\nautonomy: 5\nworkspace: {path: %s, commit: step}\nagents:\n  A:\n    driver: script\n    tools: [write_file]\n"+
@@ -275,6 +258,47 @@ func TestResumeAfterACrashKeepsTheCommitsOfAHarnessThatTookTheWorkspaceOver(t *t
 	if status := git(t, ws, "status", "--porcelain", "--untracked-files=all"); status != "" {
 		t.Fatalf("the work tree is not clean:\n%s", status)
 	}
+}
+
+// killedInAStep runs harness k (three steps, each committed) and kills it with SIGKILL in its
+// second step, once that step has written its files.
+func killedInAStep(t *testing.T) (dir, db, ws string) {
+	t.Helper()
+	dir = t.TempDir()
+	db, ws = filepath.Join(dir, "store"), filepath.Join(dir, "ws")
+	src := strings.Replace(commitTask("k", ws, 3, "10ms"), "s1 >> journal.txt\"}}\n          - {sleep: 10ms}", "s1 >> journal.txt\"}}\n          - {sleep: 1500ms}", 1)
+	cmd := child("--store", db, "run", writeTask(t, dir, "k.yaml", src), "--json")
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		if b, _ := os.ReadFile(filepath.Join(ws, "journal.txt")); string(b) == "s0\ns1\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("s1 did not write its files")
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	return dir, db, ws
+}
+
+// A sub-agent of the harness is not another harness: its commits (merged into the branch
+// within the step in flight) go back with that step, as the harness's own do.
+func TestResumeAfterACrashBringsBackASubAgentsCommitsWithTheStep(t *testing.T) {
+	_, db, ws := killedInAStep(t)
+	git(t, ws, "add", "-A")
+	git(t, ws, "commit", "--quiet", "-m", "the sub-agent's step", "--trailer", "Harness-Id: k.s1")
+	out, err := child("--store", db, "resume", "k", "--json").CombinedOutput()
+	if err != nil {
+		t.Fatalf("resume k: %v: %s", err, out)
+	}
+	if strings.Contains(string(out), "committed on top of it") || !strings.Contains(string(out), "workspace brought back") {
+		t.Fatalf("the sub-agent's commit was taken for another harness's:\n%s", out)
+	}
+	checkStepCommits(t, db, ws, "k", 3)
 }
 
 // The crash test: a run with commits per step is killed with SIGKILL at random instants (in
