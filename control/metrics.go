@@ -55,22 +55,11 @@ func WriteMetrics(ctx context.Context, w io.Writer, api API, live *liveCounters)
 	steps := map[statefmt.StepStatus]int{}
 	var calls = map[string]int{"success": 0, "error": 0}
 	for _, h := range rep.Harnesses {
-		st, err := api.State(ctx, h.ID)
-		if err != nil {
-			continue // gone or damaged since the report: the next scrape says which
+		for s, n := range h.StepCounts {
+			steps[s] += n
 		}
-		if st.Plan != nil {
-			for _, s := range st.Plan.Steps {
-				steps[s.Status]++
-			}
-		}
-		for _, c := range st.ToolCallHistory {
-			if c.Result.Success {
-				calls["success"]++
-			} else {
-				calls["error"]++
-			}
-		}
+		calls["success"] += h.CallsOK
+		calls["error"] += h.CallsFailed
 	}
 	var b strings.Builder
 	metric := func(name, typ, help string) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/harness-edge/harness-edge/runtime/harness"
@@ -64,6 +65,11 @@ type ReportEntry struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 	// Failures are the failed steps with their errors.
 	Failures []string `json:"failures,omitempty"`
+	// StepCounts are its plan's steps by status; CallsOK and CallsFailed its history's records
+	// (tool calls, and step commits in a git workspace) by outcome. The metrics sum them.
+	StepCounts  map[statefmt.StepStatus]int `json:"stepCounts,omitempty"`
+	CallsOK     int                         `json:"callsOk,omitempty"`
+	CallsFailed int                         `json:"callsFailed,omitempty"`
 }
 
 // WaitingGate is a gate that waits for a human, with the command that answers it.
@@ -90,6 +96,15 @@ func (s *Server) Report(_ context.Context, since time.Duration) (*Report, error)
 	if err != nil {
 		return nil, err
 	}
+	children := map[string][]string{}
+	seqs := make(map[string]store.IndexEntry, len(list))
+	for _, e := range list {
+		seqs[e.ID] = e
+		if e.ParentHarnessID != "" {
+			children[e.ParentHarnessID] = append(children[e.ParentHarnessID], e.ID)
+		}
+	}
+	kept := make(map[string]bool, len(list))
 	for _, e := range list {
 		if e.Damaged != "" {
 			r.Damaged = append(r.Damaged, DamagedHarness{ID: e.ID, Reason: e.Damaged})
@@ -98,7 +113,10 @@ func (s *Server) Report(_ context.Context, since time.Duration) (*Report, error)
 		if e.ParentHarnessID != "" {
 			continue // counted in their parent
 		}
-		st, err := s.State(context.Background(), e.ID)
+		if e.Status != statefmt.StatusPaused && e.UpdatedAt.Before(r.Since) {
+			continue // neither in the window nor waiting: its index entry says so, unread
+		}
+		c, err := s.reportOf(e, reportKeyOf(e, children, seqs))
 		if errors.Is(err, store.ErrDamaged) {
 			r.Damaged = append(r.Damaged, DamagedHarness{ID: e.ID, Reason: err.Error()})
 			continue
@@ -106,36 +124,115 @@ func (s *Server) Report(_ context.Context, since time.Duration) (*Report, error)
 		if err != nil {
 			return nil, err
 		}
-		if st.Status == statefmt.StatusPaused {
-			loaded := s.m.Loaded(e.ID)
-			gates, _ := s.m.PendingGates(e.ID)
-			if !loaded {
-				s.m.Release(e.ID)
-			}
-			for _, g := range gates {
-				r.Waiting = append(r.Waiting, waitingGate(g))
-			}
+		kept[e.ID] = true
+		r.Waiting = append(r.Waiting, c.waiting...)
+		if !c.entry.UpdatedAt.Before(r.Since) {
+			r.Add(c.entry)
 		}
-		if st.UpdatedAt.Before(r.Since) {
-			continue
-		}
-		subs := make([]*statefmt.HarnessState, 0, len(st.SubAgentIDs))
-		for _, id := range st.SubAgentIDs {
-			if sub, err := s.State(context.Background(), id); err == nil {
-				subs = append(subs, sub)
-			}
-		}
-		re := EntryOf(st, subs)
-		for _, id := range append([]string{e.ID}, st.SubAgentIDs...) {
-			if n, err := s.store.ChainBytes(id); err == nil {
-				re.StoredBytes += n
-			}
-		}
-		r.Add(re)
 	}
+	s.reports.keep(kept, since == 0)
 	r.StoreBytes = s.store.DiskUsage()
 	r.Sort()
 	return r, nil
+}
+
+// reportCache keeps each top-level harness's report entry and waiting gates for as long as
+// neither it nor any of its sub-agents checkpoints: a daemon's report and its metrics, which a
+// monitoring system asks for every few seconds, read again only the harnesses that moved, not
+// every state in the store.
+type reportCache struct {
+	mu      sync.Mutex
+	entries map[string]cachedReport
+}
+
+type cachedReport struct {
+	key     string
+	entry   ReportEntry
+	waiting []WaitingGate
+}
+
+func (c *reportCache) get(id, key string) (cachedReport, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.entries[id]
+	return r, ok && r.key == key
+}
+
+func (c *reportCache) put(id string, r cachedReport) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = map[string]cachedReport{}
+	}
+	c.entries[id] = r
+}
+
+// keep forgets the harnesses a report over the whole store (all) did not read: deleted or
+// damaged since.
+func (c *reportCache) keep(ids map[string]bool, all bool) {
+	if !all {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.entries {
+		if !ids[id] {
+			delete(c.entries, id)
+		}
+	}
+}
+
+// reportKeyOf names the checkpoints a harness's report entry is made of: its own newest and each
+// of its sub-agents', at every depth (their gates are its waiting gates). The creation time tells
+// a harness from an earlier one of the same id.
+func reportKeyOf(e store.IndexEntry, children map[string][]string, entries map[string]store.IndexEntry) string {
+	var b strings.Builder
+	var add func(e store.IndexEntry)
+	add = func(e store.IndexEntry) {
+		fmt.Fprintf(&b, "%s@%d/%d/%d;", e.ID, e.HeadSeq, e.CreatedAt.UnixNano(), e.LastCheckpointAt.UnixNano())
+		for _, id := range children[e.ID] {
+			add(entries[id])
+		}
+	}
+	add(e)
+	return b.String()
+}
+
+// reportOf is a top-level harness's report entry and waiting gates, read from its state and its
+// sub-agents' unless the cache has them for the same checkpoints (key).
+func (s *Server) reportOf(e store.IndexEntry, key string) (cachedReport, error) {
+	if c, ok := s.reports.get(e.ID, key); ok {
+		return c, nil
+	}
+	st, err := s.State(context.Background(), e.ID)
+	if err != nil {
+		return cachedReport{}, err
+	}
+	c := cachedReport{key: key}
+	if st.Status == statefmt.StatusPaused {
+		loaded := s.m.Loaded(e.ID)
+		gates, _ := s.m.PendingGates(e.ID)
+		if !loaded {
+			s.m.Release(e.ID)
+		}
+		for _, g := range gates {
+			c.waiting = append(c.waiting, waitingGate(g))
+		}
+	}
+	subs := make([]*statefmt.HarnessState, 0, len(st.SubAgentIDs))
+	for _, id := range st.SubAgentIDs {
+		if sub, err := s.State(context.Background(), id); err == nil {
+			subs = append(subs, sub)
+		}
+	}
+	c.entry = EntryOf(st, subs)
+	for _, id := range append([]string{e.ID}, st.SubAgentIDs...) {
+		if n, err := s.store.ChainBytes(id); err == nil {
+			c.entry.StoredBytes += n
+		}
+	}
+	s.reports.put(e.ID, c)
+	return c, nil
 }
 
 // waitingGate is a pending gate as the report shows it, its text copied out of the state (see
@@ -158,7 +255,9 @@ func EntryOf(st *statefmt.HarnessState, subs []*statefmt.HarnessState) ReportEnt
 		CreatedAt: st.CreatedAt, UpdatedAt: st.UpdatedAt}
 	if st.Plan != nil {
 		re.Steps = len(st.Plan.Steps)
+		re.StepCounts = map[statefmt.StepStatus]int{}
 		for _, step := range st.Plan.Steps {
+			re.StepCounts[step.Status]++
 			switch step.Status {
 			case statefmt.StepCompleted:
 				re.StepsDone++
@@ -169,6 +268,13 @@ func EntryOf(st *statefmt.HarnessState, subs []*statefmt.HarnessState) ReportEnt
 				}
 				re.Failures = append(re.Failures, fmt.Sprintf("step %s: %s", step.ID, msg))
 			}
+		}
+	}
+	for _, c := range st.ToolCallHistory {
+		if c.Result.Success {
+			re.CallsOK++
+		} else {
+			re.CallsFailed++
 		}
 	}
 	if b := st.Budget; b != nil {

@@ -1,13 +1,19 @@
 package control
 
 import (
+	"context"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
+	"github.com/harness-edge/harness-edge/internal/stategen"
 	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/store"
 )
 
 // A restored state's strings point into the buffer of the whole state, so a report entry that
@@ -50,6 +56,96 @@ func TestReportEntriesKeepNoPartOfTheStatesTheyCameFrom(t *testing.T) {
 		}
 		if inside(s) {
 			t.Errorf("the entry's %s %q points into the restored state's buffer", name, s)
+		}
+	}
+}
+
+// A report reads again only the harnesses that checkpointed since the last one (a daemon's
+// metrics ask for it every few seconds): an unchanged harness's entry comes from the cache, a
+// harness with a new checkpoint, a harness deleted and made again under the same id at the
+// same sequence number, and a deleted harness are seen as they are now.
+func TestReportReadsAgainOnlyTheHarnessesThatMoved(t *testing.T) {
+	db, err := store.OpenStore(filepath.Join(t.TempDir(), "store"), store.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s := Local(db)
+	r := rand.New(rand.NewPCG(3, 3))
+	states := map[string]*statefmt.HarnessState{}
+	persist := func(id string, at time.Time) {
+		st := states[id]
+		if st == nil {
+			st = stategen.Reference(r, 0)
+			st.HarnessID, st.CreatedAt, st.Status = id, at, statefmt.StatusCompleted
+			states[id] = st
+		}
+		st.CheckpointCount++
+		st.UpdatedAt = at
+		statefmt.Normalize(st)
+		if _, err := db.Persist(st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entry := func(rep *Report, id string) *ReportEntry {
+		for i := range rep.Harnesses {
+			if rep.Harnesses[i].ID == id {
+				return &rep.Harnesses[i]
+			}
+		}
+		return nil
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	for _, id := range []string{"a", "b", "c"} {
+		persist(id, now)
+	}
+	rep, err := s.Report(context.Background(), 0)
+	if err != nil || len(rep.Harnesses) != 3 {
+		t.Fatalf("report: %v, %+v", err, rep)
+	}
+	// Mark every cached entry, so that an entry read again shows.
+	for id, c := range s.reports.entries {
+		c.entry.Agent = "from the cache"
+		s.reports.entries[id] = c
+	}
+	persist("a", now.Add(time.Second))
+	if err := db.Delete("b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Delete("c"); err != nil {
+		t.Fatal(err)
+	}
+	delete(states, "c")
+	persist("c", now.Add(2*time.Second)) // a new harness c, at the same sequence number
+	persist("d", now)
+	rep, err = s.Report(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := entry(rep, "a"); e == nil || e.Agent != "MARS" || e.Checkpoints != 2 {
+		t.Fatalf("a, which checkpointed again: %+v", e)
+	}
+	if e := entry(rep, "b"); e != nil {
+		t.Fatalf("b, deleted, is in the report: %+v", e)
+	}
+	if e := entry(rep, "c"); e == nil || e.Agent != "MARS" || !e.CreatedAt.Equal(now.Add(2*time.Second)) {
+		t.Fatalf("c, made again: %+v", e)
+	}
+	if _, ok := s.reports.entries["b"]; ok {
+		t.Fatal("the cache still holds b, deleted")
+	}
+	// And an unchanged harness comes from the cache.
+	for id, c := range s.reports.entries {
+		c.entry.Agent = "from the cache"
+		s.reports.entries[id] = c
+	}
+	rep, err = s.Report(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range rep.Harnesses {
+		if e.Agent != "from the cache" {
+			t.Fatalf("%s, unchanged, was read again", e.ID)
 		}
 	}
 }

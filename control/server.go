@@ -258,6 +258,8 @@ type Server struct {
 	afterRun func(id string)
 	// blocked are queued harnesses whose workspace another harness holds (see workspace.go).
 	blocked map[string]blockedRun
+	// reports keeps the report's entries of the harnesses that have not moved (see Report).
+	reports reportCache
 }
 
 // NewServer makes a server over an open store.
