@@ -309,7 +309,9 @@ func newReportCmd(g *globals, stdout io.Writer) *cobra.Command {
 			if since < 0 {
 				return usageError{fmt.Errorf("--since %v: give a positive duration like 12h", since)}
 			}
-			return readAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (*control.Report, error) {
+			// Not a one-shot read (oneShot): the report reads harness after harness, and with the
+			// collector held off its memory would grow with the store, not with one harness.
+			return printWith(g.read, stdout, asJSON, func(ctx context.Context, api *control.Conn) (*control.Report, error) {
 				return api.Report(ctx, since)
 			}, func(r *control.Report) error {
 				printReport(stdout, r, since)
