@@ -161,16 +161,7 @@ func TestResumeAfterACrashBringsTheWorkspaceBackToTheCheckpointsCommit(t *testin
 	}
 	go func() { _, _ = io.Copy(io.Discard, out) }()
 	// (A step's start and tool calls are evented later: watch its files.)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		if b, _ := os.ReadFile(filepath.Join(ws, "journal.txt")); string(b) == "s0\ns1\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("s1 did not write its files")
-		}
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	_ = cmd.Wait()
+	killWhenS1Wrote(t, cmd, ws)
 	if got := readFile(t, filepath.Join(ws, "journal.txt")); got != "s0\ns1\n" {
 		t.Fatalf("killed at the wrong time: journal.txt is %q", got)
 	}
@@ -272,6 +263,13 @@ func killedInAStep(t *testing.T) (dir, db, ws string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	killWhenS1Wrote(t, cmd, ws)
+	return dir, db, ws
+}
+
+// killWhenS1Wrote kills cmd with SIGKILL once step s1 of commitTask has written its files.
+func killWhenS1Wrote(t *testing.T, cmd *exec.Cmd, ws string) {
+	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
 		if b, _ := os.ReadFile(filepath.Join(ws, "journal.txt")); string(b) == "s0\ns1\n" {
 			break
@@ -282,7 +280,6 @@ func killedInAStep(t *testing.T) (dir, db, ws string) {
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
-	return dir, db, ws
 }
 
 // A sub-agent of the harness is not another harness: its commits (merged into the branch
