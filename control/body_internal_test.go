@@ -3,6 +3,7 @@ package control
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -138,5 +139,32 @@ func TestABadInputMessageReachesTheClientAsWorded(t *testing.T) {
 	code, text := postSubmit(t, addr, []byte(`{"task": "id: x"}`))
 	if code != http.StatusBadRequest || !strings.Contains(text, `s1 -> s2 -> s1 (<b> & \"c\")`) {
 		t.Fatalf("%d %s", code, text)
+	}
+}
+
+// A yes-or-no query parameter takes 1 or true, 0 or false: anything else is refused before the
+// API is asked (follow=yes used to give a list where a stream was meant, without a word).
+func TestAYesOrNoParameterTakesOneOrZeroOnly(t *testing.T) {
+	addr, _ := serveTest(t, submitAPI{}, HTTPLimits)
+	for _, c := range []struct{ method, path, want string }{
+		{http.MethodGet, "/v1/harnesses/h/events?follow=yes", `follow="yes": want 1 or 0`},
+		{http.MethodGet, "/v1/harnesses/h/logs?follow=on", `follow="on": want 1 or 0`},
+		{http.MethodDelete, "/v1/harnesses/h?force=maybe", `force="maybe": want 1 or 0`},
+	} {
+		req, err := http.NewRequest(c.method, "http://"+addr+c.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct{ Error string }
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusBadRequest || body.Error != c.want {
+			t.Errorf("%s %s: %d %q (%v), want 400 with %q", c.method, c.path, resp.StatusCode, body.Error, err, c.want)
+		}
 	}
 }

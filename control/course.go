@@ -386,13 +386,9 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	force := false
-	switch v := r.URL.Query().Get("force"); v {
-	case "", "0", "false":
-	case "1", "true":
-		force = true
-	default:
-		fail(w, badInput("force=%q: want 1 or 0", v))
+	force, err := queryFlag(r.URL.Query(), "force")
+	if err != nil {
+		fail(w, err)
 		return
 	}
 	res, err := h.api.Delete(r.Context(), id, force)

@@ -343,6 +343,20 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// queryFlag reads a yes-or-no query parameter: 1 or true, 0 or false, or absent (no). Anything
+// else is refused: a client that wrote follow=yes would otherwise get a list where it meant a
+// stream, and never know why.
+func queryFlag(q url.Values, name string) (bool, error) {
+	switch v := q.Get(name); v {
+	case "", "0", "false":
+		return false, nil
+	case "1", "true":
+		return true, nil
+	default:
+		return false, badInput("%s=%q: want 1 or 0", name, v)
+	}
+}
+
 func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	q := r.URL.Query()
@@ -355,7 +369,11 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
-	follow := q.Get("follow") == "1" || q.Get("follow") == "true"
+	follow, err := queryFlag(q, "follow")
+	if err != nil {
+		fail(w, err)
+		return
+	}
 	if !follow {
 		evs := []event.Event{}
 		if err := h.api.Events(r.Context(), id, after, false, func(e event.Event) error { evs = append(evs, e); return nil }); err != nil {
@@ -381,7 +399,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 			started = true
 		}
 	}
-	err := h.api.Events(r.Context(), id, after, true, func(e event.Event) error {
+	err = h.api.Events(r.Context(), id, after, true, func(e event.Event) error {
 		bound()
 		start()
 		b, _ := json.Marshal(e)

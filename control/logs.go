@@ -51,11 +51,16 @@ func (h *handler) logs(w http.ResponseWriter, r *http.Request) {
 		}
 		lq.Iteration = n
 	}
-	lq.Follow = q.Get("follow") == "1" || q.Get("follow") == "true"
+	follow, err := queryFlag(q, "follow")
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	lq.Follow = follow
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{}) // a followed log lasts as long as the harness runs
 	sw := &streamWriter{w: w, rc: rc}
-	err := h.api.Logs(r.Context(), r.PathValue("id"), lq, sw)
+	err = h.api.Logs(r.Context(), r.PathValue("id"), lq, sw)
 	if err != nil && !sw.started {
 		fail(w, err)
 		return
