@@ -5,9 +5,22 @@
 // refresh redraws what the current view shows after an action.
 // renders counts the harness body's redraws: one that comes back after a later one has been
 // drawn is stale, and is dropped.
-const state = { csrf: "", stream: null, refreshTimer: 0, refresh: () => route(), renders: 0, drawn: 0 };
+// showAll holds the statuses whose whole group the harness list shows.
+const state = { csrf: "", stream: null, refreshTimer: 0, refresh: () => route(), renders: 0, drawn: 0, showAll: {} };
 
-// el builds an element: el("div", {class: "card"}, child, "text", ...). Text is always text.
+// groupShown is how many harnesses of a status the harness list shows before "Show all".
+const groupShown = 25;
+
+// shown is text as the page shows it: the Unicode bidi controls that reorder what a line
+// shows (U+202E makes "exe.txt" of "\u202etxt.exe"), which a step's description, a reason or
+// an error may carry, as \u202e, as the command line shows them. Right-to-left text itself
+// needs none of them.
+function shown(s) {
+  return s.replace(/[\u202a-\u202e\u2066-\u2069]/g, (c) => "\\u" + c.charCodeAt(0).toString(16));
+}
+
+// el builds an element: el("div", {class: "card"}, child, "text", ...). Text is always text,
+// and shown.
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
@@ -17,14 +30,14 @@ function el(tag, attrs, ...kids) {
   }
   for (const k of kids.flat()) {
     if (k === undefined || k === null || k === false) continue;
-    e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+    e.append(k instanceof Node ? k : document.createTextNode(shown(String(k))));
   }
   return e;
 }
 
 function flash(msg, bad) {
   const f = document.getElementById("flash");
-  f.textContent = msg;
+  f.textContent = shown(msg);
   f.className = bad ? "flash bad" : "flash";
   f.hidden = !msg;
 }
@@ -62,6 +75,17 @@ function bytes(n) {
   if (n < 1024) return n + " B";
   if (n < 1048576) return (n / 1024).toFixed(1) + " KiB";
   return (n / 1048576).toFixed(1) + " MiB";
+}
+
+// clip is a reason as a list shows it, as the command line's show and report do: cut to its
+// first 300 bytes (at a character's start), saying how long it is when cut. A failed step's
+// error may be kilobytes of lines; the harness's own page has it whole.
+function clip(s) {
+  const b = new TextEncoder().encode(s);
+  if (b.length <= 300) return s;
+  let cut = 300;
+  while (cut > 0 && (b[cut] & 0xc0) === 0x80) cut--;
+  return new TextDecoder().decode(b.subarray(0, cut)) + "... (" + b.length + " bytes in all)";
 }
 
 function badge(s) { return el("span", { class: "badge " + s, "data-status": s }, s); }
@@ -125,14 +149,21 @@ async function viewHome(v) {
   if (!statuses.length) v.append(el("p", { class: "muted" }, "No harnesses yet: submit a task."));
   for (const s of statuses) {
     v.append(el("h2", {}, s + " (" + byStatus[s].length + ")"));
-    for (const h of byStatus[s]) {
+    // A group lists its newest first, groupShown of them until asked for all: thousands of
+    // cards take seconds to draw, and every action draws the page again.
+    const listed = state.showAll[s] ? byStatus[s] : byStatus[s].slice(0, groupShown);
+    for (const h of listed) {
       const st = states[h.id];
       v.append(el("div", { class: "card harness", "data-id": h.id },
         el("div", { class: "row" }, el("a", { href: "#/h/" + encodeURIComponent(h.id) }, h.id), badge(h.status), h.phase ? el("span", { class: "badge" }, "phase " + h.phase) : null),
         el("div", { class: "muted" }, h.task + " · agent " + h.agent + " · age " + age(h.createdAt) + " · updated " + age(h.updatedAt) + " ago"),
         el("progress", { max: h.steps || 1, value: h.stepsDone }),
-        el("div", { class: "muted" }, h.stepsDone + "/" + h.steps + " steps" + (st ? " · " + budgetText(st) : "") + (h.reason ? " · " + h.reason : "")),
+        el("div", { class: "muted" }, h.stepsDone + "/" + h.steps + " steps" + (st ? " · " + budgetText(st) : "") + (h.reason ? " · " + clip(h.reason) : "")),
         (children[h.id] || []).length ? el("div", { class: "muted" }, "sub-agents: ", (children[h.id]).map((c) => [el("a", { href: "#/h/" + encodeURIComponent(c.id) }, c.id), " ", badge(c.status), " "])) : null));
+    }
+    if (listed.length < byStatus[s].length) {
+      v.append(el("button", { type: "button", class: "show-all", "data-status": s, onclick: () => { state.showAll[s] = true; route(); } },
+        "Show all " + byStatus[s].length + " " + s + " (" + (byStatus[s].length - listed.length) + " more)"));
     }
   }
 }
@@ -219,7 +250,7 @@ async function renderHarness(v, id) {
   const [st, report] = await Promise.all([api("GET", path), api("GET", "/v1/report?since=0s")]);
   const entry = report.harnesses.find((h) => h.id === id);
   v.append(el("h1", {}, id), el("div", { class: "row", id: "status" }, badge(st.status), st.phase ? el("span", { class: "badge" }, "phase " + st.phase) : null,
-    st.statusReason ? el("span", { class: "muted" }, st.statusReason) : null));
+    st.statusReason ? el("span", { class: "muted text" }, st.statusReason) : null));
   if (st.parentHarnessId) v.append(el("p", {}, "sub-agent of ", el("a", { href: "#/h/" + encodeURIComponent(st.parentHarnessId) }, st.parentHarnessId)));
 
   for (const g of report.waiting.filter((g) => g.harnessId === id || (st.subAgentIds || []).includes(g.harnessId))) v.append(gateCard(g));
@@ -368,7 +399,7 @@ async function viewReport(v) {
       r.harnesses.map((h) => el("tr", {}, el("td", {}, el("a", { href: "#/h/" + encodeURIComponent(h.id) }, h.id)), el("td", {}, badge(h.status)),
         el("td", {}, h.stepsDone + "/" + h.steps), el("td", {}, String(h.toolCalls)), el("td", {}, age(h.updatedAt) + " ago")))),
     r.harnesses.some((h) => (h.failures || []).length) ? el("h2", {}, "Failures") : null,
-    r.harnesses.filter((h) => (h.failures || []).length).map((h) => el("div", { class: "card" }, el("strong", {}, h.id), el("ul", {}, h.failures.map((f) => el("li", {}, f))))),
+    r.harnesses.filter((h) => (h.failures || []).length).map((h) => el("div", { class: "card" }, el("strong", {}, h.id), el("ul", {}, h.failures.map((f) => el("li", {}, clip(f)))))),
     el("h2", {}, "Health"), healthCard(health));
 }
 
@@ -409,7 +440,8 @@ async function start() {
   document.getElementById("signin").hidden = true;
   document.getElementById("nav").hidden = false;
   if (location.search) history.replaceState(null, "", "/" + location.hash);
-  window.addEventListener("hashchange", () => { flash(""); route(); });
+  // Another view opens at its top, not where the list it was picked from had been scrolled to.
+  window.addEventListener("hashchange", () => { flash(""); route().then(() => window.scrollTo(0, 0)); });
   route();
 }
 
