@@ -160,7 +160,7 @@ test: deps header-check test-rust test-go ## Rust tests, Go tests on every backe
 .PHONY: test-browser
 test-browser: engine deps-browser ## The web console in headless Chromium against a real daemon; screenshots in docs/img
 	HARNESS_EDGE_ENGINE_LIB=$(ENGINE_SO) HARNESS_EDGE_EXPECT_BACKEND=cgo HARNESS_EDGE_BROWSER_REQUIRED=1 SCREENSHOTS=$(ROOT)/docs/img \
-		CGO_ENABLED=1 $(GO) test -count=1 -tags invariants,eternal_purego,browser -run 'InABrowser' -v ./control/
+		CGO_ENABLED=1 $(GO) test -count=1 -tags invariants,eternal_purego,browser -run 'InABrowser|OnAPhone' -v ./control/
 
 # `loop` around the real Claude Code and Codex CLIs (the npm packages deps-agents installs) against
 # scripted model servers on loopback, under the `agents` build tag so that `make test` needs

@@ -100,7 +100,7 @@ const pageWidth = `[document.documentElement.scrollWidth, window.innerWidth]`
 // URL longer than the screen is wide, breaks within the screen, on the list and on the
 // harness's page; the page keeps the error's lines, and the list cuts it as the command line
 // does, saying its length.
-func TestConsoleKeepsLongTextWithinAPhoneScreen(t *testing.T) {
+func TestConsoleOnAPhoneKeepsLongTextWithinTheScreen(t *testing.T) {
 	base, api, run := onAPhone(t)
 	var lines []string
 	for i := 1; i <= 6; i++ {
@@ -142,7 +142,7 @@ func TestConsoleKeepsLongTextWithinAPhoneScreen(t *testing.T) {
 // carry the Unicode controls that reorder a line (U+202E shows "file\u202egnp.exe" as
 // "fileexe.png") are shown with them as \u202e, as the command line shows them, on the gate
 // a human approves from and on the harness's page; right-to-left text is shown as it is.
-func TestConsoleShowsBidiControlsAsText(t *testing.T) {
+func TestConsoleOnAPhoneShowsBidiControlsAsText(t *testing.T) {
 	base, api, run := onAPhone(t)
 	submitToEnd(t, api, "spoof", oneStep(t, "spoof", "send report\u202egnp.exe שלום", "{output: sent}", true))
 
@@ -184,7 +184,7 @@ func TestConsoleShowsBidiControlsAsText(t *testing.T) {
 // TestConsoleListsTheNewestOfEachStatusUntilAskedForAll: the harness list shows the newest
 // 25 harnesses of a status and a button that shows them all, so that a store of thousands
 // draws at once; a harness opened from far down the list opens at the top of its page.
-func TestConsoleListsTheNewestOfEachStatusUntilAskedForAll(t *testing.T) {
+func TestConsoleOnAPhoneListsTheNewestOfEachStatusUntilAskedForAll(t *testing.T) {
 	base, api, run := onAPhone(t)
 	for i := range 30 {
 		id := fmt.Sprintf("done-%02d", i)
