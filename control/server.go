@@ -776,8 +776,10 @@ func (s *Server) Schedule(ctx context.Context, grace time.Duration) {
 		s.mu.Lock()
 		for i := 0; !s.frozen && !s.closing && len(s.running) < s.cfg.Concurrency && i < len(s.queue); {
 			id := s.queue[i]
-			if s.isBlockedLocked(id) {
-				i++ // it keeps its place; the ones behind it may run
+			if s.isBlockedLocked(id) || s.running[id] {
+				// It keeps its place; the ones behind it may run. A running one is one whose run
+				// was refused its workspace and has not ended yet: it runs once that run is over.
+				i++
 				continue
 			}
 			s.queue = slices.Delete(s.queue, i, i+1)
