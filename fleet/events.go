@@ -63,6 +63,7 @@ func Events(ctx context.Context, js jetstream.JetStream, device, id string, foll
 	if err != nil {
 		return err
 	}
+	defer dropConsumer(js, c)
 	var got, last uint64
 	missing := map[uint64]bool{}
 	for follow || got < n {

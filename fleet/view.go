@@ -166,6 +166,7 @@ func readSubject(ctx context.Context, js jetstream.JetStream, subj string, f fun
 	if err != nil {
 		return err
 	}
+	defer dropConsumer(js, c)
 	for got := uint64(0); got < n; {
 		batch, err := c.Fetch(int(min(n-got, 512)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
@@ -186,6 +187,20 @@ func readSubject(ctx context.Context, js jetstream.JetStream, subj string, f fun
 		}
 	}
 	return nil
+}
+
+// dropConsumer deletes a reader's consumer once it is done with it. A NATS server allows 1,000
+// consumers a stream by default, and one left behind lives on for five minutes (an ordered
+// consumer's inactivity threshold): a report of more than 1,000 harnesses, one consumer each,
+// would fill the stream, and refuse every reader after it.
+func dropConsumer(js jetstream.JetStream, c jetstream.Consumer) {
+	info := c.CachedInfo()
+	if info == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = js.DeleteConsumer(ctx, StreamLog, info.Name)
 }
 
 // Shown is what `fleet show` rebuilds of a harness from what its device replicated.
