@@ -48,8 +48,12 @@ type Stats struct {
 	Released        uint64
 	Backlog         uint64
 	Passes          uint64
-	Online          bool
-	LastError       string
+	// Read counts the harnesses passes read from the store: a pass reads only those whose
+	// index entry moved since everything of theirs was acknowledged, or that an event named
+	// meanwhile (all of them in a full pass, every FullPassEvery).
+	Read      uint64
+	Online    bool
+	LastError string
 	// Lags are, per replicated index entry, the time from its checkpoint's commit to
 	// JetStream's acknowledgement (the newest 4096).
 	Lags []time.Duration
@@ -81,6 +85,14 @@ type Replicator struct {
 	before func(context.Context)
 	// sentTask is, per harness, the task the cursor's digest was taken of (passes only).
 	sentTask map[string]sentTask
+	// done is, per harness, the index entry of the last pass that had all it read
+	// acknowledged, index entry included; lastFull when a pass last read every harness
+	// (passes only).
+	done     map[string]store.IndexEntry
+	lastFull time.Time
+	// dirty are the harnesses Emit saw an event of since the last pass began.
+	dirtyMu sync.Mutex
+	dirty   map[string]bool
 
 	mu    sync.Mutex
 	stats Stats
@@ -114,6 +126,12 @@ func NewReplicator(js jetstream.JetStream, device string) (*Replicator, error) {
 // checkpoint's event it copies the record just committed from the local store (one read),
 // so that a keyframe's release cannot take it before it is sent.
 func (r *Replicator) Emit(e event.Event) {
+	r.dirtyMu.Lock()
+	if r.dirty == nil {
+		r.dirty = map[string]bool{}
+	}
+	r.dirty[e.HarnessID] = true
+	r.dirtyMu.Unlock()
 	if e.Type == event.Checkpoint && e.Seq > 0 {
 		if db := r.db.Load(); db != nil {
 			if env, err := db.StoredRecord(e.HarnessID, e.Seq); err == nil {
@@ -278,6 +296,10 @@ func digest(b []byte) string {
 // acknowledged: a message that fails stops its harness's cursor there, and the next pass sends
 // it and what followed it again (JetStream drops the copies it holds, by Nats-Msg-Id).
 func (r *Replicator) pass(ctx context.Context, db *store.Store, cur *cursor) error {
+	r.dirtyMu.Lock()
+	dirty := r.dirty
+	r.dirty = nil
+	r.dirtyMu.Unlock()
 	list, err := db.List()
 	if err != nil {
 		return err
@@ -290,13 +312,27 @@ func (r *Replicator) pass(ctx context.Context, db *store.Store, cur *cursor) err
 	if r.sentTask == nil {
 		r.sentTask = map[string]sentTask{}
 	}
+	if r.done == nil {
+		r.done = map[string]store.IndexEntry{}
+	}
+	full := time.Since(r.lastFull) >= FullPassEvery
 	var indexes []func() error
 	var failed error
+	var read []store.IndexEntry
+	digests := map[string]string{}
 	for _, e := range list {
 		if e.Damaged != "" {
 			continue
 		}
-		next, err := r.harness(ctx, w, db, cur, e)
+		// A harness whose index entry has not moved since all of it was acknowledged, and
+		// that no event named since, has nothing new: a pass reads only what changed, so
+		// that its cost follows the steps, not the store's harnesses.
+		if done, ok := r.done[e.ID]; ok && done == e && !dirty[e.ID] && !full {
+			continue
+		}
+		read = append(read, e)
+		next, d, err := r.harness(ctx, w, db, cur, e)
+		digests[e.ID] = d
 		if err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				continue // deleted meanwhile
@@ -333,7 +369,13 @@ func (r *Replicator) pass(ctx context.Context, db *store.Store, cur *cursor) err
 			delete(r.sentTask, id) // deleted
 		}
 	}
+	for id := range r.done {
+		if !listed[id] {
+			delete(r.done, id)
+		}
+	}
 	r.mu.Lock()
+	r.stats.Read += uint64(len(read))
 	r.stats.Backlog = backlog
 	released := r.stats.Released
 	r.mu.Unlock()
@@ -361,8 +403,23 @@ func (r *Replicator) pass(ctx context.Context, db *store.Store, cur *cursor) err
 	if err := w.wait(ctx); err != nil && failed == nil {
 		failed = err
 	}
+	for _, e := range read {
+		at := cur.Harnesses[e.ID]
+		if w.failed[e.ID] == nil && at != nil && at.Gen == e.CreatedAt.UnixNano() && at.Record >= e.HeadSeq && at.Index == digests[e.ID] {
+			r.done[e.ID] = e
+		} else {
+			delete(r.done, e.ID)
+		}
+	}
+	if full && failed == nil {
+		r.lastFull = time.Now()
+	}
 	return failed
 }
+
+// FullPassEvery is how often a pass reads every harness of the store, those whose index entry
+// has not moved included (a safety net: a change that moves no index entry and emits no event).
+const FullPassEvery = 30 * time.Second
 
 // sentTask is a harness's task as sent (Replicator.sentTask).
 type sentTask struct {
@@ -377,8 +434,8 @@ const HeartbeatEvery = 5 * time.Second
 // harness puts in the window what the store holds of one harness beyond the cursor: its task
 // when it changed, its records up to the index entry's head (those a keyframe released from
 // the copies held), and its events. It returns what sends the index entry once the window is
-// acknowledged (nil when nothing is to be sent).
-func (r *Replicator) harness(ctx context.Context, w *window, db *store.Store, cur *cursor, idx store.IndexEntry) (func() error, error) {
+// acknowledged (nil when nothing is to be sent), and the entry's digest.
+func (r *Replicator) harness(ctx context.Context, w *window, db *store.Store, cur *cursor, idx store.IndexEntry) (func() error, string, error) {
 	id := idx.ID
 	gen := idx.CreatedAt.UnixNano()
 	at := cur.Harnesses[id]
@@ -415,12 +472,12 @@ func (r *Replicator) harness(ctx context.Context, w *window, db *store.Store, cu
 					r.count(func(s *Stats) { s.Tasks++ })
 				}))
 				if err != nil {
-					return nil, err
+					return nil, "", err
 				}
 			}
 		}
 	} else if !errors.Is(err, store.ErrNotFound) {
-		return nil, err
+		return nil, "", err
 	}
 	recSubj := Subject(r.Device, "rec", id)
 	sent := at.Record // the last record put in the window
@@ -453,7 +510,7 @@ func (r *Replicator) harness(ctx context.Context, w *window, db *store.Store, cu
 		return sendRecord(seq, env, seq-sent-1)
 	})
 	if err != nil && !errors.Is(err, errEnough) {
-		return nil, err
+		return nil, "", err
 	}
 	evtSubj := Subject(r.Device, "evt", id)
 	err = db.StoredEvents(id, at.Event, func(n uint64, data []byte) error {
@@ -463,15 +520,15 @@ func (r *Replicator) harness(ctx context.Context, w *window, db *store.Store, cu
 		}))
 	})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	raw, err := json.Marshal(idx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	d := digest(raw)
 	if d == at.Index {
-		return nil, nil
+		return nil, d, nil
 	}
 	return func() error {
 		if w.failed[id] != nil || at.Record < idx.HeadSeq {
@@ -491,7 +548,7 @@ func (r *Replicator) harness(ctx context.Context, w *window, db *store.Store, cu
 				s.Lags = append(s.Lags, lag)
 			})
 		}))
-	}, nil
+	}, d, nil
 }
 
 func (r *Replicator) count(f func(*Stats)) {
