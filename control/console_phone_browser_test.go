@@ -96,7 +96,7 @@ agents:
 // scroll sideways, or shrink the whole page to fit.
 const pageWidth = `[document.documentElement.scrollWidth, window.innerWidth]`
 
-// TestConsoleKeepsLongTextWithinAPhoneScreen: a failed step's error of many lines, each with a
+// TestConsoleOnAPhoneKeepsLongTextWithinTheScreen: a failed step's error of many lines, each with a
 // URL longer than the screen is wide, breaks within the screen, on the list and on the
 // harness's page; the page keeps the error's lines, and the list cuts it as the command line
 // does, saying its length.
@@ -138,7 +138,7 @@ func TestConsoleOnAPhoneKeepsLongTextWithinTheScreen(t *testing.T) {
 	}
 }
 
-// TestConsoleShowsBidiControlsAsText: a step's description and a rejection's reason that
+// TestConsoleOnAPhoneShowsBidiControlsAsText: a step's description and a rejection's reason that
 // carry the Unicode controls that reorder a line (U+202E shows "file\u202egnp.exe" as
 // "fileexe.png") are shown with them as \u202e, as the command line shows them, on the gate
 // a human approves from and on the harness's page; right-to-left text is shown as it is.
@@ -181,7 +181,7 @@ func TestConsoleOnAPhoneShowsBidiControlsAsText(t *testing.T) {
 	}
 }
 
-// TestConsoleListsTheNewestOfEachStatusUntilAskedForAll: the harness list shows the newest
+// TestConsoleOnAPhoneListsTheNewestOfEachStatusUntilAskedForAll: the harness list shows the newest
 // 25 harnesses of a status and a button that shows them all, so that a store of thousands
 // draws at once; a harness opened from far down the list opens at the top of its page.
 func TestConsoleOnAPhoneListsTheNewestOfEachStatusUntilAskedForAll(t *testing.T) {
@@ -214,5 +214,41 @@ func TestConsoleOnAPhoneListsTheNewestOfEachStatusUntilAskedForAll(t *testing.T)
 	}
 	if top != 0 {
 		t.Errorf("the harness's page opens scrolled %v px down, want at its top", top)
+	}
+}
+
+// TestConsoleOnAPhoneKeepsARefusedReasonInItsBox: a rejection the API refuses (a reason over
+// its 64 KiB limit) says why and leaves the reason typed in its box, through the page's redraw,
+// to be mended; every card of the list shows its budget use, read from the report.
+func TestConsoleOnAPhoneKeepsARefusedReasonInItsBox(t *testing.T) {
+	base, api, run := onAPhone(t)
+	submitToEnd(t, api, "held", oneStep(t, "held", "ship it", "{output: shipped}", true))
+	var card, flashed string
+	var kept int
+	run("reject with a reason over its limit",
+		chromedp.Navigate(base+"/#/"),
+		chromedp.WaitVisible(`div[data-gate="held/g1"]`),
+		chromedp.Text(`div.harness[data-id="held"]`, &card),
+		// In one go: the list may be drawn again between two steps.
+		chromedp.Evaluate(`(() => {
+			const g = document.querySelector('div[data-gate="held/g1"]');
+			const r = g.querySelector("input.reason");
+			r.value = "x".repeat(70000);
+			r.dispatchEvent(new Event("input"));
+			g.querySelector("button.reject").click();
+			return true;
+		})()`, nil),
+		chromedp.WaitVisible(`#flash.bad`),
+		chromedp.Text(`#flash`, &flashed),
+		chromedp.Poll(`document.querySelector('div[data-gate="held/g1"] input.reason').value.length`, &kept, chromedp.WithPollingTimeout(10*time.Second)),
+	)
+	if !strings.Contains(flashed, "reject g1 of held: ") || !strings.Contains(flashed, "65536") {
+		t.Errorf("the refusal says %q", flashed)
+	}
+	if kept != 70000 {
+		t.Errorf("the reason's box holds %d characters after the refusal, want the 70000 typed", kept)
+	}
+	if !strings.Contains(card, "tool calls 0") {
+		t.Errorf("the card does not show its budget use:\n%s", card)
 	}
 }

@@ -70,6 +70,18 @@ type ReportEntry struct {
 	StepCounts  map[statefmt.StepStatus]int `json:"stepCounts,omitempty"`
 	CallsOK     int                         `json:"callsOk,omitempty"`
 	CallsFailed int                         `json:"callsFailed,omitempty"`
+	// Budget is its own budget's limits and use, named as the state's JSON names them (nil:
+	// none), so that a list of harnesses shows budget use without reading each state.
+	Budget *EntryBudget `json:"budget,omitempty"`
+}
+
+// EntryBudget is a harness's budget in its report entry: limits (0: none) and use.
+type EntryBudget struct {
+	ToolCalls       int     `json:"toolCalls,omitempty"`
+	Tokens          int64   `json:"tokens,omitempty"`
+	TokensUsed      int64   `json:"tokensUsed,omitempty"`
+	WallClockMs     float64 `json:"wallClockMs,omitempty"`
+	WallClockUsedMs float64 `json:"wallClockUsedMs,omitempty"`
 }
 
 // WaitingGate is a gate that waits for a human, with the command that answers it.
@@ -279,6 +291,8 @@ func EntryOf(st *statefmt.HarnessState, subs []*statefmt.HarnessState) ReportEnt
 	}
 	if b := st.Budget; b != nil {
 		re.BudgetUSD = statefmt.USD(b.CostMicroUSD)
+		re.Budget = &EntryBudget{ToolCalls: b.ToolCalls, Tokens: b.Tokens, TokensUsed: b.TokensUsed,
+			WallClockMs: float64(b.WallClock) / float64(time.Millisecond), WallClockUsedMs: float64(b.WallClockUsed) / float64(time.Millisecond)}
 	}
 	var spent int64
 	for _, sub := range append([]*statefmt.HarnessState{st}, subs...) {

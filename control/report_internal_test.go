@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -147,5 +148,36 @@ func TestReportReadsAgainOnlyTheHarnessesThatMoved(t *testing.T) {
 		if e.Agent != "from the cache" {
 			t.Fatalf("%s, unchanged, was read again", e.ID)
 		}
+	}
+}
+
+// A report entry carries the harness's budget under the names the state's JSON gives it, so
+// that the console's list shows budget use on every card without reading each state.
+func TestReportEntryCarriesTheBudgetAsTheStateNamesIt(t *testing.T) {
+	st := stategen.Reference(rand.New(rand.NewPCG(9, 9)), 0)
+	st.Budget = &statefmt.Budget{ToolCalls: 10, Tokens: 1000, TokensUsed: 5, WallClock: 2 * time.Second, WallClockUsed: 1500 * time.Millisecond, CostMicroUSD: 3}
+	entry, err := json.Marshal(EntryOf(st, nil).Budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := statefmt.EncodeJSON(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromState struct{ Budget map[string]any }
+	var fromEntry map[string]any
+	if err := json.Unmarshal(whole, &fromState); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(entry, &fromEntry); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range fromEntry {
+		if fromState.Budget[k] != v {
+			t.Errorf("the entry's budget %s is %v, the state's %v", k, v, fromState.Budget[k])
+		}
+	}
+	if len(fromEntry) != 5 {
+		t.Errorf("the entry's budget: %s", entry)
 	}
 }

@@ -5,8 +5,9 @@
 // refresh redraws what the current view shows after an action.
 // renders counts the harness body's redraws: one that comes back after a later one has been
 // drawn is stale, and is dropped.
-// showAll holds the statuses whose whole group the harness list shows.
-const state = { csrf: "", stream: null, refreshTimer: 0, refresh: () => route(), renders: 0, drawn: 0, showAll: {} };
+// showAll holds the statuses whose whole group the harness list shows; reasons what was typed
+// as the reason of each gate ("harness/gate") not yet rejected.
+const state = { csrf: "", stream: null, refreshTimer: 0, refresh: () => route(), renders: 0, drawn: 0, showAll: {}, reasons: {} };
 
 // groupShown is how many harnesses of a status the harness list shows before "Show all".
 const groupShown = 25;
@@ -90,6 +91,8 @@ function clip(s) {
 
 function badge(s) { return el("span", { class: "badge " + s, "data-status": s }, s); }
 
+// budgetText is a harness's budget use: st is its state, or anything with the state's
+// totalToolCalls and budget (a report entry's toolCalls and budget).
 function budgetText(st) {
   const b = st.budget || {};
   const parts = [];
@@ -112,7 +115,12 @@ async function act(what, fn) {
 }
 
 function gateCard(g) {
-  const reason = el("input", { placeholder: "reason (required to reject)", "aria-label": "reason", class: "reason" });
+  // What is typed as the reason outlives the page's redraws until the gate is rejected: a
+  // refused rejection (a reason over its limit) leaves it in its box to be mended.
+  const key = g.harnessId + "/" + g.gate;
+  const reason = el("input", { placeholder: "reason (required to reject)", "aria-label": "reason", class: "reason",
+    oninput: () => { state.reasons[key] = reason.value; } });
+  reason.value = state.reasons[key] || "";
   const path = "/v1/harnesses/" + encodeURIComponent(g.harnessId);
   return el("div", { class: "card gate", "data-gate": g.harnessId + "/" + g.gate },
     el("div", { class: "row" }, el("strong", {}, "Gate " + g.gate), badge("waiting_for_human"), el("span", { class: "muted waits-on" }, g.waitsOn + " · waiting " + age(g.since))),
@@ -120,19 +128,19 @@ function gateCard(g) {
     g.why ? el("div", { class: "muted" }, g.why) : null,
     reason,
     el("div", { class: "row" },
-      el("button", { class: "primary approve", type: "button", onclick: () => act("approve " + g.gate, () => api("POST", path + "/approve", { gate: g.gate })) }, "Approve"),
+      el("button", { class: "primary approve", type: "button", onclick: () => act("approve " + g.gate + " of " + g.harnessId, () => api("POST", path + "/approve", { gate: g.gate })) }, "Approve"),
       el("button", { class: "danger reject", type: "button", onclick: () => {
         if (!reason.value.trim()) { flash("A rejection needs a reason.", true); reason.focus(); return; }
-        act("reject " + g.gate, () => api("POST", path + "/reject", { gate: g.gate, reason: reason.value }));
+        act("reject " + g.gate + " of " + g.harnessId, async () => {
+          const r = await api("POST", path + "/reject", { gate: g.gate, reason: reason.value });
+          delete state.reasons[key];
+          return r;
+        });
       } }, "Reject")));
 }
 
 async function viewHome(v) {
   const [health, report, list] = await Promise.all([api("GET", "/v1/health"), api("GET", "/v1/report?since=0s"), api("GET", "/v1/harnesses")]);
-  const states = {};
-  await Promise.all(report.harnesses.slice(0, 40).map(async (h) => {
-    try { states[h.id] = await api("GET", "/v1/harnesses/" + encodeURIComponent(h.id)); } catch (_) { /* shown without its budget */ }
-  }));
   const children = {};
   for (const e of list) if (e.parentHarnessId) (children[e.parentHarnessId] = children[e.parentHarnessId] || []).push(e);
 
@@ -153,12 +161,11 @@ async function viewHome(v) {
     // cards take seconds to draw, and every action draws the page again.
     const listed = state.showAll[s] ? byStatus[s] : byStatus[s].slice(0, groupShown);
     for (const h of listed) {
-      const st = states[h.id];
       v.append(el("div", { class: "card harness", "data-id": h.id },
         el("div", { class: "row" }, el("a", { href: "#/h/" + encodeURIComponent(h.id) }, h.id), badge(h.status), h.phase ? el("span", { class: "badge" }, "phase " + h.phase) : null),
         el("div", { class: "muted" }, h.task + " · agent " + h.agent + " · age " + age(h.createdAt) + " · updated " + age(h.updatedAt) + " ago"),
         el("progress", { max: h.steps || 1, value: h.stepsDone }),
-        el("div", { class: "muted" }, h.stepsDone + "/" + h.steps + " steps" + (st ? " · " + budgetText(st) : "") + (h.reason ? " · " + clip(h.reason) : "")),
+        el("div", { class: "muted" }, h.stepsDone + "/" + h.steps + " steps · " + budgetText({ totalToolCalls: h.toolCalls, budget: h.budget }) + (h.reason ? " · " + clip(h.reason) : "")),
         (children[h.id] || []).length ? el("div", { class: "muted" }, "sub-agents: ", (children[h.id]).map((c) => [el("a", { href: "#/h/" + encodeURIComponent(c.id) }, c.id), " ", badge(c.status), " "])) : null));
     }
     if (listed.length < byStatus[s].length) {
