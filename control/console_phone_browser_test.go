@@ -183,7 +183,8 @@ func TestConsoleOnAPhoneShowsBidiControlsAsText(t *testing.T) {
 
 // TestConsoleOnAPhoneListsTheNewestOfEachStatusUntilAskedForAll: the harness list shows the newest
 // 25 harnesses of a status and a button that shows them all, so that a store of thousands
-// draws at once; a harness opened from far down the list opens at the top of its page.
+// draws at once; a harness opened from far down the list opens at the top of its page, which
+// offers no Pause, Resume or Stop for a completed harness.
 func TestConsoleOnAPhoneListsTheNewestOfEachStatusUntilAskedForAll(t *testing.T) {
 	base, api, run := onAPhone(t)
 	for i := range 30 {
@@ -200,6 +201,7 @@ func TestConsoleOnAPhoneListsTheNewestOfEachStatusUntilAskedForAll(t *testing.T)
 		t.Errorf("the list shows %d of 30 completed harnesses, want the newest 25", cards)
 	}
 	var top float64
+	var buttons string
 	run("show all, and open the oldest",
 		chromedp.Click(`button.show-all[data-status="completed"]`),
 		chromedp.WaitVisible(`div.harness[data-id="done-00"]`),
@@ -208,7 +210,11 @@ func TestConsoleOnAPhoneListsTheNewestOfEachStatusUntilAskedForAll(t *testing.T)
 		chromedp.Click(`div.harness[data-id="done-00"] a`),
 		chromedp.WaitVisible(`#live`),
 		chromedp.Evaluate(`window.scrollY`, &top),
+		chromedp.Evaluate(`["pause", "resume", "stop"].filter((b) => document.getElementById(b)).join(" ")`, &buttons),
 	)
+	if buttons != "" {
+		t.Errorf("a completed harness's page offers %s, which the API refuses", buttons)
+	}
 	if cards != 30 {
 		t.Errorf("Show all shows %d of 30 completed harnesses", cards)
 	}

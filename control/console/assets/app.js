@@ -262,7 +262,8 @@ async function renderHarness(v, id) {
 
   for (const g of report.waiting.filter((g) => g.harnessId === id || (st.subAgentIds || []).includes(g.harnessId))) v.append(gateCard(g));
 
-  v.append(el("div", { class: "row" },
+  // A completed harness has nothing left to pause, resume or stop (the API refuses them).
+  if (st.status !== "completed") v.append(el("div", { class: "row" },
     el("button", { type: "button", id: "pause", onclick: () => act("pause", () => api("POST", path + "/pause")) }, "Pause"),
     el("button", { type: "button", id: "resume", onclick: () => act("resume", () => api("POST", path + "/resume")) }, "Resume"),
     el("button", { type: "button", id: "stop", class: "danger", onclick: () => { if (confirm("Stop " + id + "? It cannot go on after.")) act("stop", () => api("POST", path + "/stop")); } }, "Stop")));
