@@ -858,7 +858,16 @@ func (s *Server) run(ctx context.Context, id string) {
 		s.log.Warn("cannot run", "harness", id, "err", err)
 		return
 	}
-	s.log.Info("running", "harness", id, "status", h.Status())
+	// A harness waiting for its workspace is tried again every WorkspaceRetry: its tries are not
+	// news (the wait was logged once), and would fill the log over a night.
+	s.mu.Lock()
+	_, retry := s.blocked[id]
+	s.mu.Unlock()
+	if retry {
+		s.log.Debug("trying its workspace again", "harness", id)
+	} else {
+		s.log.Info("running", "harness", id, "status", h.Status())
+	}
 	err = h.Run(ctx)
 	if s.afterRun != nil {
 		s.afterRun(id)

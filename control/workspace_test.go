@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,12 +15,13 @@ import (
 
 // A harness that waits for a workspace another one holds is queued, and waiting for its
 // workspace, for as long as it waits: also in the moments the daemon tries the workspace again
-// (it is not running then).
+// (it is not running then), and the log says so once, not at every try.
 func TestHealthKeepsAHarnessWaitingForItsWorkspaceQueued(t *testing.T) {
 	dir, ws := filepath.Join(t.TempDir(), "store"), filepath.Join(t.TempDir(), "ws")
+	logs := &logBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	d, err := control.StartDaemon(ctx, control.DaemonConfig{Dir: dir, Concurrency: 2, Grace: 20 * time.Second,
-		Version: "test", Logger: slog.New(slog.NewTextHandler(&logBuffer{}, nil))})
+		Version: "test", Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -59,6 +61,12 @@ func TestHealthKeepsAHarnessWaitingForItsWorkspaceQueued(t *testing.T) {
 		}
 		if !waiting(h) {
 			t.Fatalf("health while the waiter waits: running %v, queued %v, waiting for a workspace %v", h.Running, h.Queued, h.WaitingForWorkspace)
+		}
+	}
+	// The log says once that it runs and once that it waits, not at every try.
+	for _, msg := range []string{`msg=running harness=waiter`, `msg="waiting for its workspace" harness=waiter`} {
+		if n := strings.Count(logs.String(), msg); n != 1 {
+			t.Errorf("the log says %q %d times over the waiter's wait:\n%s", msg, n, logs.String())
 		}
 	}
 }
