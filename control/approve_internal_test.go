@@ -15,13 +15,7 @@ import (
 // scheduler still counts it as running, so it cannot be queued then) is resumed when that run
 // ends: the harness completes instead of staying paused with nothing left to wait for.
 func TestAGateApprovedAsItsRunEndsIsResumed(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "store")
-	db, err := store.OpenStore(dir, store.StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	srv := NewServer(db, Config{Owner: "daemon", Concurrency: 1})
+	srv := daemonServer(t, 1)
 	src := fmt.Sprintf(`id: g
 agent: A
 autonomy: 1
@@ -56,7 +50,7 @@ plan:
 	defer func() { stop(); <-done }()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		st, err := db.Restore("g")
+		st, err := srv.store.Restore("g")
 		if err == nil && (st.Status == statefmt.StatusCompleted || st.Status == statefmt.StatusFailed) {
 			if st.Status != statefmt.StatusCompleted {
 				t.Fatalf("g ended %s (%s)", st.Status, st.StatusReason)
@@ -76,4 +70,16 @@ plan:
 			t.Fatalf("the approval said the harness was not resumed: %+v", d)
 		}
 	}
+}
+
+// daemonServer is a server that owns a fresh store as a daemon does, running up to concurrency
+// harnesses at once; the store closes with the test.
+func daemonServer(t *testing.T, concurrency int) *Server {
+	t.Helper()
+	db, err := store.OpenStore(filepath.Join(t.TempDir(), "store"), store.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return NewServer(db, Config{Owner: "daemon", Concurrency: concurrency})
 }

@@ -105,7 +105,13 @@ func TestTheAPIRefusesAnEscapedHalfOfASurrogatePair(t *testing.T) {
 // postSubmit posts body to the submit endpoint as it is, with the test token.
 func postSubmit(t *testing.T, addr string, body []byte) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/harnesses", bytes.NewReader(body))
+	return send(t, http.MethodPost, "http://"+addr+"/v1/harnesses", body)
+}
+
+// send sends a request with the test token and returns the answer's status and body.
+func send(t *testing.T, method, url string, body []byte) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,20 +157,11 @@ func TestAYesOrNoParameterTakesOneOrZeroOnly(t *testing.T) {
 		{http.MethodGet, "/v1/harnesses/h/logs?follow=on", `follow="on": want 1 or 0`},
 		{http.MethodDelete, "/v1/harnesses/h?force=maybe", `force="maybe": want 1 or 0`},
 	} {
-		req, err := http.NewRequest(c.method, "http://"+addr+c.path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer tok")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		code, text := send(t, c.method, "http://"+addr+c.path, nil)
 		var body struct{ Error string }
-		err = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusBadRequest || body.Error != c.want {
-			t.Errorf("%s %s: %d %q (%v), want 400 with %q", c.method, c.path, resp.StatusCode, body.Error, err, c.want)
+		err := json.Unmarshal([]byte(text), &body)
+		if err != nil || code != http.StatusBadRequest || body.Error != c.want {
+			t.Errorf("%s %s: %d %q (%v), want 400 with %q", c.method, c.path, code, body.Error, err, c.want)
 		}
 	}
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/harness-edge/harness-edge/statefmt"
-	"github.com/harness-edge/harness-edge/store"
 )
 
 // A harness whose run was refused its workspace goes back to the head of the queue while that
@@ -19,13 +17,7 @@ import (
 // the second's cancel (a nil call that took the daemon down with 3,000 harnesses on one
 // workspace). It runs once the first run is over.
 func TestTheSchedulerNeverRunsAHarnessTwiceAtOnce(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "store")
-	db, err := store.OpenStore(dir, store.StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	srv := NewServer(db, Config{Owner: "daemon", Concurrency: 2})
+	srv := daemonServer(t, 2)
 	src := fmt.Sprintf(`id: w
 agent: A
 workspace: %s
@@ -72,7 +64,7 @@ plan:
 		t.Fatal("the harness was not run once its first run ended")
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		st, err := db.Restore("w")
+		st, err := srv.store.Restore("w")
 		if err == nil && st.Status == statefmt.StatusCompleted {
 			break
 		}
