@@ -68,10 +68,10 @@ func (s *Server) Retry(_ context.Context, id string, req RetryRequest) (harness.
 	}
 	defer s.forget(id)()
 	s.mu.Lock()
-	scheduled := s.running[id]
+	busy := s.scheduledLocked(id, "retry")
 	s.mu.Unlock()
-	if scheduled {
-		return harness.RetryResult{}, fmt.Errorf("harness %s %w in the daemon: pause it first (`harness-edge pause %s`), then retry", id, harness.ErrRunning, id)
+	if busy != nil {
+		return harness.RetryResult{}, busy
 	}
 	return s.m.Retry(id, req.Step, req.By, req.Reason)
 }
@@ -103,7 +103,7 @@ func failCourse(w http.ResponseWriter, err error) {
 	case errors.Is(err, task.ErrTooLarge):
 		writeError(w, http.StatusRequestEntityTooLarge, err)
 		return
-	case errors.Is(err, harness.ErrRunning), errors.Is(err, harness.ErrNothingToRetry), errors.Is(err, harness.ErrNothingToReplan), errors.Is(err, harness.ErrSubAgent), errors.Is(err, ErrNeedsForce),
+	case errors.Is(err, harness.ErrRunning), errors.Is(err, ErrQueued), errors.Is(err, harness.ErrNothingToRetry), errors.Is(err, harness.ErrNothingToReplan), errors.Is(err, harness.ErrSubAgent), errors.Is(err, ErrNeedsForce),
 		errors.Is(err, store.ErrNameTaken):
 		writeError(w, http.StatusConflict, err)
 		return
@@ -214,20 +214,23 @@ func family(list []store.IndexEntry, root string) []string {
 	return out
 }
 
-// removable says why a top-level harness may not be removed now ("" when it may): it runs or
-// waits in this process's queue; without force, it waits for a human or was interrupted. s.mu
-// held.
-func (s *Server) removableLocked(e store.IndexEntry, force bool) (string, error) {
+// removableLocked says why a top-level harness may not be removed now (nil when it may): it
+// runs or waits in this process's queue (harness.ErrRunning, ErrQueued); without force, it waits
+// for a human or was interrupted (ErrNeedsForce). s.mu held.
+func (s *Server) removableLocked(e store.IndexEntry, force bool) error {
 	id := e.ID
-	if s.running[id] || slices.Contains(s.queue, id) || slices.Contains(s.m.Running(), id) {
-		return fmt.Sprintf("harness %s %v here: pause it first (`harness-edge pause %s`)", id, harness.ErrRunning, id), harness.ErrRunning
+	if err := s.scheduledLocked(id, ""); err != nil {
+		return err
+	}
+	if slices.Contains(s.m.Running(), id) {
+		return fmt.Errorf("harness %s %w here: pause it first (`harness-edge pause %s`)", id, harness.ErrRunning, id)
 	}
 	if force {
-		return "", nil
+		return nil
 	}
 	switch e.Status {
 	case statefmt.StatusRunning:
-		return fmt.Sprintf("harness %s was running when its process stopped: resume it, or delete it with --force", id), ErrNeedsForce
+		return fmt.Errorf("harness %s was running when its process stopped: resume it, or delete it with --force (%w)", id, ErrNeedsForce)
 	case statefmt.StatusPaused:
 		loaded := s.m.Loaded(id)
 		gates, _ := s.m.PendingGates(id)
@@ -235,10 +238,10 @@ func (s *Server) removableLocked(e store.IndexEntry, force bool) (string, error)
 			s.m.Release(id)
 		}
 		if len(gates) > 0 {
-			return fmt.Sprintf("harness %s waits for a human (%s): answer it, or delete it with --force", id, GateHint(id, gates)), ErrNeedsForce
+			return fmt.Errorf("harness %s waits for a human (%s): answer it, or delete it with --force (%w)", id, GateHint(id, gates), ErrNeedsForce)
 		}
 	}
-	return "", nil
+	return nil
 }
 
 // remove deletes the families of the given top-level harnesses in one batch and compacts
@@ -316,8 +319,8 @@ func (s *Server) Delete(ctx context.Context, id string, force bool) (DeleteResul
 	if e.ParentHarnessID != "" {
 		return DeleteResult{}, fmt.Errorf("harness %s %w of %s: delete %s (its sub-agents go with it)", id, harness.ErrSubAgent, e.ParentHarnessID, e.ParentHarnessID)
 	}
-	if why, err := s.removableLocked(e, force); why != "" {
-		return DeleteResult{}, fmt.Errorf("%w: %s", err, why)
+	if err := s.removableLocked(e, force); err != nil {
+		return DeleteResult{}, err
 	}
 	out := DeleteResult{Harnesses: []Removed{s.removed(list, e)}}
 	err = s.removeLocked(ctx, &out)
@@ -354,8 +357,8 @@ func (s *Server) Prune(ctx context.Context, req PruneRequest) (DeleteResult, err
 		if e.ParentHarnessID != "" || e.Damaged != "" || !slices.Contains(statuses, e.Status) || !e.UpdatedAt.Before(cutoff) {
 			continue
 		}
-		if why, _ := s.removableLocked(e, false); why != "" {
-			out.Skipped = append(out.Skipped, Skipped{ID: e.ID, Why: why})
+		if err := s.removableLocked(e, false); err != nil {
+			out.Skipped = append(out.Skipped, Skipped{ID: e.ID, Why: err.Error()})
 			continue
 		}
 		out.Harnesses = append(out.Harnesses, s.removed(list, e))
@@ -442,10 +445,10 @@ func (s *Server) Replan(_ context.Context, id string, req ReplanRequest) (harnes
 	}
 	defer s.forget(id)()
 	s.mu.Lock()
-	scheduled := s.running[id] || slices.Contains(s.queue, id)
+	busy := s.scheduledLocked(id, "replan")
 	s.mu.Unlock()
-	if scheduled {
-		return harness.ReplanResult{}, fmt.Errorf("harness %s %w in the daemon: pause it first (`harness-edge pause %s`), then replan", id, harness.ErrRunning, id)
+	if busy != nil {
+		return harness.ReplanResult{}, busy
 	}
 	r, err := s.m.Replan(id, cmp.Or(req.Name, "the plan change"), []byte(req.Change), req.By, req.Reason)
 	var te *task.Error
@@ -520,12 +523,25 @@ type RollbackRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// scheduledLocked refuses a harness that runs or waits in this process's queue. s.mu held.
-func (s *Server) scheduledLocked(id, what string) error {
-	if s.running[id] || slices.Contains(s.queue, id) {
-		return fmt.Errorf("harness %s %w in the daemon: pause it first (`harness-edge pause %s`), then %s", id, harness.ErrRunning, id, what)
+// ErrQueued refuses a change of course on a harness that waits in the daemon's queue to run
+// (for a slot, or for its workspace): pause it first, which takes it out of the queue.
+var ErrQueued = errors.New("is queued")
+
+// scheduledLocked refuses a harness that runs or waits in this process's queue, saying which.
+// then is what to do after pausing it; empty, the sentence ends at the pause. s.mu held.
+func (s *Server) scheduledLocked(id, then string) error {
+	why := harness.ErrRunning
+	switch {
+	case s.running[id]:
+	case slices.Contains(s.queue, id):
+		why = ErrQueued
+	default:
+		return nil
 	}
-	return nil
+	if then != "" {
+		then = ", then " + then
+	}
+	return fmt.Errorf("harness %s %w in the daemon: pause it first (`harness-edge pause %s`)%s", id, why, id, then)
 }
 
 // Checkpoint keeps the harness's newest checkpoint under a name (store.SaveNamed), with a
@@ -600,7 +616,7 @@ func (s *Server) Rollback(_ context.Context, id string, req RollbackRequest) (ha
 	}
 	var st *statefmt.HarnessState
 	var taskJSON []byte
-	label := req.To
+	label, to := req.To, req.To
 	if seq, err := strconv.ParseUint(req.To, 10, 64); err == nil {
 		idx, err := s.store.Index(id)
 		if err != nil {
@@ -616,7 +632,7 @@ func (s *Server) Rollback(_ context.Context, id string, req RollbackRequest) (ha
 		if st, err = s.store.RestoreAt(id, seq); err != nil {
 			return harness.RollbackResult{}, err
 		}
-		label = fmt.Sprintf("checkpoint %d", seq)
+		label, to = fmt.Sprintf("checkpoint %d", seq), strconv.FormatUint(seq, 10)
 	} else {
 		_, named, tj, err := s.store.RestoreNamed(id, req.To)
 		if errors.Is(err, store.ErrInvalidName) {
@@ -630,7 +646,11 @@ func (s *Server) Rollback(_ context.Context, id string, req RollbackRequest) (ha
 			taskJSON = nil
 		}
 	}
-	return s.m.Rollback(id, st, taskJSON, label, req.By, req.Reason)
+	res, err := s.m.Rollback(id, st, taskJSON, label, req.By, req.Reason)
+	if err == nil {
+		res.To = to
+	}
+	return res, err
 }
 
 func (c *Client) Checkpoint(ctx context.Context, id string, req CheckpointRequest) (store.NamedPoint, error) {

@@ -70,3 +70,56 @@ func TestHealthKeepsAHarnessWaitingForItsWorkspaceQueued(t *testing.T) {
 		}
 	}
 }
+
+// A harness waiting in the daemon's queue for a slot is not running: a change of course on it
+// is refused, changing nothing, with the words for where it is (queued) and what takes it out.
+func TestAChangeOfCourseOnAQueuedHarnessSaysItIsQueued(t *testing.T) {
+	dir, tmp := filepath.Join(t.TempDir(), "store"), t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := control.StartDaemon(ctx, control.DaemonConfig{Dir: dir, Concurrency: 1, Grace: 20 * time.Second,
+		Version: "test", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); d.Wait() })
+	task := func(id string) []byte {
+		return fmt.Appendf(nil, "id: %s\nagent: A\nworkspace: %s\nagents:\n  A: {driver: script, script: {plan: [{id: s, description: wait, agent: A}], steps: {s: [{sleep: 4s}]}}}\n",
+			id, filepath.Join(tmp, id))
+	}
+	c := connect(t, dir)
+	for _, id := range []string{"first", "second"} {
+		if _, err := c.Submit(context.Background(), control.Submission{Task: task(id), Name: id + ".yaml"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		h, err := c.Health(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(h.Running, "first") && slices.Contains(h.Queued, "second") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never one running and one queued: %+v", h)
+		}
+	}
+	ctx2 := context.Background()
+	_, errDelete := c.Delete(ctx2, "second", true)
+	_, errReplan := c.Replan(ctx2, "second", control.ReplanRequest{Change: "remove: [s]"})
+	_, errRollback := c.Rollback(ctx2, "second", control.RollbackRequest{To: "1"})
+	_, errRetry := c.Retry(ctx2, "second", control.RetryRequest{})
+	for what, err := range map[string]error{"delete": errDelete, "replan": errReplan, "rollback": errRollback, "retry": errRetry} {
+		if err == nil || !strings.Contains(err.Error(), "harness second is queued in the daemon: pause it first (`harness-edge pause second`)") {
+			t.Errorf("%s of a queued harness: %v", what, err)
+		}
+	}
+	_, errDelete = c.Delete(ctx2, "first", true)
+	if errDelete == nil || !strings.Contains(errDelete.Error(), "harness first is running in the daemon") {
+		t.Errorf("delete of a running harness: %v", errDelete)
+	}
+	if h, err := c.Health(ctx2); err != nil || !slices.Contains(h.Queued, "second") {
+		t.Fatalf("the refusals changed the queue: %+v %v", h, err)
+	}
+}

@@ -20,9 +20,11 @@ const (
 
 // RollbackResult says what a rollback did.
 type RollbackResult struct {
-	HarnessID string          `json:"harnessId"`
-	To        string          `json:"to"`
-	Status    statefmt.Status `json:"status"`
+	HarnessID string `json:"harnessId"`
+	// To is the checkpoint rolled back to as a request names one: its name, or its sequence
+	// number in decimal. (Rollback leaves it empty; the caller knows which it was.)
+	To     string          `json:"to"`
+	Status statefmt.Status `json:"status"`
 	// StepsDone of Steps have completed in the state rolled back to.
 	StepsDone int `json:"stepsDone"`
 	Steps     int `json:"steps"`
@@ -96,7 +98,7 @@ func (m *Manager) Rollback(id string, to *statefmt.HarnessState, taskJSON []byte
 		h.st, h.pending, h.task, h.taskJSON, h.agents, h.pidx = saved, h.pending[:pending0], task0, json0, agents0, nil
 		return RollbackResult{}, err
 	}
-	res := RollbackResult{HarnessID: id, To: label, Status: n.Status}
+	res := RollbackResult{HarnessID: id, Status: n.Status}
 	if n.Plan != nil {
 		res.Steps = len(n.Plan.Steps)
 		for _, s := range n.Plan.Steps {

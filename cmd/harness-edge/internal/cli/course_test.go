@@ -178,7 +178,7 @@ func TestRetryThroughTheDaemonAndItsHTTPAPI(t *testing.T) {
 	if code, body := d.http("POST", "/v1/harnesses/a/rollback", token, []byte(`{}`)); code != 400 {
 		t.Fatalf("HTTP rollback to nothing: %d %s", code, body)
 	}
-	if code, body := d.http("POST", "/v1/harnesses/a/rollback", token, []byte(`{"to": "done", "reason": "check"}`)); code != 200 || !strings.Contains(body, `"status":"paused"`) {
+	if code, body := d.http("POST", "/v1/harnesses/a/rollback", token, []byte(`{"to": "done", "reason": "check"}`)); code != 200 || !strings.Contains(body, `"status":"paused"`) || !strings.Contains(body, `"to":"done"`) {
 		t.Fatalf("HTTP rollback: %d %s", code, body)
 	}
 	expectIn(t, db, ExitOK, "rolled back to \"done\" by", "show", "a")
@@ -662,6 +662,15 @@ func TestRollbackToANamedCheckpointRunsTheStepsAfterItAgain(t *testing.T) {
 		t.Fatalf("checkpoints --json: %d %s", code, js)
 	}
 	expectIn(t, db, ExitOK, fmt.Sprintf("rolled back to checkpoint %d", l.FirstSeq), "rollback", "b", "--to", fmt.Sprint(l.FirstSeq))
+	// The answer's "to" names the checkpoint as a request would: the number, not a sentence.
+	if code, js = binary(t, db, "checkpoints", "b", "--json"); code != ExitOK || json.Unmarshal([]byte(js), &l) != nil {
+		t.Fatalf("checkpoints --json: %d %s", code, js)
+	}
+	code, js = binary(t, db, "rollback", "b", "--to", fmt.Sprint(l.FirstSeq), "--json")
+	var res harness.RollbackResult
+	if code != ExitOK || json.Unmarshal([]byte(js), &res) != nil || res.To != fmt.Sprint(l.FirstSeq) {
+		t.Fatalf("rollback --json: %d %s", code, js)
+	}
 	expectIn(t, db, ExitOK, "", "verify")
 }
 
