@@ -126,7 +126,8 @@ func (s *Server) Report(_ context.Context, since time.Duration) (*Report, error)
 			continue // counted in their parent
 		}
 		if e.Status != statefmt.StatusPaused && e.UpdatedAt.Before(r.Since) {
-			continue // neither in the window nor waiting: its index entry says so, unread
+			kept[e.ID] = true // a later report over a longer window may want its line
+			continue          // neither in the window nor waiting: its index entry says so, unread
 		}
 		c, err := s.reportOf(e, reportKeyOf(e, children, seqs))
 		if errors.Is(err, store.ErrDamaged) {
@@ -142,7 +143,7 @@ func (s *Server) Report(_ context.Context, since time.Duration) (*Report, error)
 			r.Add(c.entry)
 		}
 	}
-	s.reports.keep(kept, since == 0)
+	s.reports.keep(kept)
 	r.StoreBytes = s.store.DiskUsage()
 	r.Sort()
 	return r, nil
@@ -179,12 +180,9 @@ func (c *reportCache) put(id string, r cachedReport) {
 	c.entries[id] = r
 }
 
-// keep forgets the harnesses a report over the whole store (all) did not read: deleted or
-// damaged since.
-func (c *reportCache) keep(ids map[string]bool, all bool) {
-	if !all {
-		return
-	}
+// keep forgets the harnesses a report found neither in the store nor readable: deleted or
+// damaged since. ids are the store's readable top-level harnesses, in the report's window or not.
+func (c *reportCache) keep(ids map[string]bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id := range c.entries {

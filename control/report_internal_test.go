@@ -151,6 +151,44 @@ func TestReportReadsAgainOnlyTheHarnessesThatMoved(t *testing.T) {
 	}
 }
 
+// A daemon asked only for reports over a window (the last hour, say) forgets the lines of the
+// harnesses deleted since, and keeps those of harnesses outside the window for a longer one.
+func TestAReportOverAWindowForgetsDeletedHarnesses(t *testing.T) {
+	db, err := store.OpenStore(filepath.Join(t.TempDir(), "store"), store.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s := Local(db)
+	r := rand.New(rand.NewPCG(5, 5))
+	now := time.Now().UTC()
+	for id, at := range map[string]time.Time{"old": now.Add(-48 * time.Hour), "new": now, "gone": now} {
+		st := stategen.Reference(r, 0)
+		st.HarnessID, st.CreatedAt, st.UpdatedAt, st.Status = id, at, at, statefmt.StatusCompleted
+		st.CheckpointCount = 1
+		statefmt.Normalize(st)
+		if _, err := db.Persist(st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Report(context.Background(), 0); err != nil || len(s.reports.entries) != 3 {
+		t.Fatalf("report over everything: %v, %d cached", err, len(s.reports.entries))
+	}
+	if err := db.Delete("gone"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Report(context.Background(), time.Hour)
+	if err != nil || len(rep.Harnesses) != 1 || rep.Harnesses[0].ID != "new" {
+		t.Fatalf("report over the last hour: %v, %+v", err, rep)
+	}
+	if _, ok := s.reports.entries["gone"]; ok {
+		t.Error("the cache still holds a deleted harness's line after a report over a window")
+	}
+	if _, ok := s.reports.entries["old"]; !ok {
+		t.Error("the cache forgot the line of a harness outside the window, still in the store")
+	}
+}
+
 // A report entry carries the harness's budget under the names the state's JSON gives it, so
 // that the console's list shows budget use on every card without reading each state.
 func TestReportEntryCarriesTheBudgetAsTheStateNamesIt(t *testing.T) {
