@@ -109,9 +109,9 @@ func (s *Server) Report(_ context.Context, since time.Duration) (*Report, error)
 		return nil, err
 	}
 	children := map[string][]string{}
-	seqs := make(map[string]store.IndexEntry, len(list))
+	byID := make(map[string]store.IndexEntry, len(list))
 	for _, e := range list {
-		seqs[e.ID] = e
+		byID[e.ID] = e
 		if e.ParentHarnessID != "" {
 			children[e.ParentHarnessID] = append(children[e.ParentHarnessID], e.ID)
 		}
@@ -129,7 +129,7 @@ func (s *Server) Report(_ context.Context, since time.Duration) (*Report, error)
 			kept[e.ID] = true // a later report over a longer window may want its line
 			continue          // neither in the window nor waiting: its index entry says so, unread
 		}
-		c, err := s.reportOf(e, reportKeyOf(e, children, seqs))
+		c, err := s.reportOf(e, reportKeyOf(e, children, byID))
 		if errors.Is(err, store.ErrDamaged) {
 			r.Damaged = append(r.Damaged, DamagedHarness{ID: e.ID, Reason: err.Error()})
 			continue
