@@ -16,8 +16,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/harness-edge/harness-edge/internal/syncfs"
 	"github.com/harness-edge/harness-edge/internal/workload"
 	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/runtime/task"
@@ -167,23 +169,33 @@ type e2eRun struct {
 	outputs  [][]byte // each measured step's output, for the floor
 	// chain is what the harnesses that completed keep in the store (their records).
 	chain int
+	// fsyncs are those of the harnesses' runs, from their creation to their completion (the
+	// store's open and close left out), when runE2E was given a *syncfs.FS.
+	fsyncs int64
 }
 
 // runE2E runs `harnesses` harnesses of a plan of planSize steps at once in one manager on a fresh
 // store, each up to `upTo` completed steps, and measures from every harness's second completed
 // step (the first carries the plan's keyframe and warms the caches).
-func runE2E(ctx context.Context, o Options, files []string, lines []int, ws string, planSize, upTo, harnesses int) (e2eRun, error) {
+func runE2E(ctx context.Context, o Options, files []string, lines []int, ws string, planSize, upTo, harnesses int, counted *syncfs.FS) (e2eRun, error) {
 	var res e2eRun
 	dir, done, err := scratch(o, "e2e")
 	if err != nil {
 		return res, err
 	}
 	defer done()
-	s, err := store.OpenStore(filepath.Join(dir, "store"), store.StoreOptions{})
+	var fs vfs.FS
+	if counted != nil {
+		fs = counted
+	}
+	s, err := store.OpenStore(filepath.Join(dir, "store"), store.StoreOptions{FS: fs})
 	if err != nil {
 		return res, err
 	}
 	defer s.Close()
+	if counted != nil {
+		counted.Reset()
+	}
 	clk := &stepClock{upTo: upTo, planSize: planSize, series: map[string]*stepSeries{}}
 	m := harness.NewManager(s, harness.Options{Sinks: []event.Sink{clk}})
 	var hs []*harness.Harness
@@ -222,6 +234,9 @@ func runE2E(ctx context.Context, o Options, files []string, lines []int, ws stri
 		}()
 	}
 	wg.Wait()
+	if counted != nil {
+		res.fsyncs = counted.Count()
+	}
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
@@ -361,7 +376,7 @@ func endToEnd(ctx context.Context, o Options, rep *Report) error {
 		var disk int64
 		var wall time.Duration
 		for len(gaps) < upTo-2 {
-			r, err := runE2E(ctx, o, files, lines, ws, size, min(upTo, size), 1)
+			r, err := runE2E(ctx, o, files, lines, ws, size, min(upTo, size), 1, nil)
 			if err != nil {
 				return fmt.Errorf("plan of %d steps: %w", size, err)
 			}
@@ -384,6 +399,23 @@ func endToEnd(ctx context.Context, o Options, rep *Report) error {
 				"every file of the store after the run, before any compaction, over the steps run"))
 		}
 	}
+	// The fsyncs, counted through the store's file system in runs of their own (the timed runs
+	// go straight to the disk): one harness, then several at once, whose commits share them.
+	for _, n := range []int{1, 20} {
+		r, err := runE2E(ctx, o, files, lines, ws, 100, 100, n, syncfs.New())
+		if err != nil {
+			return fmt.Errorf("counting fsyncs, %d harnesses: %w", n, err)
+		}
+		steps := n * 100
+		each := float64(r.fsyncs) / float64(steps)
+		if n == 1 {
+			rep.add(atMost("e2e_fsyncs_per_step", "end-to-end fsyncs per step, one harness", each, "fsyncs", 1.1, false,
+				fmt.Sprintf("%d fsyncs for a 100-step plan, counted from the harness's creation to its completion, both included (the store's heads file, rewritten at most every 10 s with its directory, adds two)", r.fsyncs)))
+			continue
+		}
+		rep.add(info(fmt.Sprintf("e2e_fsyncs_per_step_%d", n), fmt.Sprintf("end-to-end fsyncs per step, %d harnesses at once", n), each, "fsyncs",
+			fmt.Sprintf("%d fsyncs for %d steps (%d harnesses of 100 steps at once, from their creation to their completion): commits that wait at the same moment share one (Pebble's group commit)", r.fsyncs, steps, n)))
+	}
 	flat := float64(per[sizes[len(sizes)-1]]) / float64(per[10])
 	rep.add(atMost("e2e_plan_flatness", fmt.Sprintf("end-to-end step p50, plan of %d / plan of 10", sizes[len(sizes)-1]), flat, "x", 1.3, false,
 		"per-step cost flat in the plan's size; timing-sensitive: reported, not enforced"))
@@ -393,7 +425,7 @@ func endToEnd(ctx context.Context, o Options, rep *Report) error {
 	if o.Quick {
 		histN = 400
 	}
-	hr, err := runE2E(ctx, o, files, lines, ws, histN, histN, 1)
+	hr, err := runE2E(ctx, o, files, lines, ws, histN, histN, 1, nil)
 	if err != nil {
 		return fmt.Errorf("a run of %d steps: %w", histN, err)
 	}
@@ -422,7 +454,7 @@ func endToEnd(ctx context.Context, o Options, rep *Report) error {
 	rep.add(atMost("e2e_over_floor", "end-to-end step p50 (plan of 1,000) / the floor", float64(per[1000])/float64(floor), "x", 1.2, false,
 		"timing-sensitive: reported, not enforced"))
 
-	r, err := runE2E(ctx, o, files, lines, ws, 100, manyUpTo, many)
+	r, err := runE2E(ctx, o, files, lines, ws, 100, manyUpTo, many, nil)
 	if err != nil {
 		return fmt.Errorf("%d harnesses at once: %w", many, err)
 	}

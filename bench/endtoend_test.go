@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/harness-edge/harness-edge/internal/syncfs"
 )
 
 // The end-to-end measurement runs real harnesses to the step count it asks for, each step's
@@ -22,7 +24,7 @@ func TestEndToEndRunsRealStepsOnRealOrGeneratedText(t *testing.T) {
 		}
 		t.Logf("corpus: %s", source)
 		o := Options{Dir: t.TempDir(), Quick: true}
-		r, err := runE2E(context.Background(), o, files, lines, ws, 40, 40, 3)
+		r, err := runE2E(context.Background(), o, files, lines, ws, 40, 40, 3, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,4 +57,31 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// A durable step costs one fsync: a harness's run makes one per checkpoint (one per step, and
+// four around them: its creation, its start, its plan, its completion) and the store's heads
+// file two at each rewrite (at most every 10 s), no more; harnesses that run at once share theirs.
+func TestEndToEndStepsMakeOneFsyncEach(t *testing.T) {
+	ws := t.TempDir()
+	files, lines, _, err := textCorpus(ws, 256<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Dir: t.TempDir(), Quick: true}
+	one, err := runE2E(context.Background(), o, files, lines, ws, 60, 60, 1, syncfs.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if one.fsyncs < 60 || one.fsyncs > 60+4+4 {
+		t.Fatalf("one harness of 60 steps made %d fsyncs", one.fsyncs)
+	}
+	many, err := runE2E(context.Background(), o, files, lines, ws, 60, 60, 8, syncfs.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if many.fsyncs < 60 || many.fsyncs > 8*(60+4)+4 {
+		t.Fatalf("8 harnesses of 60 steps made %d fsyncs", many.fsyncs)
+	}
+	t.Logf("fsyncs: one harness %d for 60 steps, 8 harnesses %d for 480", one.fsyncs, many.fsyncs)
 }

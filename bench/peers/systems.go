@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"github.com/harness-edge/harness-edge/internal/syncfs"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -103,9 +104,9 @@ func runHarnessEdge(ctx context.Context, w *workload, dir string, counted bool) 
 		return r, err
 	}
 	var o store.StoreOptions
-	var fs *syncFS
+	var fs *syncfs.FS
 	if counted {
-		fs = newSyncFS()
+		fs = syncfs.New()
 		o.FS = fs
 	}
 	db := filepath.Join(dir, "store")
@@ -116,7 +117,7 @@ func runHarnessEdge(ctx context.Context, w *workload, dir string, counted bool) 
 	m := harness.NewManager(s, harness.Options{})
 	var id string
 	if fs != nil {
-		fs.n.Store(0)
+		fs.Reset()
 	}
 	r.Elapsed, r.CPU, err = measure(func() error {
 		h, err := m.Create(t)
@@ -133,7 +134,7 @@ func runHarnessEdge(ctx context.Context, w *workload, dir string, counted bool) 
 		return nil
 	})
 	if fs != nil {
-		r.Fsyncs = fs.n.Load()
+		r.Fsyncs = fs.Count()
 	}
 	if cerr := s.Close(); err == nil {
 		err = cerr
@@ -170,9 +171,9 @@ func stepKey(i int) []byte { return fmt.Appendf(nil, "step/%08d", i) }
 func runBarePebble(_ context.Context, w *workload, dir string, counted bool) (run, error) {
 	r := run{Fsyncs: -1}
 	o := &pebble.Options{Logger: quiet{}}
-	var fs *syncFS
+	var fs *syncfs.FS
 	if counted {
-		fs = newSyncFS()
+		fs = syncfs.New()
 		o.FS = fs
 	}
 	path := filepath.Join(dir, "pebble")
@@ -181,7 +182,7 @@ func runBarePebble(_ context.Context, w *workload, dir string, counted bool) (ru
 		return r, err
 	}
 	if fs != nil {
-		fs.n.Store(0)
+		fs.Reset()
 	}
 	r.Elapsed, r.CPU, err = measure(func() error {
 		for i, c := range w.Chunks {
@@ -201,7 +202,7 @@ func runBarePebble(_ context.Context, w *workload, dir string, counted bool) (ru
 		return nil
 	})
 	if fs != nil {
-		r.Fsyncs = fs.n.Load()
+		r.Fsyncs = fs.Count()
 	}
 	if cerr := db.Close(); err == nil {
 		err = cerr
