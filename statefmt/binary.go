@@ -505,9 +505,13 @@ func (e *BinaryEncoder) EncodeChanged(s *HarnessState, changes StepChanges) (Inc
 	e.w.err, e.scratch.err = nil, nil
 	e.w.b = e.w.b[:e.histEnd]
 	// Keep room to grow: append alone grows a large buffer by ~1.25x, copying the whole state
-	// every few steps; doubling makes that copy rare (amortised O(1) per step).
-	if need := e.histEnd + 2*len(e.prevTail) + 64<<10; cap(e.w.b) < need {
-		e.w.b = append(make([]byte, 0, max(2*cap(e.w.b), need)), e.w.b...)
+	// every few steps; doubling makes that copy rare (amortised O(1) per step). The room kept
+	// for the records this encode appends grows with the state up to 64 KiB: a fixed 64 KiB
+	// doubled a small state's buffer whenever it grew by a few bytes (a sub-agent of five
+	// checkpoints kept 200 KB, and a daemon holds every harness that runs or waits).
+	room := min(64<<10, 4<<10+e.histEnd/4)
+	if need := e.histEnd + 2*len(e.prevTail) + room; cap(e.w.b) < need {
+		e.w.b = append(make([]byte, 0, max(2*cap(e.w.b), need+room)), e.w.b...)
 	}
 	for i := e.histCount; i < len(hist); i++ {
 		start := len(e.w.b)

@@ -396,3 +396,32 @@ func TestDecodeBinaryRefusesForgedOutputReferences(t *testing.T) {
 		}
 	}
 }
+
+// The encoder's buffer keeps room to grow in proportion to the state: a small state (a
+// sub-agent's few checkpoints) keeps a small buffer, and a growing one moves to a new buffer
+// a logarithmic number of times, not at every few steps.
+func TestTheEncodersBufferGrowsWithTheState(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	s := &statefmt.HarnessState{SchemaVersion: 1, HarnessID: "h.s1", AgentName: "a", TaskID: "t", Status: statefmt.StatusRunning}
+	var enc statefmt.BinaryEncoder
+	moves, last := 0, (*byte)(nil)
+	for i := range 3000 {
+		s.ToolCallHistory = append(s.ToolCallHistory, stategen.Record(r, stategen.Small))
+		inc, err := enc.Encode(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < 5 && cap(inc.Bytes) > 32<<10 {
+			t.Fatalf("after %d small checkpoints the encoder holds %d bytes for a %d-byte state", i+1, cap(inc.Bytes), len(inc.Bytes))
+		}
+		if p := &inc.Bytes[:1][0]; p != last {
+			moves, last = moves+1, p
+		}
+		if i == 2999 {
+			t.Logf("%d bytes encoded, %d of buffer, moved %d times", len(inc.Bytes), cap(inc.Bytes), moves)
+			if cap(inc.Bytes) > 3*len(inc.Bytes)+128<<10 || moves > 16 {
+				t.Fatalf("a %d-byte state in a %d-byte buffer, moved %d times", len(inc.Bytes), cap(inc.Bytes), moves)
+			}
+		}
+	}
+}
