@@ -145,6 +145,9 @@ type Store struct {
 	zdec   *zstd.Decoder
 	// streamDecs holds stream decoders between reads (see streamReader).
 	streamDecs chan *zstd.Decoder
+	// streamEncs holds the delta stream encoders of harnesses that stopped, for the next
+	// harness that starts a stream (see harness.compress).
+	streamEncs chan *zstd.Encoder
 	// keyframes compresses every harness's keyframes.
 	keyframes keyframeEncoders
 
@@ -179,8 +182,10 @@ type harness struct {
 	index IndexEntry
 
 	// The deltas' zstd stream (see compress): zw is nil until the first delta and after the
-	// harness stops (releaseStream); streamOpen says whether the next delta continues it.
-	// Keyframes are compressed into zscratch.
+	// harness stops (releaseStream), which gives it to encs, the store's idle encoders;
+	// streamOpen says whether the next delta continues it. Keyframes are compressed into
+	// zscratch.
+	encs       chan *zstd.Encoder
 	zw         *zstd.Encoder
 	zbuf       bytes.Buffer
 	streamOpen bool
@@ -198,9 +203,7 @@ type harness struct {
 
 func (h *harness) close() {
 	h.chain.Close()
-	if h.zw != nil {
-		h.zw.Close()
-	}
+	h.releaseStream()
 }
 
 // compress returns the stored form of a record's payload. A keyframe is one zstd frame of its
@@ -218,15 +221,21 @@ func (h *harness) compress(keyframes *keyframeEncoders, payload []byte, keyframe
 	if !h.streamOpen {
 		comp = statefmt.CompressionZstdStreamStart
 		if h.zw == nil {
-			zw, err := zstd.NewWriter(&h.zbuf, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1),
-				zstd.WithWindowSize(streamWindow), zstd.WithEncoderCRC(false))
-			if err != nil {
-				return 0, nil, err
+			// An encoder another harness stopped with: making one allocates and clears its
+			// window and tables (megabytes), which cost a short harness (a sub-agent of a
+			// step or two) more than all its checkpoints.
+			select {
+			case h.zw = <-h.encs:
+			default:
+				zw, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1),
+					zstd.WithWindowSize(streamWindow), zstd.WithEncoderCRC(false))
+				if err != nil {
+					return 0, nil, err
+				}
+				h.zw = zw
 			}
-			h.zw = zw
-		} else {
-			h.zw.Reset(&h.zbuf)
 		}
+		h.zw.Reset(&h.zbuf)
 		h.streamOpen = true
 	}
 	if _, err := h.zw.Write(payload); err != nil {
@@ -240,11 +249,16 @@ func (h *harness) compress(keyframes *keyframeEncoders, payload []byte, keyframe
 
 // releaseStream lets a harness that stopped (paused, failed, completed) give back its delta
 // compressor, megabytes of window and tables that would otherwise stay for as long as the store
-// holds the harness: a daemon keeps many harnesses that wait at gates all night. The next delta,
-// if it ever comes, starts a new stream. h.mu held.
+// holds the harness: a daemon keeps many harnesses that wait at gates all night. It goes to the
+// store's idle encoders (up to one per CPU), for the next harness that starts a stream. The next
+// delta of this one, if it ever comes, starts a new stream. h.mu held.
 func (h *harness) releaseStream() {
 	if h.zw != nil {
-		h.zw.Close()
+		select {
+		case h.encs <- h.zw: // Reset by its next user: what this stream wrote is forgotten
+		default:
+			h.zw.Close()
+		}
 		h.zw = nil
 	}
 	h.streamOpen, h.zbuf, h.zscratch = false, bytes.Buffer{}, nil
@@ -482,6 +496,7 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	s.checkHeads()
 	s.zdec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(runtime.GOMAXPROCS(0)), zstd.WithDecoderMaxMemory(statefmt.MaxRawLen))
 	s.streamDecs = make(chan *zstd.Decoder, runtime.GOMAXPROCS(0))
+	s.streamEncs = make(chan *zstd.Encoder, runtime.GOMAXPROCS(0))
 	return s, nil
 }
 
@@ -577,6 +592,9 @@ func (s *Store) Close() error {
 	s.zdec.Close()
 	for len(s.streamDecs) > 0 {
 		(<-s.streamDecs).Close()
+	}
+	for len(s.streamEncs) > 0 {
+		(<-s.streamEncs).Close()
 	}
 	s.keyframes.close()
 	s.headsWG.Wait()
@@ -916,7 +934,7 @@ func (s *Store) open(id string, create bool) (*harness, error) {
 	if err := s.damage[id]; err != nil {
 		return nil, err
 	}
-	h := &harness{}
+	h := &harness{encs: s.streamEncs}
 	idx, err := s.indexEntry(id)
 	switch {
 	case errors.Is(err, ErrNotFound) && create:

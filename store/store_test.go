@@ -603,3 +603,43 @@ func TestRestoresOfManyHarnessesShareTheirStreamDecoders(t *testing.T) {
 		t.Fatalf("a restore of a small harness allocated %d bytes (a stream decoder's history is about 1.3 MB)", per)
 	}
 }
+
+// A harness that stops gives its delta compressor to the next one that starts: short harnesses
+// one after another (a long plan's sub-agents, a daemon's queue) do not each make a zstd
+// encoder, whose window and tables cost more than a short harness's checkpoints.
+func TestShortHarnessesOneAfterAnotherShareTheirStreamEncoders(t *testing.T) {
+	s := openStore(t, t.TempDir(), nil, bridge.ChainPolicy{})
+	defer s.Close()
+	r := rand.New(rand.NewPCG(8, 8))
+	run := func(id string) {
+		st := stategen.Reference(r, 0)
+		st.HarnessID, st.Status = id, statefmt.StatusRunning
+		for range 3 { // a keyframe, then deltas in the stream
+			step(r, st)
+			if _, err := s.Persist(st); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st.Status = statefmt.StatusCompleted
+		if _, err := s.Persist(st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run("first") // makes the encoder
+	const n = 20
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		run(fmt.Sprintf("h%02d", i))
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 512<<10 {
+		t.Fatalf("a short harness allocated %d bytes (a stream encoder's window and tables are megabytes)", per)
+	}
+	for i := range n { // and each reads back
+		s.Release(fmt.Sprintf("h%02d", i))
+		if st, err := s.Restore(fmt.Sprintf("h%02d", i)); err != nil || st.Status != statefmt.StatusCompleted {
+			t.Fatalf("h%02d reads back: %v", i, err)
+		}
+	}
+}
