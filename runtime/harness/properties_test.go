@@ -508,7 +508,7 @@ func delegatingTask(r *rand.Rand, id, ws string, failB int) (string, map[string]
 	return fmt.Sprintf("id: %s\nagent: A\nautonomy: 4\nworkspace: %s\nagents:\n%splan:\n%s", id, ws, agents.String(), plan.String()), agentOf
 }
 
-// Properties 15 and 16: a step assigned to another agent runs in a child harness that the
+// A step assigned to another agent runs in a child harness that the
 // parent tracks (id, status) and that is persisted with its parent's id; the child's output
 // becomes the step's output.
 func TestPropertySubAgentsRunInPersistedChildHarnesses(t *testing.T) {
@@ -525,6 +525,13 @@ func TestPropertySubAgentsRunInPersistedChildHarnesses(t *testing.T) {
 			}
 			if err := h.Run(context.Background()); err != nil {
 				return err.Error()
+			}
+			// A child the parent took its result from leaves memory (it is read back from the
+			// store when needed): a long plan's sub-agents do not pile up in a running process.
+			for _, cid := range h.State().SubAgentIDs {
+				if e.m.Loaded(cid) {
+					return "sub-agent " + cid + " stays loaded after its parent took its result"
+				}
 			}
 			e.open()
 			st, err := e.store.Restore("p15")

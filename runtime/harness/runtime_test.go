@@ -213,7 +213,7 @@ agents:
 // Resume: a run interrupted at a random step pauses with its state persisted;
 // a new process (reopened store) resumes a state equal to it (timestamps aside), and finishes
 // in the same final state as an uninterrupted run. A run killed without pausing (the harness
-// left running in the store) resumes the same way. Properties 14 and 19 ride along: a finished
+// left running in the store) resumes the same way. Two more properties ride along: a finished
 // plan completes the harness with plan_completed, and every event has its fields and is in the
 // durable log exactly as the live sinks saw it.
 func TestPropertyInterruptResumeMatchesUninterrupted(t *testing.T) {

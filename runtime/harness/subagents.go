@@ -119,7 +119,13 @@ func (h *Harness) runChild(ctx context.Context, i int) (string, error) {
 			if err != nil {
 				return "", err
 			}
+			h.m.Release(cid) // done with: the parent holds its result (see below)
 			return OutputOf(st, "harness").Output, nil
+		}
+		if st.Status == statefmt.StatusFailed {
+			// Done with: the parent holds its result. Memory would otherwise grow with every
+			// sub-agent a long plan delegates to (a next try reads it back from the store).
+			h.m.Release(cid)
 		}
 	}
 }
