@@ -96,14 +96,20 @@ func (s *Store) compactRanges(ctx context.Context, ids []string) error {
 		}
 	}
 	// Pebble deletes the tables a compaction made obsolete in the background: wait a moment
-	// for it, so that the figures say what the disk holds.
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if m := s.db.Metrics(); m.Table.Local.ObsoleteSize == 0 && m.WAL.ObsoletePhysicalSize == 0 {
+	// for it, so that the figures say what the disk holds. The write-ahead logs it counts as
+	// obsolete are the ones it keeps to reuse, which it never deletes: waiting for them would
+	// wait out the deadline at every deletion.
+	for deadline := time.Now().Add(settleWait); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if s.db.Metrics().Table.Local.ObsoleteSize == 0 {
 			break
 		}
 	}
 	return nil
 }
+
+// settleWait bounds how long a deletion waits for Pebble to delete the tables its compaction
+// made obsolete.
+var settleWait = 2 * time.Second
 
 // DiskUsage is what the store takes on disk: every file under its directory (DirUsage). An
 // in-memory store counts Pebble's files only.

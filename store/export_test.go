@@ -4,3 +4,11 @@ import "time"
 
 // SetHeadsEvery sets how often a checkpoint rewrites the heads file, for a test's process.
 func SetHeadsEvery(d time.Duration) { headsEvery = d }
+
+// SetSettleWait sets how long a deletion waits for the tables it made obsolete to be deleted,
+// for a test's process; it returns the previous value.
+func SetSettleWait(d time.Duration) time.Duration {
+	prev := settleWait
+	settleWait = d
+	return prev
+}
