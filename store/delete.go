@@ -50,23 +50,31 @@ func (s *Store) DeleteHarnesses(ctx context.Context, ids []string) (DeleteSummar
 			return sum, err
 		}
 	}
+	// No checkpoint of theirs commits from here on: one between the heads file and the batch
+	// would be acknowledged in the file and then deleted, and reported lost at the next open.
+	done := s.beginDelete(ids)
 	// The heads file forgets them first: a crash between the two writes then leaves harnesses
 	// the file does not name (their heads are taken from the index again at the next close),
 	// never a file that names harnesses the store deleted on purpose (which would report them
 	// lost).
 	if err := s.forgetHeads(ids, nil); err != nil {
+		done()
 		return sum, fmt.Errorf("deleting %d harnesses: the heads file was not written, nothing was deleted: %w", len(ids), err)
+	}
+	if beforeDeleteBatch != nil {
+		beforeDeleteBatch()
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	for _, id := range ids {
-		s.forget(id)
 		deleteHarness(b, id)
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		s.commitFailed.Store(true)
+		done()
 		return sum, fmt.Errorf("deleting %d harnesses: %w", len(ids), err)
 	}
+	done()
 	sum.Deleted = ids
 	if err := s.compactRanges(ctx, ids); err != nil {
 		return sum, fmt.Errorf("deleted %d harnesses, but compacting their keys failed (the space is given back at a later compaction): %w", len(ids), err)
@@ -106,6 +114,10 @@ func (s *Store) compactRanges(ctx context.Context, ids []string) error {
 	}
 	return nil
 }
+
+// beforeDeleteBatch, when set (by tests), is called as a deletion has written the heads file
+// and not yet its batch.
+var beforeDeleteBatch func()
 
 // settleWait bounds how long a deletion waits for Pebble to delete the tables its compaction
 // made obsolete.

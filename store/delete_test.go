@@ -127,3 +127,44 @@ func TestDeleteHarnessesDoesNotWaitForTheLogsKeptForReuse(t *testing.T) {
 		t.Fatalf("list after the deletions: %v %v", l, err)
 	}
 }
+
+// A checkpoint that comes while a harness is deleted (a daemon's approve racing with a
+// delete, say) is refused as not found: one that committed after the heads file forgot the
+// harness and before the deletion's batch was acknowledged in the file, so the next open
+// listed the deleted harness as damaged, lost by Pebble, and verify failed.
+func TestACheckpointDuringADeletionDoesNotLeaveTheHarnessListedLost(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	s := open(t, dir)
+	defer func() { s.Close() }()
+	r := rand.New(rand.NewPCG(3, 3))
+	st := grow(t, s, r, "a", 5)
+	grow(t, s, r, "b", 5)
+	var during error
+	defer store.SetBeforeDeleteBatch(func() {
+		step(r, st)
+		_, during = s.PersistWith(st, store.Extras{Events: []event.Event{{Type: event.Warning, HarnessID: "a", Time: st.UpdatedAt, Message: "late"}}})
+	})()
+	if _, err := s.DeleteHarnesses(context.Background(), []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(during, store.ErrNotFound) {
+		t.Errorf("a checkpoint during the deletion: %v, want it refused as not found", during)
+	}
+	only := func() {
+		t.Helper()
+		l, err := s.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l) != 1 || l[0].ID != "b" || l[0].Damaged != "" {
+			t.Fatalf("the store lists %+v, want b alone, undamaged", l)
+		}
+		if probs, err := s.Verify(""); err != nil || len(probs) != 0 {
+			t.Fatalf("verify: %v %v", probs, err)
+		}
+	}
+	only()
+	s.Close()
+	s = open(t, dir)
+	only()
+}

@@ -12,3 +12,10 @@ func SetSettleWait(d time.Duration) time.Duration {
 	settleWait = d
 	return prev
 }
+
+// SetBeforeDeleteBatch sets what a deletion calls between its heads file and its batch, for a
+// test's process; it returns what unsets it.
+func SetBeforeDeleteBatch(f func()) (unset func()) {
+	beforeDeleteBatch = f
+	return func() { beforeDeleteBatch = nil }
+}

@@ -153,6 +153,9 @@ type Store struct {
 
 	mu        sync.Mutex
 	harnesses map[string]*harness
+	// deleting counts the deletions under way of each harness: it is not opened meanwhile, so
+	// that no checkpoint commits between the heads file forgetting it and its keys going.
+	deleting map[string]int
 
 	fs       vfs.FS
 	readOnly bool
@@ -460,7 +463,7 @@ func lockDir(dir string) (*os.File, error) {
 // OpenStore opens the store in dir, creating the directory (mode 0700) when it does not exist.
 // An existing directory must be one this user can trust (trust.CheckDir); its mode is never changed.
 func OpenStore(dir string, o StoreOptions) (*Store, error) {
-	s := &Store{dir: dir, engine: o.Engine, policy: o.Policy, harnesses: map[string]*harness{}, readOnly: o.ReadOnly}
+	s := &Store{dir: dir, engine: o.Engine, policy: o.Policy, harnesses: map[string]*harness{}, deleting: map[string]int{}, readOnly: o.ReadOnly}
 	if o.FS == nil {
 		s.minFree = cmp.Or(o.MinFree, DefaultMinFree)
 	}
@@ -928,6 +931,9 @@ func (s *Store) open(id string, create bool) (*harness, error) {
 	if s.harnesses == nil {
 		return nil, errors.New("store is closed")
 	}
+	if s.deleting[id] > 0 {
+		return nil, fmt.Errorf("harness %s is being deleted: %w", id, ErrNotFound)
+	}
 	if h, ok := s.harnesses[id]; ok {
 		return h, nil
 	}
@@ -1222,17 +1228,45 @@ func (s *Store) Delete(id string) error {
 	if _, err := s.readIndex(id); err != nil && !errors.Is(err, ErrDamaged) {
 		return err
 	}
+	done := s.beginDelete([]string{id})
 	// The heads file forgets it first, as DeleteHarnesses does: a crash between the writes
 	// never leaves a file naming a harness deleted on purpose (the next open would report it
 	// lost).
 	if err := s.forgetHeads([]string{id}, nil); err != nil {
+		done()
 		return fmt.Errorf("deleting %s: the heads file was not written, nothing was deleted: %w", id, err)
 	}
-	s.forget(id)
 	b := s.db.NewBatch()
 	defer b.Close()
 	deleteHarness(b, id)
-	return s.commit(b, true)
+	err := s.commit(b, true)
+	done()
+	return err
+}
+
+// beginDelete holds ids for their deletion: it waits for the checkpoints of theirs in flight,
+// drops them from memory, and keeps them from being opened (read or checkpointed) until done is
+// called. Otherwise a checkpoint could commit after the heads file forgot its harness and
+// before the deletion's batch: its acknowledgement would outlive the harness, and the next
+// open would report the deleted harness lost.
+func (s *Store) beginDelete(ids []string) (done func()) {
+	s.mu.Lock()
+	for _, id := range ids {
+		s.deleting[id]++
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		s.forget(id)
+	}
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, id := range ids {
+			if s.deleting[id]--; s.deleting[id] <= 0 {
+				delete(s.deleting, id)
+			}
+		}
+	}
 }
 
 // List returns every harness's index entry, ordered by id. A harness found damaged (an
