@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -312,4 +313,42 @@ func TestDaemonRefusedAtStartLeavesTheStoreFree(t *testing.T) {
 		t.Fatalf("the store was left locked: %v", err)
 	}
 	s.Close()
+}
+
+// Resuming a sub-agent through the API is refused as a conflict (409), naming the parent to
+// resume, as the other changes of a sub-agent's course are: not as the daemon's own failure.
+func TestResumeOfASubAgentIsAConflictNotAServerError(t *testing.T) {
+	_, _, api := daemonWithHTTP(t)
+	ctx := context.Background()
+	src := fmt.Sprintf(`id: p
+agent: A
+workspace: %s
+agents:
+  A: {driver: script, tools: [], script: {steps: {"*": [{output: done}]}}}
+  B: {driver: script, tools: [], script: {steps: {"*": [{output: delegated}]}}}
+plan:
+  - {id: s0, description: step 0, agent: A}
+  - {id: s1, description: step 1, agent: B, dependsOn: [s0]}
+`, t.TempDir())
+	if _, err := api.Submit(ctx, control.Submission{Task: []byte(src), Name: "p.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Events(ctx, "p", 0, true, func(event.Event) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := api.State(ctx, "p.s1"); err != nil || st.ParentHarnessID != "p" {
+		t.Fatalf("the sub-agent: %+v %v", st, err)
+	}
+	before, err := api.StateJSON(ctx, "p.s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ae *control.APIError
+	err = api.Resume(ctx, "p.s1")
+	if !errors.As(err, &ae) || ae.Status != http.StatusConflict || ae.Message != "harness p.s1 is a sub-agent of p: resume p (it resumes its sub-agents)" {
+		t.Fatalf("resume of a sub-agent: %v (%+v), want a 409 naming the parent", err, ae)
+	}
+	if after, err := api.StateJSON(ctx, "p.s1"); err != nil || !bytes.Equal(after, before) {
+		t.Fatalf("the refused resume changed the sub-agent: %v", err)
+	}
 }

@@ -154,7 +154,8 @@ func fail(w http.ResponseWriter, err error) {
 		code = http.StatusNotFound
 	case errors.Is(err, ErrNotDaemon):
 		code = http.StatusNotImplemented
-	case errors.As(err, &te), errors.Is(err, harness.ErrNoGate), errors.Is(err, harness.ErrExists), errors.Is(err, harness.ErrNotStarted), errors.Is(err, ErrWaiting):
+	case errors.As(err, &te), errors.Is(err, harness.ErrNoGate), errors.Is(err, harness.ErrExists), errors.Is(err, harness.ErrNotStarted), errors.Is(err, ErrWaiting),
+		errors.Is(err, harness.ErrSubAgent):
 		code = http.StatusConflict
 	}
 	writeError(w, code, err)

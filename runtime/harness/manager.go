@@ -243,7 +243,7 @@ func (m *Manager) ResumeFromCheckpoint(id string) (*Harness, error) {
 		return nil, err
 	}
 	if p := h.State().ParentHarnessID; p != "" {
-		return nil, fmt.Errorf("harness %s is a sub-agent of %s: resume %s (it resumes its sub-agents)", id, p, p)
+		return nil, fmt.Errorf("harness %s %w of %s: resume %s (it resumes its sub-agents)", id, ErrSubAgent, p, p)
 	}
 	switch s := h.Status(); s {
 	case statefmt.StatusPaused, statefmt.StatusRunning, statefmt.StatusCreated:
