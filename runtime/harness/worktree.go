@@ -14,6 +14,7 @@ import (
 	"github.com/harness-edge/harness-edge/runtime/gitrepo"
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt/event"
+	"github.com/harness-edge/harness-edge/store"
 )
 
 // Isolation (workspace: {repo: R, isolate: worktree}): each harness works in its own git
@@ -147,11 +148,27 @@ func (h *Harness) mergeWorktreeLocked() {
 // this): the directory and git's record of it go; the branch stays, with the harness's
 // commits, for review. It returns the directory removed, "" when there was none.
 func (m *Manager) RemoveWorktree(id string) (string, error) {
-	h, err := m.Get(id)
-	if err != nil {
-		return "", err
+	// The stored task says where the worktree is: the state is not read, so that a harness
+	// whose chain is damaged can still be deleted.
+	m.mu.Lock()
+	h, loaded := m.harnesses[id]
+	m.mu.Unlock()
+	var t *task.Task
+	if loaded {
+		t = h.Task()
+	} else {
+		raw, err := m.store.Task(id)
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrDamaged) {
+			return "", nil // nothing says where a worktree would be: the harness goes, any worktree stays
+		}
+		if err != nil {
+			return "", err
+		}
+		if t, err = task.Parse("the stored task of harness "+id, raw); err != nil {
+			return "", err
+		}
 	}
-	w := h.Task().Workspace
+	w := t.Workspace
 	if !w.Isolated() {
 		return "", nil
 	}

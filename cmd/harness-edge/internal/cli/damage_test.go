@@ -125,6 +125,22 @@ func TestFlippedLogBitIsReportedByTheCommands(t *testing.T) {
 			}
 		}
 	}
+	// A damaged harness can be deleted: its stored task says where its worktree would be, and
+	// nothing else of it need be read.
+	_, out := binary(t, db, "verify")
+	deleted := 0
+	for _, id := range ids {
+		if !strings.Contains(out, id+":") {
+			continue
+		}
+		if code, out := binary(t, db, "delete", id, "--force"); code != ExitOK {
+			t.Fatalf("delete --force %s of a damaged harness: exit %d\n%s", id, code, out)
+		}
+		deleted++
+	}
+	if code, out := binary(t, db, "verify"); deleted == 0 || code != ExitOK {
+		t.Fatalf("verify after deleting %d damaged harnesses: exit %d\n%s", deleted, code, out)
+	}
 }
 
 // A store whose manifest marker is gone is refused, naming the file, and left as it was.
