@@ -44,6 +44,9 @@ type Client struct {
 	Owner Health
 }
 
+// dialWait is how long Dial waits for the owner's answer to its health check.
+var dialWait = 5 * time.Second
+
 // Dial connects to the owner of the store in dir. It returns ErrNoOwner when there is no
 // socket, or only a stale one (its owner crashed; the next owner replaces it).
 func Dial(dir string) (*Client, error) {
@@ -56,7 +59,7 @@ func Dial(dir string) (*Client, error) {
 		return d.DialContext(ctx, "unix", path)
 	}}
 	c := &Client{http: &http.Client{Transport: tr}, base: "http://harness-edge"}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), dialWait)
 	defer cancel()
 	h, err := c.Health(ctx)
 	if err != nil {
