@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -288,19 +290,12 @@ parent: export the parent.`,
 			return g.withStoreRead(d, func(s *store.Store) (err error) {
 				w := stdout
 				if out != "" && out != "-" {
-					f, oerr := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+					o, oerr := createOutput(out)
 					if oerr != nil {
 						return oerr
 					}
-					defer func() { // err is the command's result
-						if cerr := f.Close(); err == nil {
-							err = cerr
-						}
-						if err != nil {
-							os.Remove(out) // no half-written export left behind
-						}
-					}()
-					w = f
+					defer func() { err = o.finish(err) }() // err is the command's result
+					w = o.f
 				}
 				if chain {
 					_, err := s.Export(args[0], w)
@@ -322,6 +317,67 @@ parent: export the parent.`,
 	c.Flags().StringVarP(&out, "output", "o", "", "write to FILE instead of standard output")
 	c.Flags().BoolVar(&chain, "chain", false, "export the harness with its sub-agents, tasks, checkpoint records, event logs and named checkpoints (to move it to another store)")
 	return c
+}
+
+// output is the file export -o writes. A regular file (or one that does not exist yet) is
+// written beside itself under a temporary name and renamed over it only once the export is
+// whole and synced: a refused or failed export leaves the file that was there as it was, and
+// no half-written one. Anything else (a device such as /dev/null, a pipe) is written directly.
+type output struct {
+	f      *os.File
+	target string // the file the temporary one replaces; "" when f is written directly
+}
+
+func createOutput(path string) (*output, error) {
+	target := path
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil && !fi.Mode().IsRegular():
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return nil, err
+		}
+		return &output{f: f}, nil
+	case err == nil:
+		if target, err = filepath.EvalSymlinks(path); err != nil {
+			return nil, err
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+	f, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".*.tmp")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = &fs.PathError{Op: "create", Path: path, Err: pe.Err}
+		}
+		return nil, err
+	}
+	return &output{f: f, target: target}, nil
+}
+
+// finish ends the output after a command that returned err: with none, the export takes the
+// file's place; otherwise the temporary file goes. It returns the command's result.
+func (o *output) finish(err error) error {
+	if o.target == "" {
+		if cerr := o.f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	if err == nil {
+		err = o.f.Sync()
+	}
+	if cerr := o.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(o.f.Name(), o.target)
+	}
+	if err != nil {
+		os.Remove(o.f.Name())
+	}
+	return err
 }
 
 // isJSONState reports whether an import file is a JSON state rather than an export: JSON

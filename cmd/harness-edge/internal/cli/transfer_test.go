@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/harness-edge/harness-edge/statefmt/event"
@@ -198,4 +199,81 @@ func equalEvents(a, b []event.Event) bool {
 		}
 	}
 	return true
+}
+
+// An export that is refused (a harness the store does not hold, a sub-agent) leaves the file
+// -o names as it was: a good export kept there is not truncated or removed, and a pipe (as a
+// device such as /dev/null) is not removed either. One that succeeds replaces the file whole,
+// and one to a pipe writes through it.
+func TestARefusedExportLeavesTheOutputFileAsItWas(t *testing.T) {
+	dir := t.TempDir()
+	taskFile := writeTask(t, dir, "mv.yaml", moveTask)
+	db := filepath.Join(dir, "db")
+	if code, out := cli(t, "--store", db, "run", taskFile); code != ExitWaiting {
+		t.Fatalf("run: exit %d: %s", code, out)
+	}
+	file := filepath.Join(dir, "kept.export")
+	if code, out := cli(t, "--store", db, "export", "mv", "--chain", "-o", file); code != ExitOK {
+		t.Fatalf("export: exit %d: %s", code, out)
+	}
+	kept, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipe := filepath.Join(dir, "pipe")
+	if err := syscall.Mkfifo(pipe, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// drain reads what an export writes to the pipe.
+	drain := func() <-chan []byte {
+		got := make(chan []byte, 1)
+		go func() {
+			b, _ := os.ReadFile(pipe)
+			got <- b
+		}()
+		return got
+	}
+	refused := [][]string{
+		{"export", "nosuch", "--chain", "-o", pipe},
+		{"export", "mv.draft", "--chain", "-o", pipe},
+		{"export", "nosuch", "--chain", "-o", file},
+		{"export", "mv.draft", "--chain", "-o", file},
+		{"export", "nosuch", "-o", file},
+	}
+	for _, args := range refused {
+		got := drain()
+		code, out := cli(t, append([]string{"--store", db}, args...)...)
+		if code != ExitError {
+			t.Fatalf("%v: exit %d: %s", args, code, out)
+		}
+		if b, err := os.ReadFile(file); err != nil || !bytes.Equal(b, kept) {
+			t.Fatalf("%v (%s) changed the file it would have written: %d bytes, was %d (%v)", args, strings.TrimSpace(out), len(b), len(kept), err)
+		}
+		if fi, err := os.Lstat(pipe); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+			t.Fatalf("%v (%s) removed the pipe it would have written to: %v", args, strings.TrimSpace(out), err)
+		}
+		if args[len(args)-1] != pipe {
+			os.WriteFile(pipe, nil, 0) // ends the drain that nobody wrote to
+		}
+		<-got
+	}
+	got := drain()
+	if code, out := cli(t, "--store", db, "export", "mv", "--chain", "-o", pipe); code != ExitOK {
+		t.Fatalf("export to a pipe: exit %d: %s", code, out)
+	}
+	if b := <-got; !bytes.Equal(b, kept) {
+		t.Fatalf("the export through a pipe is %d bytes, the one in a file %d", len(b), len(kept))
+	}
+	if code, out := cli(t, "--store", db, "export", "mv", "-o", file); code != ExitOK {
+		t.Fatalf("export: exit %d: %s", code, out)
+	}
+	if b, err := os.ReadFile(file); err != nil || !json.Valid(b) {
+		t.Fatalf("a JSON export over the file: %v", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			t.Fatalf("an export left %s behind", e.Name())
+		}
+	}
 }
