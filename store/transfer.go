@@ -61,6 +61,12 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// maxEventNumber bounds the numbers of imported events. A store numbers a harness's events from
+// 1 up, one by one, and reads them below 2^64-1; an imported log numbered near the top would be
+// partly unreadable, and the numbers of its next events would wrap around to 0 and overwrite
+// its first ones. At a million events a second a log takes nine years to reach this.
+const maxEventNumber = 1 << 48
+
 // maxFamily bounds how many harnesses one export carries (a damaged or cyclic sub-agent list
 // ends there instead of running away).
 const maxFamily = 10_000
@@ -381,8 +387,11 @@ func (s *Store) verifyMember(m *member) error {
 	m.state = st
 	var prev uint64
 	for _, e := range m.events {
-		if e.n <= prev {
-			return fmt.Errorf("event %d follows event %d", e.n, prev)
+		switch {
+		case e.n == 0 || e.n > maxEventNumber:
+			return fmt.Errorf("event %d is numbered outside the 1 to %d a log's events are numbered", e.n, uint64(maxEventNumber))
+		case prev > 0 && e.n != prev+1:
+			return fmt.Errorf("event %d follows event %d (a log's events are numbered without a gap)", e.n, prev)
 		}
 		prev = e.n
 		ev, err := event.Decode(m.id, e.n, e.data)
