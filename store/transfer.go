@@ -904,6 +904,9 @@ func (s *Store) ImportState(st *statefmt.HarnessState, replace bool) (Checkpoint
 	idx, err := s.readIndex(st.HarnessID)
 	switch {
 	case errors.Is(err, ErrNotFound):
+		if err := s.checkParentHolds(st); err != nil {
+			return Checkpoint{}, err
+		}
 		return s.Persist(st)
 	case err != nil:
 		return Checkpoint{}, err
@@ -911,10 +914,42 @@ func (s *Store) ImportState(st *statefmt.HarnessState, replace bool) (Checkpoint
 		return Checkpoint{}, fmt.Errorf("%w: %s (use --replace to overwrite it)", ErrExists, st.HarnessID)
 	case idx.TaskID != st.TaskID:
 		return Checkpoint{}, fmt.Errorf("harness %s runs task %q, this state is of task %q: replacing a state keeps the harness's task and event log, so it must be of the same task (to replace the whole harness, import an export made with `export --chain`)", st.HarnessID, idx.TaskID, st.TaskID)
+	case idx.ParentHarnessID != st.ParentHarnessID:
+		return Checkpoint{}, fmt.Errorf("harness %s %s, this state %s: replacing a state keeps the harness's place in its family, so it must have the same parent (to replace the whole family, import an export made with `export --chain`)", st.HarnessID, parentPhrase("is", idx.ParentHarnessID), parentPhrase("says it is", st.ParentHarnessID))
 	}
 	now := time.Now().UTC()
 	return s.PersistWith(st, Extras{
 		Events:     []event.Event{{Type: event.Warning, HarnessID: st.HarnessID, Time: now, Message: "state replaced by import (the previous head was checkpoint " + fmt.Sprint(idx.HeadSeq) + ")"}},
 		Checkpoint: &event.Event{Type: event.Checkpoint, HarnessID: st.HarnessID, Time: now, Reason: "import"},
 	})
+}
+
+// parentPhrase says whose sub-agent a harness is, after verb: "is a sub-agent of p", "is no
+// sub-agent".
+func parentPhrase(verb, parent string) string {
+	if parent == "" {
+		return verb + " no sub-agent"
+	}
+	return verb + " a sub-agent of " + parent
+}
+
+// checkParentHolds refuses a new harness's state that names a parent which the store does not
+// hold, or which does not list it among its sub-agents: it would be a sub-agent of no family,
+// which no export of a family could carry.
+func (s *Store) checkParentHolds(st *statefmt.HarnessState) error {
+	p := st.ParentHarnessID
+	if p == "" {
+		return nil
+	}
+	advice := fmt.Sprintf("a sub-agent moves with its parent: `export %s --chain` where it is, and import that", p)
+	parent, err := s.Restore(p)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return fmt.Errorf("harness %s is a sub-agent of %s, which this store does not hold: %s", st.HarnessID, p, advice)
+	case err != nil:
+		return fmt.Errorf("harness %s is a sub-agent of %s, which does not read: %w", st.HarnessID, p, err)
+	case !slices.Contains(parent.SubAgentIDs, st.HarnessID):
+		return fmt.Errorf("harness %s is a sub-agent of %s, whose state here does not list it: %s", st.HarnessID, p, advice)
+	}
+	return nil
 }

@@ -443,7 +443,7 @@ state becomes the harness's next checkpoint: its task and event log are kept.`,
 				_, notHeld := s.Index(st.HarnessID)
 				cp, err := s.ImportState(st, replace)
 				if err != nil {
-					return err
+					return fmt.Errorf("%s: %w", args[0], err)
 				}
 				if notHeld == nil {
 					fmt.Fprintf(stdout, "replaced the state of %s: checkpoint %d (%d bytes stored); its task and event log are kept\n", st.HarnessID, cp.Seq, cp.StoredBytes)
