@@ -279,3 +279,73 @@ func TestOpenToReadRecoversALargeLogOnceThenReadsReadOnly(t *testing.T) {
 	ro.Close()
 	sameFiles(t, "OpenToRead after the log was recovered", before, snapshotDir(t, dir))
 }
+
+// A store on a read-only file system (a card the kernel remounted read-only after an I/O error,
+// a backup mounted so; here a real tmpfs remounted read-only) is read as on any other: OpenToRead
+// opens it, with a small write-ahead log and with a large one that it cannot recover into a
+// table there, and its harnesses list, restore, verify and export as they did before (the same
+// bytes), so they can be moved to another store. An open to write is refused, saying why.
+func TestAStoreOnAReadOnlyFileSystemReadsAndExports(t *testing.T) {
+	mnt := t.TempDir()
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=64m,mode=0700"); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v): needs root on a real kernel", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	readOnly := func(ro bool) {
+		t.Helper()
+		flags := uintptr(syscall.MS_REMOUNT)
+		if ro {
+			flags |= syscall.MS_RDONLY
+		}
+		if err := syscall.Mount("tmpfs", mnt, "tmpfs", flags, "size=64m,mode=0700"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := rand.New(rand.NewPCG(5, 5))
+	for _, c := range []struct {
+		name  string
+		bytes int
+	}{{"a small log", 4 << 10}, {"a large log", 6 << 20}} {
+		dir := filepath.Join(mnt, strings.ReplaceAll(c.name, " ", "-"))
+		s := openStore(t, dir, nil, bridge.ChainPolicy{})
+		st := stategen.Reference(r, c.bytes)
+		if _, err := s.Persist(st); err != nil {
+			t.Fatal(err)
+		}
+		var want strings.Builder
+		if _, err := s.Export(st.HarnessID, &want); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := logBytes(t, dir); (n > store.ReadOnlyLogLimit) != (c.bytes > store.ReadOnlyLogLimit) {
+			t.Fatalf("%s: the logs hold %d bytes", c.name, n)
+		}
+		readOnly(true)
+		ro, err := store.OpenToRead(dir)
+		if err != nil {
+			t.Fatalf("%s: OpenToRead on a read-only file system: %v", c.name, err)
+		}
+		if ls, err := ro.List(); err != nil || len(ls) != 1 {
+			t.Fatalf("%s: list: %v %v", c.name, ls, err)
+		}
+		if got, err := ro.Restore(st.HarnessID); err != nil || !reflect.DeepEqual(got, st) {
+			t.Fatalf("%s: restore: %v", c.name, err)
+		}
+		if probs, err := ro.Verify(""); err != nil || len(probs) > 0 {
+			t.Fatalf("%s: verify: %v %v", c.name, probs, err)
+		}
+		var got strings.Builder
+		if _, err := ro.Export(st.HarnessID, &got); err != nil || got.String() != want.String() {
+			t.Fatalf("%s: export on a read-only file system: %v (%d bytes, want %d)", c.name, err, got.Len(), want.Len())
+		}
+		if err := ro.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.OpenStore(dir, store.StoreOptions{}); !errors.Is(err, syscall.EROFS) || !strings.Contains(err.Error(), "is on a read-only file system") {
+			t.Fatalf("%s: an open to write: %v", c.name, err)
+		}
+		readOnly(false)
+	}
+}

@@ -440,8 +440,19 @@ func (e partNotFound) Is(target error) bool { return target == ErrNotFound }
 // lockDir takes the process lock on dir/store.lock and writes our pid into it. The lock file is
 // opened without following a symbolic link and must be ours (trust.CheckOwnFile) before it is
 // truncated.
-func lockDir(dir string) (*os.File, error) {
-	f, err := trust.OpenOwnFile(filepath.Join(dir, "store.lock"), "the store's lock file", os.O_RDWR|os.O_CREATE, 0o600, false)
+//
+// A read-only open of a store on a read-only file system (a card the kernel remounted read-only
+// after an I/O error, a backup mounted so) takes the lock on the lock file opened for reading:
+// flock does not need a file open for writing, and nobody writes the pid there.
+func lockDir(dir string, readOnly bool) (*os.File, error) {
+	path := filepath.Join(dir, "store.lock")
+	f, err := trust.OpenOwnFile(path, "the store's lock file", os.O_RDWR|os.O_CREATE, 0o600, false)
+	switch {
+	case readOnly && errors.Is(err, syscall.EROFS):
+		f, err = trust.OpenOwnFile(path, "the store's lock file", os.O_RDONLY, 0, false)
+	case errors.Is(err, syscall.EROFS):
+		return nil, fmt.Errorf("the store %s is on a read-only file system: it can be read there (ls, show, events, verify; export --chain to move a harness to another store), not changed: %w", dir, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -473,10 +484,13 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	fs := o.FS
 	if fs == nil {
 		fs = vfs.Default
+		if s.readOnly {
+			fs = readOnlyFS{fs}
+		}
 		if err := trust.PrepareDir(dir); err != nil {
 			return nil, err
 		}
-		lock, err := lockDir(dir)
+		lock, err := lockDir(dir, s.readOnly)
 		if err != nil {
 			return nil, err
 		}
@@ -513,6 +527,9 @@ const ReadOnlyLogLimit = 1 << 20
 // exists and its write-ahead logs hold at most ReadOnlyLogLimit bytes; else as OpenStore opens
 // it, which makes a database that does not exist yet, or recovers the logs into a table so that
 // the next reads have nothing to replay.
+//
+// On a read-only file system it opens read-only whatever the logs hold: nothing can be recovered
+// into a table there.
 func OpenToRead(dir string) (*Store, error) {
 	if logBytes(filepath.Join(dir, "db")) <= ReadOnlyLogLimit {
 		s, err := OpenStore(dir, StoreOptions{ReadOnly: true})
@@ -520,7 +537,29 @@ func OpenToRead(dir string) (*Store, error) {
 			return s, err
 		}
 	}
-	return OpenStore(dir, StoreOptions{})
+	s, err := OpenStore(dir, StoreOptions{})
+	if errors.Is(err, syscall.EROFS) {
+		return OpenStore(dir, StoreOptions{ReadOnly: true})
+	}
+	return s, err
+}
+
+// readOnlyFS is the file system of a read-only open. Pebble takes its own lock on the database
+// directory by creating a LOCK file even when it opens read-only; on a read-only file system,
+// where that cannot be, the store's process lock (lockDir) is the only one, as it is for every
+// other open of the store.
+type readOnlyFS struct{ vfs.FS }
+
+type noLock struct{}
+
+func (noLock) Close() error { return nil }
+
+func (f readOnlyFS) Lock(name string) (io.Closer, error) {
+	l, err := f.FS.Lock(name)
+	if errors.Is(err, syscall.EROFS) {
+		return noLock{}, nil
+	}
+	return l, err
 }
 
 // logBytes adds up the sizes of Pebble's write-ahead logs in dbDir (0 when there are none).
