@@ -16,11 +16,18 @@ type DiskFullError struct {
 	Dir string
 	// Free is the space left; Need what the checkpoint needs, Reserve included.
 	Free, Need, Reserve int64
+	// Import is set when what was refused is an import, which the user runs again (a
+	// checkpoint's harness is resumed).
+	Import bool
 }
 
 func (e *DiskFullError) Error() string {
-	return fmt.Sprintf("%v: %s has %d KiB free, and a checkpoint needs %d KiB with the %d KiB the store keeps free for its own work; nothing was written: free some space, then resume",
-		ErrDiskFull, e.Dir, e.Free>>10, e.Need>>10, e.Reserve>>10)
+	what, then := "a checkpoint", "resume"
+	if e.Import {
+		what, then = "the import", "import again"
+	}
+	return fmt.Sprintf("%v: %s has %d KiB free, and %s needs %d KiB with the %d KiB the store keeps free for its own work; nothing was written: free some space, then %s",
+		ErrDiskFull, e.Dir, e.Free>>10, what, e.Need>>10, e.Reserve>>10, then)
 }
 
 func (e *DiskFullError) Unwrap() error { return ErrDiskFull }

@@ -664,6 +664,10 @@ func (s *Store) importFamily(root string, family []*member, o ImportOptions, wha
 		s.forget(id)
 	}
 	if err := s.commit(b, false); err != nil {
+		var full *DiskFullError
+		if errors.As(err, &full) {
+			full.Import = true
+		}
 		return sum, fmt.Errorf("import of %s not committed (nothing was imported): %w", root, err)
 	}
 	for _, id := range gone {

@@ -640,3 +640,31 @@ func TestImportReplicasMovesAWholeFamily(t *testing.T) {
 		t.Fatalf("a second import: %v, want ErrExists", err)
 	}
 }
+
+// An import refused for want of disk says so in an import's words: what the import needs, and
+// to import again once there is room (not to resume, as a refused checkpoint says). Nothing is
+// imported, and with room the same import goes through.
+func TestImportOnAFullDiskSaysToImportAgain(t *testing.T) {
+	a := open(t, t.TempDir())
+	family(t, a, 3)
+	data := export(t, a, "quick")
+	a.Close()
+	dir := t.TempDir()
+	full, err := store.OpenStore(dir, store.StoreOptions{MinFree: 1 << 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = full.Import(data, store.ImportOptions{})
+	if ls, lerr := full.List(); lerr != nil || len(ls) != 0 {
+		t.Fatalf("the refused import left %v (%v)", ls, lerr)
+	}
+	full.Close()
+	if !errors.Is(err, store.ErrDiskFull) || !strings.Contains(err.Error(), "and the import needs") || !strings.HasSuffix(err.Error(), "nothing was written: free some space, then import again") {
+		t.Fatalf("an import on a full disk: %v", err)
+	}
+	b := open(t, dir)
+	defer b.Close()
+	if _, err := b.Import(data, store.ImportOptions{}); err != nil {
+		t.Fatalf("the import with room: %v", err)
+	}
+}
