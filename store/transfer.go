@@ -716,9 +716,6 @@ func (s *Store) replaced(root string, family []*member, replace bool) ([]string,
 	if len(held) == 0 {
 		return nil, nil
 	}
-	if !replace {
-		return nil, fmt.Errorf("%w: %s (use --replace to replace the harness and its sub-agents)", ErrExists, idlist.Join(held, ", "))
-	}
 	rootOf := func(id string) string {
 		for range len(parent) + 1 {
 			p := parent[id]
@@ -735,8 +732,11 @@ func (s *Store) replaced(root string, family []*member, replace bool) ([]string,
 	var remove []string
 	for _, id := range held {
 		if r := rootOf(id); r != root {
-			return nil, fmt.Errorf("harness %s in this store belongs to the family of %s: importing %s would take it away from there (delete it, or import into another store)", id, r, root)
+			return nil, fmt.Errorf("%w: %s, which belongs to the family of %s in this store: importing %s would take it away from there, with or without --replace (delete it, or import into another store)", ErrExists, id, r, root)
 		}
+	}
+	if !replace {
+		return nil, fmt.Errorf("%w: %s (use --replace to replace the harness and its sub-agents)", ErrExists, idlist.Join(held, ", "))
 	}
 	for _, e := range all {
 		if rootOf(e.ID) == root {

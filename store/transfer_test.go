@@ -355,8 +355,26 @@ func TestImportReplaceRefusesAHarnessOfAnotherFamily(t *testing.T) {
 	member(t, b, "quick.sub", "other", nil, statefmt.StatusCompleted, 1)
 	member(t, b, "other", "", []string{"quick.sub"}, statefmt.StatusPaused, 1)
 	_, err := b.Import(export(t, a, "quick"), store.ImportOptions{Replace: true})
-	if err == nil || !strings.Contains(err.Error(), "quick.sub in this store belongs to the family of other") {
+	if err == nil || !strings.Contains(err.Error(), "quick.sub, which belongs to the family of other in this store") {
 		t.Fatalf("import over another family's harness: %v", err)
+	}
+}
+
+// An import without --replace that meets a harness of another family (here a harness of its
+// own, as the id of a sub-agent of the export) says that --replace would not do either,
+// rather than pointing at it.
+func TestImportOverAnotherFamilysHarnessDoesNotSuggestReplace(t *testing.T) {
+	a, b := open(t, t.TempDir()), open(t, t.TempDir())
+	defer a.Close()
+	defer b.Close()
+	family(t, a, 2)
+	member(t, b, "quick.sub", "", nil, statefmt.StatusCompleted, 1)
+	data := export(t, a, "quick")
+	for _, replace := range []bool{false, true} {
+		_, err := b.Import(data, store.ImportOptions{Replace: replace})
+		if !errors.Is(err, store.ErrExists) || !strings.Contains(err.Error(), "quick.sub, which belongs to the family of quick.sub in this store: importing quick would take it away from there, with or without --replace") || strings.Contains(err.Error(), "use --replace") {
+			t.Fatalf("import (replace %v) over a harness of another family: %v", replace, err)
+		}
 	}
 }
 
