@@ -153,3 +153,60 @@ func TestALatin1TaskFileIsRefusedNamingTheByteThroughRunSubmitTheAPIAndReplan(t 
 	}
 	expectIn(t, db, ExitOK, "ship   A      blocked", "plan", "f")
 }
+
+// A JSON state saved with a byte-order mark (an exported state edited in an editor on Windows:
+// UTF-8 with the mark, or UTF-16) is checked and imported as the same state without one, its
+// non-ASCII text intact; a marked file that is not UTF-8 is refused naming the byte.
+func TestAJSONStateSavedWithAByteOrderMarkImports(t *testing.T) {
+	dir := t.TempDir()
+	src := strings.Replace(moveTask, "agent: A\n", "agent: A\nprompt: \""+wideProse+"\"\n", 1)
+	db := filepath.Join(dir, "db")
+	if code, out := cli(t, "--store", db, "run", writeTask(t, dir, "mv.yaml", src)); code != ExitWaiting {
+		t.Fatalf("run: exit %d: %s", code, out)
+	}
+	plain := filepath.Join(dir, "mv.json")
+	if code, out := cli(t, "--store", db, "export", "mv", "-o", plain); code != ExitOK {
+		t.Fatalf("export: exit %d: %s", code, out)
+	}
+	data, err := os.ReadFile(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := statefmt.DecodeJSON(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{
+		"utf8-bom.json": append([]byte("\xef\xbb\xbf"), data...),
+		"utf16.json":    inUTF16(string(data)),
+	} {
+		file := filepath.Join(dir, name)
+		if err := os.WriteFile(file, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if code, out := cli(t, "state", "check", file); code != ExitOK || !strings.Contains(out, "valid HarnessState") {
+			t.Fatalf("state check %s: exit %d: %s", name, code, out)
+		}
+		other := filepath.Join(dir, "db-"+name)
+		if code, out := cli(t, "--store", other, "import", file); code != ExitOK || !strings.Contains(out, "imported mv") {
+			t.Fatalf("import %s: exit %d: %s", name, code, out)
+		}
+		code, out := cli(t, "--store", other, "show", "mv", "--json")
+		if code != ExitOK {
+			t.Fatalf("show after importing %s: exit %d: %s", name, code, out)
+		}
+		got, err := statefmt.DecodeJSON([]byte(out))
+		if err != nil || got.Status != want.Status || got.UpdatedAt != want.UpdatedAt || len(got.Plan.Steps) != len(want.Plan.Steps) {
+			t.Fatalf("imported from %s: %+v, %v", name, got, err)
+		}
+	}
+	latin := filepath.Join(dir, "latin.json")
+	if err := os.WriteFile(latin, []byte("\xef\xbb\xbf{\"schemaVersion\": 1, \"harnessId\": \"caf\xe9\"}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"state", "check", latin}, {"--store", filepath.Join(dir, "db-latin"), "import", latin}} {
+		if code, out := cli(t, args...); code != ExitError || !strings.Contains(out, "latin.json: the state file is not UTF-8: the byte 0xE9 on line 1") {
+			t.Fatalf("%v: exit %d: %s", args, code, out)
+		}
+	}
+}

@@ -51,6 +51,9 @@ Exits 1 with the decoder's message (what, where, why) when the file is not a val
 			if err != nil {
 				return err
 			}
+			if data, err = stateText(name, data); err != nil {
+				return err
+			}
 			res, err := checkState(name, data)
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)

@@ -388,6 +388,20 @@ func isJSONState(data []byte) bool {
 	return len(t) > 0 && t[0] == '{'
 }
 
+// stateText is the text of a file that may be a JSON state (import, state check). One that
+// starts with a byte-order mark, as an editor on Windows may save a state it changed (UTF-8
+// with the mark, or UTF-16), is read as a task file is (task.DecodeText): without the mark, as
+// UTF-8, or refused naming the encoding. Any other is returned as it is, for the state or
+// export reader to say what it is.
+func stateText(name string, data []byte) ([]byte, error) {
+	for _, mark := range []string{"\xef\xbb\xbf", "\xff\xfe", "\xfe\xff"} {
+		if bytes.HasPrefix(data, []byte(mark)) {
+			return task.DecodeText(name, "state file", data)
+		}
+	}
+	return data, nil
+}
+
 func newImportCmd(g *globals, stdin io.Reader, stdout io.Writer) *cobra.Command {
 	var replace bool
 	c := &cobra.Command{
@@ -412,6 +426,9 @@ state becomes the harness's next checkpoint: its task and event log are kept.`,
 				data, err = os.ReadFile(args[0])
 			}
 			if err != nil {
+				return err
+			}
+			if data, err = stateText(args[0], data); err != nil {
 				return err
 			}
 			if !isJSONState(data) {
