@@ -325,6 +325,10 @@ func (s *Store) verifyMember(m *member) error {
 	if idx.ID != m.id {
 		return fmt.Errorf("its index entry names harness %q", idx.ID)
 	}
+	if idx.Damaged != "" {
+		// A store says a harness is damaged when it reads it; it never writes that down.
+		return fmt.Errorf("its index entry says it is damaged (%q), which no store writes there", idx.Damaged)
+	}
 	if len(m.records) == 0 {
 		return errors.New("it has no records")
 	}

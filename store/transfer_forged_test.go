@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"hash/crc32"
 	"reflect"
 	"strings"
@@ -104,4 +105,41 @@ func TestImportRefusesAnEventLogTheStoreCouldNotKeep(t *testing.T) {
 		t.Fatalf("the export resealed as it was: %v", err)
 	}
 	noProblems(t, b)
+}
+
+// An index entry that says its harness is damaged (a store works that out when it reads a
+// harness and never writes it down, so no export carries one) is refused, naming it, and the
+// store is left as it was: imported, the harness would be listed as damaged and fail verify,
+// though every part of it checked.
+func TestImportRefusesAnIndexEntryThatSaysItIsDamaged(t *testing.T) {
+	a := open(t, t.TempDir())
+	member(t, a, "solo", "", nil, statefmt.StatusPaused, 3)
+	data := export(t, a, "solo")
+	a.Close()
+	planted := reseal(t, data, func(tag byte, _ int, body []byte) []byte {
+		if tag != 'I' {
+			return body
+		}
+		var e map[string]any
+		if err := json.Unmarshal(body, &e); err != nil {
+			t.Fatal(err)
+		}
+		e["damaged"] = "planted"
+		b, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	})
+	dir := t.TempDir()
+	b := open(t, dir)
+	_, err := b.Import(planted, store.ImportOptions{})
+	ls, lerr := b.List()
+	b.Close()
+	if err == nil || !strings.Contains(err.Error(), `harness solo: its index entry says it is damaged ("planted")`) {
+		t.Fatalf("an index entry that says it is damaged: %v", err)
+	}
+	if lerr != nil || len(ls) != 0 {
+		t.Fatalf("the refused import left %v (%v)", ls, lerr)
+	}
 }
