@@ -758,6 +758,14 @@ func parseExport(data []byte) (ExportHeader, []*member, error) {
 	case bytes.HasPrefix(data, []byte(exportMagic)):
 	case bytes.HasPrefix(data, []byte(exportV1Magic)):
 		return hdr, nil, errors.New("this is a format-1 chain export (from an earlier harness-edge): it carries the records alone, without the harness's task, event log or sub-agents, so a harness imported from it could not go on; export the harness again with this version (`harness-edge export ID --chain`)")
+	case newerMagic(data):
+		// A bit flipped in the magic's digit reads the same: a file whose format-2 header is
+		// whole is a format-2 export with a damaged magic.
+		p := parser{data: data, pos: len(exportMagic)}
+		if body, err := p.section(secHeader, "the header"); err == nil && json.Unmarshal(body, &hdr) == nil && hdr.Format == exportFormat {
+			return hdr, nil, &TransferError{What: "the magic (the file's first 9 bytes)", Reason: fmt.Sprintf("it is %q, not %q", data[:len(exportMagic)], exportMagic)}
+		}
+		return hdr, nil, newerExport(fmt.Sprintf("is a format-%c chain export", data[len(exportMagic)-2]))
 	case len(data) < len(exportMagic):
 		if bytes.HasPrefix([]byte(exportMagic), data) {
 			return hdr, nil, &TransferError{What: "the file", Reason: fmt.Sprintf("it is truncated after %d bytes", len(data))}
@@ -775,10 +783,18 @@ func parseExport(data []byte) (ExportHeader, []*member, error) {
 	if err != nil {
 		return hdr, nil, err
 	}
+	// The header's checksum matched, so what it says is what its writer wrote: a format or a
+	// field this version does not know is a newer writer's, not damage.
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&hdr); err != nil {
+		if field, ok := unknownField(err); ok {
+			return hdr, nil, newerExport(fmt.Sprintf("has a header field this version does not know (%s)", field))
+		}
 		return hdr, nil, &TransferError{What: "the header", Offset: len(exportMagic), Reason: "it does not decode: " + err.Error()}
+	}
+	if hdr.Format > exportFormat {
+		return hdr, nil, newerExport(fmt.Sprintf("is format %d", hdr.Format))
 	}
 	if hdr.Format != exportFormat {
 		return hdr, nil, &TransferError{What: "the header", Offset: len(exportMagic), Reason: fmt.Sprintf("it says format %d, this is format %d", hdr.Format, exportFormat)}
@@ -850,6 +866,32 @@ func parseExport(data []byte) (ExportHeader, []*member, error) {
 		return hdr, nil, &TransferError{What: "the end of the file", Offset: p.pos, Reason: fmt.Sprintf("%d bytes follow the closing digest", len(data)-p.pos)}
 	}
 	return hdr, family, nil
+}
+
+// ErrNewerExport matches (errors.Is) the refusal of an export that a newer harness-edge made,
+// in a format or with fields this version does not read.
+var ErrNewerExport = errors.New("the export is from a newer harness-edge")
+
+// newerExport refuses an export whose whole header (or magic) says a newer writer made it.
+func newerExport(what string) error {
+	return fmt.Errorf("%w: it %s, and this harness-edge reads chain exports of format %d: import it with a harness-edge at least as new as the one that exported it; nothing was imported", ErrNewerExport, what, exportFormat)
+}
+
+// newerMagic reports whether data starts with the magic of a chain export format after this
+// one's ("HECHAIN3\n" to "HECHAIN9\n").
+func newerMagic(data []byte) bool {
+	n := len(exportMagic)
+	return len(data) >= n && bytes.Equal(data[:n-2], []byte(exportMagic[:n-2])) && data[n-2] > exportMagic[n-2] && data[n-2] <= '9' && data[n-1] == '\n'
+}
+
+// unknownField returns the field an encoding/json decoder with DisallowUnknownFields refused.
+func unknownField(err error) (string, bool) {
+	const prefix = "json: unknown field "
+	msg := err.Error()
+	if !strings.HasPrefix(msg, prefix) {
+		return "", false
+	}
+	return msg[len(prefix):], true
 }
 
 func hamming(a, b []byte) int {

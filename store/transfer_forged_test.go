@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"hash/crc32"
 	"reflect"
 	"strings"
@@ -141,5 +142,61 @@ func TestImportRefusesAnIndexEntryThatSaysItIsDamaged(t *testing.T) {
 	}
 	if lerr != nil || len(ls) != 0 {
 		t.Fatalf("the refused import left %v (%v)", ls, lerr)
+	}
+}
+
+// An export a newer harness-edge made (a later format in its whole header or its magic, or a
+// header field this version does not know) is refused as such, saying to import it with a
+// version as new, rather than called damaged; nothing is imported. A format-2 export whose
+// magic reads as a later format's (a flipped bit) is still damaged.
+func TestAnExportFromANewerVersionSaysSoRatherThanDamaged(t *testing.T) {
+	a := open(t, t.TempDir())
+	member(t, a, "solo", "", nil, statefmt.StatusPaused, 3)
+	data := export(t, a, "solo")
+	a.Close()
+	header := func(edit func(h map[string]any)) []byte {
+		return reseal(t, data, func(tag byte, _ int, body []byte) []byte {
+			if tag != 'H' {
+				return body
+			}
+			var h map[string]any
+			if err := json.Unmarshal(body, &h); err != nil {
+				t.Fatal(err)
+			}
+			edit(h)
+			b, err := json.Marshal(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		})
+	}
+	format3 := header(func(h map[string]any) { h["format"] = 3 })
+	magic3 := append([]byte("HECHAIN3\n"), format3[len("HECHAIN2\n"):]...)
+	b := open(t, t.TempDir())
+	defer b.Close()
+	for _, c := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"format 3 in the header", format3, "it is format 3, and this harness-edge reads chain exports of format 2"},
+		{"a field it does not know", header(func(h map[string]any) { h["signature"] = "x" }), `it has a header field this version does not know ("signature")`},
+		{"a format-3 magic", magic3, "it is a format-3 chain export"},
+		{"a format-3 magic and nothing after it", []byte("HECHAIN3\n"), "it is a format-3 chain export"},
+	} {
+		_, err := b.Import(c.data, store.ImportOptions{})
+		var te *store.TransferError
+		if !errors.Is(err, store.ErrNewerExport) || errors.As(err, &te) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "import it with a harness-edge at least as new") {
+			t.Fatalf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+	flipped := append([]byte("HECHAIN3\n"), data[len("HECHAIN2\n"):]...)
+	var te *store.TransferError
+	if _, err := b.Import(flipped, store.ImportOptions{}); !errors.As(err, &te) || te.What != "the magic (the file's first 9 bytes)" {
+		t.Fatalf("a format-2 export with a format-3 magic: %v", err)
+	}
+	if ls, err := b.List(); err != nil || len(ls) != 0 {
+		t.Fatalf("the refused imports left %v (%v)", ls, err)
 	}
 }
