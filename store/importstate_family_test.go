@@ -82,3 +82,41 @@ func TestImportedStateKeepsItsPlaceInAFamily(t *testing.T) {
 	}
 	noProblems(t, b)
 }
+
+// A JSON state that lists, as its sub-agent, a harness the store holds in another family (or
+// as a family's root) is refused, new or replacing: the harness would be claimed twice, and no
+// export --chain of either family would be taken. The store is left as it was.
+func TestImportedStateCannotClaimAnotherFamilysHarness(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	family(t, s, 3)
+	member(t, s, "other", "", nil, statefmt.StatusPaused, 2)
+	quick, err := s.Restore("quick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	before := dump(t, dir)
+	claims := clone(t, quick)
+	claims.SubAgentIDs = append(claims.SubAgentIDs, "other")
+	stranger := clone(t, quick)
+	stranger.HarnessID, stranger.SubAgentIDs = "stranger", []string{"quick.sub"}
+	for _, c := range []struct {
+		st      *statefmt.HarnessState
+		replace bool
+		want    string
+	}{
+		{claims, true, "harness quick lists sub-agent other, which is no sub-agent in this store"},
+		{stranger, false, "harness stranger lists sub-agent quick.sub, which is a sub-agent of quick in this store"},
+	} {
+		s := open(t, dir)
+		_, err := s.ImportState(c.st, c.replace)
+		s.Close()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s listing %v: %v, want %q", c.st.HarnessID, c.st.SubAgentIDs, err, c.want)
+		}
+		if after := dump(t, dir); !reflect.DeepEqual(after, before) {
+			t.Fatalf("the refused import of %s changed the store", c.st.HarnessID)
+		}
+	}
+}

@@ -957,6 +957,9 @@ func (s *Store) ImportState(st *statefmt.HarnessState, replace bool) (Checkpoint
 		if err := s.checkParentHolds(st); err != nil {
 			return Checkpoint{}, err
 		}
+		if err := s.checkSubAgentsBelong(st); err != nil {
+			return Checkpoint{}, err
+		}
 		return s.Persist(st)
 	case err != nil:
 		return Checkpoint{}, err
@@ -966,6 +969,9 @@ func (s *Store) ImportState(st *statefmt.HarnessState, replace bool) (Checkpoint
 		return Checkpoint{}, fmt.Errorf("harness %s runs task %q, this state is of task %q: replacing a state keeps the harness's task and event log, so it must be of the same task (to replace the whole harness, import an export made with `export --chain`)", st.HarnessID, idx.TaskID, st.TaskID)
 	case idx.ParentHarnessID != st.ParentHarnessID:
 		return Checkpoint{}, fmt.Errorf("harness %s %s, this state %s: replacing a state keeps the harness's place in its family, so it must have the same parent (to replace the whole family, import an export made with `export --chain`)", st.HarnessID, parentPhrase("is", idx.ParentHarnessID), parentPhrase("says it is", st.ParentHarnessID))
+	}
+	if err := s.checkSubAgentsBelong(st); err != nil {
+		return Checkpoint{}, err
 	}
 	now := time.Now().UTC()
 	return s.PersistWith(st, Extras{
@@ -1000,6 +1006,27 @@ func (s *Store) checkParentHolds(st *statefmt.HarnessState) error {
 		return fmt.Errorf("harness %s is a sub-agent of %s, which does not read: %w", st.HarnessID, p, err)
 	case !slices.Contains(parent.SubAgentIDs, st.HarnessID):
 		return fmt.Errorf("harness %s is a sub-agent of %s, whose state here does not list it: %s", st.HarnessID, p, advice)
+	}
+	return nil
+}
+
+// checkSubAgentsBelong refuses a state that lists, as its sub-agent, a harness the store holds
+// under another parent (or none): the harness would be claimed by two families, and neither
+// could be exported. A listed sub-agent the store does not hold is left alone: a parent lists a
+// child before the child is made, and a family's states import parents first.
+func (s *Store) checkSubAgentsBelong(st *statefmt.HarnessState) error {
+	for _, c := range st.SubAgentIDs {
+		if ValidID(c) != nil {
+			continue // Persist refuses it
+		}
+		idx, err := s.readIndex(c)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return fmt.Errorf("harness %s lists sub-agent %s, which does not read: %w", st.HarnessID, c, err)
+		case idx.ParentHarnessID != st.HarnessID:
+			return fmt.Errorf("harness %s lists sub-agent %s, which %s in this store: a state cannot take a harness from its family", st.HarnessID, c, parentPhrase("is", idx.ParentHarnessID))
+		}
 	}
 	return nil
 }
