@@ -17,6 +17,7 @@ import (
 	"github.com/harness-edge/harness-edge/store/trust"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/control"
@@ -283,6 +284,9 @@ on there (approve, resume, stop, events) as it would have here. A sub-agent move
 parent: export the parent.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
+			if chain && (out == "" || out == "-") && isTTY(stdout) {
+				return usageError{errors.New("export --chain writes a binary file, which a terminal would show as garbage and control sequences: give -o FILE, or send standard output to a file or a pipe (`> FILE`, `| harness-edge --store DIR import -`)")}
+			}
 			d := direct{name: "export", does: "reads"}
 			if !chain {
 				d.meanwhile = fmt.Sprintf("`harness-edge show %s --json` prints the same state through it", args[0])
@@ -317,6 +321,20 @@ parent: export the parent.`,
 	c.Flags().StringVarP(&out, "output", "o", "", "write to FILE instead of standard output")
 	c.Flags().BoolVar(&chain, "chain", false, "export the harness with its sub-agents, tasks, checkpoint records, event logs and named checkpoints (to move it to another store)")
 	return c
+}
+
+// isTTY reports whether w (or the file under the termWriter the commands write to) is a
+// terminal, not merely a character device, as /dev/null is.
+func isTTY(w io.Writer) bool {
+	if t, ok := w.(*termWriter); ok {
+		w = t.w
+	}
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // output is the file export -o writes. A regular file (or one that does not exist yet) is
