@@ -58,16 +58,6 @@ func oneShotHeap(total uint64) int64 {
 	return int64(min(max(total/4, 16<<20), 1<<30))
 }
 
-// isTerminal reports whether w is a terminal (progress is shown there, not in pipes).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
 // progress prints events for a person watching a terminal.
 func progress(w io.Writer) event.Sink {
 	return event.SinkFunc(func(e event.Event) {
@@ -219,7 +209,7 @@ func (g *globals) ownManager(f runFlags, stdout io.Writer) (*harness.Manager, fu
 	switch {
 	case f.json:
 		sinks = append(sinks, event.NewJSONLines(stdout))
-	case f.progress || isTerminal(stdout):
+	case f.progress || isTTY(stdout): // progress on a terminal, not in pipes
 		sinks = append(sinks, progress(stdout))
 	}
 	dir, err := g.storeDir()

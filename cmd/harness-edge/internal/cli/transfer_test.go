@@ -4,15 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/harness-edge/harness-edge/statefmt/event"
 )
@@ -281,29 +278,6 @@ func TestARefusedExportLeavesTheOutputFileAsItWas(t *testing.T) {
 	}
 }
 
-// openPTY opens a pseudo-terminal and returns its controller and the terminal a child writes to.
-func openPTY(t *testing.T) (controller, tty *os.File) {
-	t.Helper()
-	controller, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { controller.Close() })
-	if err := unix.IoctlSetPointerInt(int(controller.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(controller.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tty, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tty.Close() })
-	return controller, tty
-}
-
 // export --chain to standard output that is a terminal is refused as a usage error, saying to
 // give -o or send the output to a file or a pipe: the export is binary (compressed records),
 // and its bytes would reach the terminal as control sequences. The terminal gets the message
@@ -314,19 +288,13 @@ func TestAChainExportIsNotWrittenToATerminal(t *testing.T) {
 	if code, out := cli(t, "--store", db, "run", writeTask(t, dir, "mv.yaml", moveTask)); code != ExitWaiting {
 		t.Fatalf("run: exit %d: %s", code, out)
 	}
-	controller, tty := openPTY(t)
-	cmd := child("--store", db, "export", "mv", "--chain")
-	cmd.Stdout, cmd.Stderr = tty, tty
-	err := cmd.Run()
-	tty.Close()
-	var shown bytes.Buffer
-	_, _ = shown.ReadFrom(controller) // ends with EIO once the child's terminal is closed
+	shown, err := runOnTerminal(t, "--store", db, "export", "mv", "--chain")
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != ExitUsage {
-		t.Fatalf("export --chain to a terminal: %v; the terminal showed %d bytes: %q", err, shown.Len(), shown.Bytes()[:min(shown.Len(), 200)])
+		t.Fatalf("export --chain to a terminal: %v; the terminal showed %d bytes: %q", err, len(shown), shown[:min(len(shown), 200)])
 	}
-	if !strings.Contains(shown.String(), "give -o FILE") || strings.Contains(shown.String(), "HECHAIN") {
-		t.Fatalf("the terminal showed %q", shown.String())
+	if !strings.Contains(shown, "give -o FILE") || strings.Contains(shown, "HECHAIN") {
+		t.Fatalf("the terminal showed %q", shown)
 	}
 	code, out := cli(t, "--store", db, "export", "mv", "--chain")
 	if code != ExitOK || !strings.HasPrefix(out, "HECHAIN2\n") {
