@@ -27,7 +27,8 @@ import (
 //	{"type":"turn.completed","usage":{"input_tokens":24763,"cached_input_tokens":24448,"output_tokens":122}}
 //	{"type":"turn.failed","error":{"message":"..."}}  or  {"type":"error","message":"..."}
 //
-// Codex reports no cost; its input_tokens include the cached ones, which Usage counts apart.
+// An error line followed by turn.completed is a stream retry that succeeded ("Reconnecting...
+// 1/5"), not a failure. Codex reports no cost; its input_tokens include the cached ones, which Usage counts apart.
 
 // Report is what an agent's structured output said about its run.
 type Report struct {
@@ -128,6 +129,12 @@ func ParseReport(stdout string) (r Report, ok bool) {
 				r.Text, r.HasText = d.Item.Text, true
 			}
 		case "turn.completed":
+			if r.Format == "codex" && r.IsError {
+				// Codex prints an error line for each stream retry ("Reconnecting... 1/5") and
+				// fails the turn (turn.failed) only when the error was fatal: a turn that then
+				// completed did not fail.
+				r.IsError, r.ErrorText = false, ""
+			}
 			if u := d.Usage; u != nil {
 				r.Format, ok = "codex", true
 				cached := min(clampTokens(u.CachedInput), clampTokens(u.InputTokens))

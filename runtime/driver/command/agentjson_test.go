@@ -52,6 +52,13 @@ func TestParseReport(t *testing.T) {
 			Usage: event.Usage{InputTokens: 24763 - 24448, CacheReadTokens: 24448, OutputTokens: 122, SessionID: "0199a213-81c0-7800-8aa1-bbab2a035a53"}}},
 		{"codex failed turn", codexFailed, true, command.Report{Format: "codex", IsError: true,
 			ErrorText: "stream disconnected before completion: 429 Too Many Requests", Usage: event.Usage{SessionID: "t9"}}},
+		{"codex reconnected, then completed its turn", `{"type":"thread.started","thread_id":"t10"}
+{"type":"turn.started"}
+{"type":"error","message":"Reconnecting... 1/5 (stream disconnected before completion: error sending request for url (http://127.0.0.1:8080/v1/responses))"}
+{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"Done. <promise>DONE</promise>"}}
+{"type":"turn.completed","usage":{"input_tokens":100,"cached_input_tokens":0,"output_tokens":9}}
+`, true, command.Report{Format: "codex", Text: "Done. <promise>DONE</promise>", HasText: true,
+			Usage: event.Usage{InputTokens: 100, OutputTokens: 9, SessionID: "t10"}}},
 		{"a line of text before codex's lines", "Reading prompt from stdin...\n" + codexLines, true, command.Report{Format: "codex", Text: "All green. <promise>DONE</promise>", HasText: true,
 			Usage: event.Usage{InputTokens: 24763 - 24448, CacheReadTokens: 24448, OutputTokens: 122, SessionID: "0199a213-81c0-7800-8aa1-bbab2a035a53"}}},
 		{"plain text", "All done.\n<promise>DONE</promise>\n", false, command.Report{}},
