@@ -62,6 +62,9 @@ type Request struct {
 type Call struct {
 	Name string
 	Args string // raw JSON text, as a model writes it
+	// ID is the call's id as sent (default: call_REQUEST_INDEX, unique); some servers send
+	// the same one for several calls.
+	ID string
 }
 
 // Reply is one scripted answer.
@@ -177,7 +180,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(rep.Calls) > 0 {
 		var calls []map[string]any
 		for i, c := range rep.Calls {
-			calls = append(calls, map[string]any{"id": "call_" + strconv.Itoa(n) + "_" + strconv.Itoa(i), "type": "function",
+			calls = append(calls, map[string]any{"id": cmp.Or(c.ID, "call_"+strconv.Itoa(n)+"_"+strconv.Itoa(i)), "type": "function",
 				"function": map[string]any{"name": c.Name, "arguments": c.Args}})
 		}
 		msg["tool_calls"] = calls

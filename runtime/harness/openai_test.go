@@ -107,6 +107,52 @@ func TestOpenAIToolLoop(t *testing.T) {
 }
 
 // ReadTree concatenates every file under dir.
+// Parallel tool calls that the server sent with the same id (or none) all run, and each gets its
+// own result, matched to its call by an id of its own.
+func TestOpenAIParallelCallsWithTheSameIDAllRun(t *testing.T) {
+	e := newEnv(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	srv := openaitest.New()
+	defer srv.Close()
+	t.Setenv("FAKE_OPENAI_KEY", "sk-test-secret-123")
+	srv.Push(openaitest.Reply{Calls: []openaitest.Call{
+		{Name: "write_file", Args: `{"path": "a.md", "content": "A"}`, ID: "call_0"},
+		{Name: "write_file", Args: `{"path": "b.md", "content": "B"}`, ID: "call_0"},
+		{Name: "write_file", Args: `{"path": "c.md", "content": "C"}`, ID: "call_0_1"},
+	}}, openaitest.Reply{Content: "three files"})
+	h, err := e.m.Create(parseTask(t, openaiTask(ws, srv.Endpoint(), "", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.State(); st.Status != statefmt.StatusCompleted {
+		t.Fatalf("status %s: %s", st.Status, st.StatusReason)
+	}
+	for name, want := range map[string]string{"a.md": "A", "b.md": "B", "c.md": "C"} {
+		if b, err := os.ReadFile(filepath.Join(ws, name)); err != nil || string(b) != want {
+			t.Errorf("%s: %q %v", name, b, err)
+		}
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	msgs := reqs[1].Messages
+	asked := msgs[2].ToolCalls
+	if len(asked) != 3 || len(msgs) != 6 {
+		t.Fatalf("the conversation sent back: %+v", msgs)
+	}
+	ids := map[string]bool{}
+	for i, m := range msgs[3:] {
+		if m.Role != "tool" || m.ToolCallID != asked[i].ID || ids[m.ToolCallID] {
+			t.Errorf("tool message %d answers %q; the calls: %+v", i, m.ToolCallID, asked)
+		}
+		ids[m.ToolCallID] = true
+	}
+}
+
 func readTree(t *testing.T, dir string) string {
 	var b strings.Builder
 	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {

@@ -264,11 +264,7 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 			sc.ReportTokens(int64(cmp.Or(resp.Usage.TotalTokens, resp.Usage.PromptTokens+resp.Usage.CompletionTokens)))
 		}
 		msg := resp.Choices[0].Message
-		reply := statefmt.Message{Role: "assistant", Content: msg.Content}
-		for i, tc := range msg.ToolCalls {
-			reply.ToolCalls = append(reply.ToolCalls, statefmt.MessageToolCall{
-				ID: cmp.Or(tc.ID, fmt.Sprintf("call_%d_%d", loop.Iteration, i)), Name: tc.Function.Name, Arguments: tc.Function.Arguments})
-		}
+		reply := statefmt.Message{Role: "assistant", Content: msg.Content, ToolCalls: callsOf(msg.ToolCalls, loop.Iteration)}
 		loop.Messages = append(loop.Messages, reply)
 		ev := event.Event{Type: event.Iteration, Iteration: loop.Iteration, DurationMs: event.Ms(sc.Clock.Now().Sub(start)), Outcome: event.IterCompleted,
 			Usage: &event.Usage{InputTokens: int64(max(0, resp.Usage.PromptTokens)), OutputTokens: int64(max(0, resp.Usage.CompletionTokens)),
@@ -288,6 +284,30 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 			return "", err
 		}
 	}
+}
+
+// callsOf are the tool calls of a reply (turn), each with an id of its own: a result is matched
+// to its call by id, and a call sent without one, or with the id of an earlier call of the reply
+// (some servers number them per turn, or not at all), gets a new one, so that none goes unrun.
+func callsOf(calls []oaToolCall, turn int) []statefmt.MessageToolCall {
+	var out []statefmt.MessageToolCall
+	seen := map[string]bool{}
+	for _, tc := range calls {
+		seen[tc.ID] = true
+	}
+	used := map[string]bool{}
+	for i, tc := range calls {
+		id := tc.ID
+		if id == "" || used[id] {
+			id = fmt.Sprintf("call_%d_%d", turn, i)
+			for k := 1; used[id] || seen[id]; k++ {
+				id = fmt.Sprintf("call_%d_%d_%d", turn, i, k)
+			}
+		}
+		used[id] = true
+		out = append(out, statefmt.MessageToolCall{ID: id, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
+	return out
 }
 
 // pendingCall is the first tool call of the last assistant message that has no result yet.
