@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -277,6 +278,35 @@ func TestCommandAgentLimitsAndModes(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
+		}
+	})
+	t.Run("a process that left the iteration's process group dies with the iteration", func(t *testing.T) {
+		// A CLI agent's tool may start a server in a session of its own (setsid, a daemon):
+		// killing the iteration's process group does not reach it, and the next iteration
+		// would share the workspace with it.
+		e := newEnv(t)
+		ws := filepath.Join(e.dir, "ws")
+		h, _ := e.m.Create(parseTask(t, commandTask(ws, `[sh, -c, 'cat >/dev/null; setsid sh -c "echo \$\$ > bg.tmp && mv bg.tmp bg && exec sleep 60" </dev/null >/dev/null 2>&1 & while [ ! -e bg ]; do sleep 0.01; done; echo "<promise>PARTS_DONE</promise>"']`, "")))
+		if err := h.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if st := h.State(); st.Status != statefmt.StatusCompleted {
+			t.Fatalf("status %s: %s", st.Status, st.StatusReason)
+		}
+		b, _ := os.ReadFile(filepath.Join(ws, "bg"))
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatalf("bg: %q", b)
+		}
+		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+		for i := 0; proctest.PidAlive(pid); i++ {
+			if i == 200 {
+				t.Fatalf("the iteration's process %d in a session of its own outlived the iteration", pid)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := e.rec.of(event.Warning); len(got) != 1 || !strings.Contains(got[0].Message, "1 process") {
+			t.Fatalf("warnings: %+v", got)
 		}
 	})
 }

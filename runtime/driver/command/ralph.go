@@ -155,7 +155,7 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 	}
 	if st.RunToken != "" {
 		// The iteration in flight when the harness was killed: what it started may live on.
-		if n := killMarked(st.RunToken); n > 0 {
+		if n := killMarked(st.RunToken, 0); n > 0 {
 			sc.Emit(event.Event{Type: event.Warning, Message: fmt.Sprintf("killed %d leftover processes of the iteration cut short", n)})
 		}
 		st.RunToken = ""
@@ -415,6 +415,13 @@ func (a *Agent) run(ctx context.Context, sc *agent.StepContext, prompt string, n
 		}
 	}
 	err := proc.Run(ictx, cmd)
+	// proc.Run killed the iteration's process group; what left it (setsid, a daemon) still
+	// carries the token, and would go on working in the workspace beside the next iteration.
+	if cmd.Process != nil { // it started
+		if k := killMarked(token, cmd.Process.Pid); k > 0 {
+			sc.Emit(event.Event{Type: event.Warning, Message: fmt.Sprintf("iteration %d left %s running outside its process group: killed", n, idlist.Of(k, "process"))})
+		}
+	}
 	it := iteration{stdout: stdout.String(), stderr: stderr.String(), took: sc.Clock.Now().Sub(start)}
 	if live != nil {
 		end := fmt.Sprintf("=== iteration %d ended after %v ===", n, it.took.Round(time.Millisecond))

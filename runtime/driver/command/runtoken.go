@@ -26,9 +26,10 @@ func newRunToken() string {
 	return hex.EncodeToString(b)
 }
 
-// killMarked kills every process of this user whose environment holds the token, and returns
-// how many it signalled.
-func killMarked(token string) int {
+// killMarked kills every process of this user whose environment holds the token, but those of
+// process group spare (already killed, perhaps still exiting; 0 spares none), and returns how
+// many it signalled.
+func killMarked(token string, spare int) int {
 	mark := []byte(runTokenVar + "=" + token + "\x00")
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -42,6 +43,9 @@ func killMarked(token string) int {
 		}
 		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
 		if err != nil || !bytes.Contains(append(env, 0), mark) {
+			continue
+		}
+		if pg, err := syscall.Getpgid(pid); spare != 0 && err == nil && pg == spare {
 			continue
 		}
 		if syscall.Kill(pid, syscall.SIGKILL) == nil {
