@@ -75,6 +75,8 @@ type Reply struct {
 	// PromptTokens and CompletionTokens are the usage reported (default: a quarter of the
 	// request's message bytes, as a tokenizer would roughly count, and 10).
 	PromptTokens, CompletionTokens int
+	// NoTotal leaves total_tokens out of the usage (some servers report only its parts).
+	NoTotal bool
 	// Status other than 200 answers with Body (default: an API error object saying ErrorMsg).
 	Status     int
 	ErrorMsg   string
@@ -196,11 +198,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	pt, ct := cmp.Or(rep.PromptTokens, size/4), cmp.Or(rep.CompletionTokens, 10)
+	usage := map[string]int{"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}
+	if rep.NoTotal {
+		delete(usage, "total_tokens")
+	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{
 		"id": "chatcmpl-" + strconv.Itoa(n), "object": "chat.completion", "model": req.Model,
 		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": map[bool]string{true: "tool_calls", false: "stop"}[len(rep.Calls) > 0]}},
-		"usage":   map[string]int{"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
+		"usage":   usage,
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,6 +151,45 @@ func TestOpenAIParallelCallsWithTheSameIDAllRun(t *testing.T) {
 			t.Errorf("tool message %d answers %q; the calls: %+v", i, m.ToolCallID, asked)
 		}
 		ids[m.ToolCallID] = true
+	}
+}
+
+// Every request's tokens are charged, the compaction summary's too, when the server reports
+// prompt and completion tokens without their total.
+func TestOpenAIChargesTheSummaryWithoutATotal(t *testing.T) {
+	e := newEnv(t)
+	ws := filepath.Join(e.dir, "ws")
+	srv := openaitest.New()
+	defer srv.Close()
+	t.Setenv("FAKE_OPENAI_KEY", "k")
+	var want atomic.Int64
+	main := 0
+	srv.Respond = func(r openaitest.Request) openaitest.Reply {
+		if len(r.Tools) == 0 { // the summary request
+			want.Add(1000 + 50)
+			return openaitest.Reply{Content: "SUMMARY: wrote the notes.", PromptTokens: 1000, CompletionTokens: 50, NoTotal: true}
+		}
+		want.Add(100 + 10)
+		main++
+		if main <= 4 {
+			return openaitest.Reply{Calls: []openaitest.Call{{Name: "write_file", Args: fmt.Sprintf(`{"path": "n%d.md", "content": "x"}`, main)}},
+				PromptTokens: 100, CompletionTokens: 10, NoTotal: true}
+		}
+		return openaitest.Reply{Content: "done", PromptTokens: 100, CompletionTokens: 10, NoTotal: true}
+	}
+	h, _ := e.m.Create(parseTask(t, openaiTask(ws, srv.Endpoint(), "    contextWindow: 200\n    compaction: {threshold: 0.5, protectTurns: 1}", "")))
+	if err := h.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := h.State()
+	if st.Status != statefmt.StatusCompleted {
+		t.Fatalf("status %s: %s", st.Status, st.StatusReason)
+	}
+	if len(e.rec.of(event.Compaction)) == 0 {
+		t.Fatal("no compaction")
+	}
+	if st.Budget.TokensUsed != want.Load() {
+		t.Fatalf("tokens charged %d, the server reported %d", st.Budget.TokensUsed, want.Load())
 	}
 }
 

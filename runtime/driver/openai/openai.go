@@ -144,7 +144,7 @@ func (a *Agent) Replan(ctx context.Context, rc *agent.ReplanContext) ([]byte, er
 			return nil, err
 		}
 		if rc.ReportTokens != nil {
-			rc.ReportTokens(int64(cmp.Or(resp.Usage.TotalTokens, resp.Usage.PromptTokens+resp.Usage.CompletionTokens)))
+			rc.ReportTokens(resp.tokens())
 		}
 		answer := resp.Choices[0].Message.Content
 		change := answer
@@ -261,7 +261,7 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 		sc.CountIteration()
 		st.UsageTokens, st.UsageMessages = resp.Usage.PromptTokens+resp.Usage.CompletionTokens, len(loop.Messages)+1
 		if sc.ReportTokens != nil {
-			sc.ReportTokens(int64(cmp.Or(resp.Usage.TotalTokens, resp.Usage.PromptTokens+resp.Usage.CompletionTokens)))
+			sc.ReportTokens(resp.tokens())
 		}
 		msg := resp.Choices[0].Message
 		reply := statefmt.Message{Role: "assistant", Content: msg.Content, ToolCalls: callsOf(msg.ToolCalls, loop.Iteration)}
@@ -444,6 +444,12 @@ type (
 		} `json:"usage"`
 	}
 )
+
+// tokens is what the response used: its total, or, from servers that report none, the sum of
+// the prompt's and the completion's.
+func (r ChatResponse) tokens() int64 {
+	return int64(cmp.Or(r.Usage.TotalTokens, r.Usage.PromptTokens+r.Usage.CompletionTokens))
+}
 
 // DecodeChatResponse reads a chat-completions response body: it must be JSON with at least one
 // choice. (Fuzzed: it never panics.)
@@ -751,7 +757,7 @@ func (a *Agent) summarise(ctx context.Context, sc *agent.StepContext, msgs []sta
 		return "", err
 	}
 	if sc.ReportTokens != nil {
-		sc.ReportTokens(int64(resp.Usage.TotalTokens))
+		sc.ReportTokens(resp.tokens())
 	}
 	return resp.Choices[0].Message.Content, nil
 }
