@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -28,20 +29,36 @@ func newRunToken() string {
 
 // killMarked kills every process of this user whose environment holds the token, but those of
 // process group spare (already killed, perhaps still exiting; 0 spares none), and returns how
-// many it signalled.
-func killMarked(token string, spare int) int {
+// many it signalled. With since > 0 (the pid of the iteration's first process) it looks only at
+// processes started after it: pids are handed out in increasing order, so unless they wrapped
+// around meanwhile (the kernel's last pid below since), an older pid cannot be the iteration's,
+// and the few pids handed out since are read one by one instead of listing /proc. Reading every
+// process's environment cost about 20 µs a process, 1.5 ms on a quiet machine at the end of every
+// iteration.
+func killMarked(token string, spare, since int) int {
 	mark := []byte(runTokenVar + "=" + token + "\x00")
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
+	var pids []int
+	if last, ok := lastPid(); since > 0 && ok && last >= since && last-since <= 256 {
+		for pid := since; pid <= last; pid++ {
+			pids = append(pids, pid)
+		}
+	} else {
+		names, err := readDirNames("/proc")
+		if err != nil {
+			return 0
+		}
+		for _, name := range names {
+			if pid, err := strconv.Atoi(name); err == nil && (since <= 0 || !ok || last < since || pid >= since) {
+				pids = append(pids, pid)
+			}
+		}
 	}
 	n := 0
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
+	for _, pid := range pids {
+		if pid == os.Getpid() {
 			continue
 		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 		if err != nil || !bytes.Contains(append(env, 0), mark) {
 			continue
 		}
@@ -53,4 +70,24 @@ func killMarked(token string, spare int) int {
 		}
 	}
 	return n
+}
+
+// readDirNames lists a directory's names, unsorted.
+func readDirNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// lastPid is the pid the kernel handed out last (in this pid namespace).
+func lastPid() (int, bool) {
+	b, err := os.ReadFile("/proc/sys/kernel/ns_last_pid")
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid, err == nil
 }
