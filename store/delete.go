@@ -50,31 +50,9 @@ func (s *Store) DeleteHarnesses(ctx context.Context, ids []string) (DeleteSummar
 			return sum, err
 		}
 	}
-	// No checkpoint of theirs commits from here on: one between the heads file and the batch
-	// would be acknowledged in the file and then deleted, and reported lost at the next open.
-	done := s.beginDelete(ids)
-	// The heads file forgets them first: a crash between the two writes then leaves harnesses
-	// the file does not name (their heads are taken from the index again at the next close),
-	// never a file that names harnesses the store deleted on purpose (which would report them
-	// lost).
-	if err := s.forgetHeads(ids, nil); err != nil {
-		done()
-		return sum, fmt.Errorf("deleting %d harnesses: the heads file was not written, nothing was deleted: %w", len(ids), err)
+	if err := s.deleteBatch(ids, fmt.Sprintf("%d harnesses", len(ids))); err != nil {
+		return sum, err
 	}
-	if beforeDeleteBatch != nil {
-		beforeDeleteBatch()
-	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	for _, id := range ids {
-		deleteHarness(b, id)
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		s.commitFailed.Store(true)
-		done()
-		return sum, fmt.Errorf("deleting %d harnesses: %w", len(ids), err)
-	}
-	done()
 	sum.Deleted = ids
 	if err := s.compactRanges(ctx, ids); err != nil {
 		return sum, fmt.Errorf("deleted %d harnesses, but compacting their keys failed (the space is given back at a later compaction): %w", len(ids), err)
@@ -111,6 +89,36 @@ func (s *Store) compactRanges(ctx context.Context, ids []string) error {
 		if s.db.Metrics().Table.Local.ObsoleteSize == 0 {
 			break
 		}
+	}
+	return nil
+}
+
+// deleteBatch removes the keys of ids in one synced batch; what names them in its errors. The
+// heads file forgets them first: a crash between the two writes then leaves harnesses the file
+// does not name (their heads are taken from the index again at the next close), never a file
+// that names harnesses the store deleted on purpose (which would report them lost). No
+// checkpoint of theirs commits meanwhile (beginDelete). A full disk does not refuse it: a
+// deletion is how space is made.
+func (s *Store) deleteBatch(ids []string, what string) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
+	done := s.beginDelete(ids)
+	defer done()
+	if err := s.forgetHeads(ids, nil); err != nil {
+		return fmt.Errorf("deleting %s: the heads file was not written, nothing was deleted: %w", what, err)
+	}
+	if beforeDeleteBatch != nil {
+		beforeDeleteBatch()
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, id := range ids {
+		deleteHarness(b, id)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		s.commitFailed.Store(true)
+		return fmt.Errorf("deleting %s: %w", what, err)
 	}
 	return nil
 }

@@ -1258,8 +1258,9 @@ func (s *Store) restoreWith(id string, idx IndexEntry, seq uint64) (*statefmt.Ha
 	return decodeHead(c, scratch)
 }
 
-// Delete removes a harness: its records, index entry and events, in one synced batch. A
-// harness found damaged can be deleted too.
+// Delete removes a harness: its records, index entry, events and task, in one synced batch
+// (deleteBatch), without the compaction DeleteHarnesses makes. A harness found damaged can be
+// deleted too.
 func (s *Store) Delete(id string) error {
 	if err := ValidID(id); err != nil {
 		return err
@@ -1267,20 +1268,7 @@ func (s *Store) Delete(id string) error {
 	if _, err := s.readIndex(id); err != nil && !errors.Is(err, ErrDamaged) {
 		return err
 	}
-	done := s.beginDelete([]string{id})
-	// The heads file forgets it first, as DeleteHarnesses does: a crash between the writes
-	// never leaves a file naming a harness deleted on purpose (the next open would report it
-	// lost).
-	if err := s.forgetHeads([]string{id}, nil); err != nil {
-		done()
-		return fmt.Errorf("deleting %s: the heads file was not written, nothing was deleted: %w", id, err)
-	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	deleteHarness(b, id)
-	err := s.commit(b, true)
-	done()
-	return err
+	return s.deleteBatch([]string{id}, id)
 }
 
 // beginDelete holds ids for their deletion: it waits for the checkpoints of theirs in flight,
