@@ -112,6 +112,11 @@ func (h *Harness) runChild(ctx context.Context, i int) (string, error) {
 		}
 		st := child.State()
 		h.noteChild(cid, st, "")
+		if st.Status == statefmt.StatusCompleted || st.Status == statefmt.StatusFailed {
+			// Done with: the parent holds its result. Memory would otherwise grow with every
+			// sub-agent a long plan delegates to (a next try reads it back from the store).
+			h.m.Release(cid)
+		}
 		if st.Status == statefmt.StatusCompleted {
 			h.mu.Lock()
 			err := h.takeChildWorkLocked(cid)
@@ -119,13 +124,7 @@ func (h *Harness) runChild(ctx context.Context, i int) (string, error) {
 			if err != nil {
 				return "", err
 			}
-			h.m.Release(cid) // done with: the parent holds its result (see below)
 			return OutputOf(st, "harness").Output, nil
-		}
-		if st.Status == statefmt.StatusFailed {
-			// Done with: the parent holds its result. Memory would otherwise grow with every
-			// sub-agent a long plan delegates to (a next try reads it back from the store).
-			h.m.Release(cid)
 		}
 	}
 }
