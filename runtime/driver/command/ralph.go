@@ -155,7 +155,7 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 	}
 	if st.RunToken != "" {
 		// The iteration in flight when the harness was killed: what it started may live on.
-		if n := killMarked(st.RunToken, 0, 0); n > 0 {
+		if n := killMarked(st.RunToken, 0); n > 0 {
 			sc.Emit(event.Event{Type: event.Warning, Message: fmt.Sprintf("killed %d leftover processes of the iteration cut short", n)})
 		}
 		st.RunToken = ""
@@ -418,7 +418,7 @@ func (a *Agent) run(ctx context.Context, sc *agent.StepContext, prompt string, n
 	// proc.Run killed the iteration's process group; what left it (setsid, a daemon) still
 	// carries the token, and would go on working in the workspace beside the next iteration.
 	if cmd.Process != nil { // it started
-		if k := killMarked(token, cmd.Process.Pid, cmd.Process.Pid); k > 0 {
+		if k := killMarked(token, cmd.Process.Pid); k > 0 {
 			sc.Emit(event.Event{Type: event.Warning, Message: fmt.Sprintf("iteration %d left %s running outside its process group: killed", n, idlist.Of(k, "process"))})
 		}
 	}
