@@ -616,7 +616,7 @@ func (s *Server) Rollback(_ context.Context, id string, req RollbackRequest) (ha
 	}
 	var st *statefmt.HarnessState
 	var taskJSON []byte
-	label, to := req.To, req.To
+	point := req.To
 	if seq, err := strconv.ParseUint(req.To, 10, 64); err == nil {
 		idx, err := s.store.Index(id)
 		if err != nil {
@@ -632,7 +632,7 @@ func (s *Server) Rollback(_ context.Context, id string, req RollbackRequest) (ha
 		if st, err = s.store.RestoreAt(id, seq); err != nil {
 			return harness.RollbackResult{}, err
 		}
-		label, to = fmt.Sprintf("checkpoint %d", seq), strconv.FormatUint(seq, 10)
+		point = strconv.FormatUint(seq, 10)
 	} else {
 		_, named, tj, err := s.store.RestoreNamed(id, req.To)
 		if errors.Is(err, store.ErrInvalidName) {
@@ -641,16 +641,12 @@ func (s *Server) Rollback(_ context.Context, id string, req RollbackRequest) (ha
 		if err != nil {
 			return harness.RollbackResult{}, err
 		}
-		st, taskJSON, label = named, tj, fmt.Sprintf("%q", req.To)
+		st, taskJSON = named, tj
 		if len(taskJSON) == 0 {
 			taskJSON = nil
 		}
 	}
-	res, err := s.m.Rollback(id, st, taskJSON, label, req.By, req.Reason)
-	if err == nil {
-		res.To = to
-	}
-	return res, err
+	return s.m.Rollback(id, st, taskJSON, point, req.By, req.Reason)
 }
 
 func (c *Client) Checkpoint(ctx context.Context, id string, req CheckpointRequest) (store.NamedPoint, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/harness-edge/harness-edge/runtime/agent"
 	"github.com/harness-edge/harness-edge/runtime/task"
@@ -22,7 +23,7 @@ const (
 type RollbackResult struct {
 	HarnessID string `json:"harnessId"`
 	// To is the checkpoint rolled back to as a request names one: its name, or its sequence
-	// number in decimal. (Rollback leaves it empty; the caller knows which it was.)
+	// number in decimal (CheckpointLabel words it for a sentence).
 	To     string          `json:"to"`
 	Status statefmt.Status `json:"status"`
 	// StepsDone of Steps have completed in the state rolled back to.
@@ -31,7 +32,8 @@ type RollbackResult struct {
 }
 
 // Rollback makes an earlier state of the harness (to: a named checkpoint, or a checkpoint of
-// its chain; label says which) its newest checkpoint. The chain stays append-only: the
+// its chain; point names it as a request does, a name or a sequence number) its newest
+// checkpoint. The chain stays append-only: the
 // rollback is a new checkpoint, with a course event saying who rolled back to what and why.
 // The harness is paused afterwards (created when it had not started), so that resume goes on
 // from there: the steps after the point run again. The budget used stays as it is now (what
@@ -39,7 +41,8 @@ type RollbackResult struct {
 // harness had at the point (a replan may have changed its script actions since): it becomes
 // the harness's task again. Refused, changing nothing: a running
 // harness, a sub-agent (roll back its parent), a state of another harness.
-func (m *Manager) Rollback(id string, to *statefmt.HarnessState, taskJSON []byte, label, by, reason string) (RollbackResult, error) {
+func (m *Manager) Rollback(id string, to *statefmt.HarnessState, taskJSON []byte, point, by, reason string) (RollbackResult, error) {
+	label := CheckpointLabel(point)
 	h, err := m.Get(id)
 	if err != nil {
 		return RollbackResult{}, err
@@ -98,7 +101,7 @@ func (m *Manager) Rollback(id string, to *statefmt.HarnessState, taskJSON []byte
 		h.st, h.pending, h.task, h.taskJSON, h.agents, h.pidx = saved, h.pending[:pending0], task0, json0, agents0, nil
 		return RollbackResult{}, err
 	}
-	res := RollbackResult{HarnessID: id, Status: n.Status}
+	res := RollbackResult{HarnessID: id, To: point, Status: n.Status}
 	if n.Plan != nil {
 		res.Steps = len(n.Plan.Steps)
 		for _, s := range n.Plan.Steps {
@@ -132,4 +135,13 @@ func (m *Manager) CheckpointState(id string) (*statefmt.HarnessState, error) {
 func (h *Harness) taskJSONNow() []byte {
 	b, _ := json.Marshal(h.task)
 	return b
+}
+
+// CheckpointLabel words a checkpoint named as a request names it (a sequence number, or a name)
+// for a sentence: "checkpoint 17", or the name quoted.
+func CheckpointLabel(point string) string {
+	if _, err := strconv.ParseUint(point, 10, 64); err == nil {
+		return "checkpoint " + point
+	}
+	return strconv.Quote(point)
 }

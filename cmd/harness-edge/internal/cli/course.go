@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/user"
-	"strconv"
 	"strings"
 	"time"
 
@@ -385,7 +384,7 @@ wrote in the workspace are not rolled back.`,
 				return api.Rollback(ctx, args[0], req)
 			}, func(res harness.RollbackResult) error {
 				fmt.Fprintf(stdout, "harness %s: rolled back to %s (%d/%d steps done); it is %s: continue with `harness-edge resume %s`\n",
-					res.HarnessID, checkpointLabel(res.To), res.StepsDone, res.Steps, res.Status, res.HarnessID)
+					res.HarnessID, harness.CheckpointLabel(res.To), res.StepsDone, res.Steps, res.Status, res.HarnessID)
 				return nil
 			})
 		},
@@ -396,13 +395,4 @@ wrote in the workspace are not rolled back.`,
 	f.StringVar(&req.By, "by", whoAmI(), "who rolls back (recorded)")
 	f.BoolVar(&asJSON, "json", false, "print the outcome as JSON")
 	return c
-}
-
-// checkpointLabel names a checkpoint as a request names it (a sequence number, or a name) in a
-// sentence: "checkpoint 17", or the name quoted.
-func checkpointLabel(to string) string {
-	if _, err := strconv.ParseUint(to, 10, 64); err == nil {
-		return "checkpoint " + to
-	}
-	return strconv.Quote(to)
 }
