@@ -219,17 +219,22 @@ func (m *Manager) Get(id string) (*Harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := m.store.Task(id)
-	if err != nil {
-		return nil, err
-	}
-	t, err := task.Parse("the stored task of harness "+id, raw)
+	t, err := m.storedTask(id)
 	if err != nil {
 		return nil, err
 	}
 	h := m.newHarness(withWorktree(t, id), st)
 	m.harnesses[id] = h
 	return h, nil
+}
+
+// storedTask reads the task the store keeps with the harness.
+func (m *Manager) storedTask(id string) (*task.Task, error) {
+	raw, err := m.store.Task(id)
+	if err != nil {
+		return nil, err
+	}
+	return task.Parse("the stored task of harness "+id, raw)
 }
 
 // List returns the store's harnesses (id, agent, status, parent, timestamps, head checkpoint).

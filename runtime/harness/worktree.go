@@ -150,23 +150,12 @@ func (h *Harness) mergeWorktreeLocked() {
 func (m *Manager) RemoveWorktree(id string) (string, error) {
 	// The stored task says where the worktree is: the state is not read, so that a harness
 	// whose chain is damaged can still be deleted.
-	m.mu.Lock()
-	h, loaded := m.harnesses[id]
-	m.mu.Unlock()
-	var t *task.Task
-	if loaded {
-		t = h.Task()
-	} else {
-		raw, err := m.store.Task(id)
-		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrDamaged) {
-			return "", nil // nothing says where a worktree would be: the harness goes, any worktree stays
-		}
-		if err != nil {
-			return "", err
-		}
-		if t, err = task.Parse("the stored task of harness "+id, raw); err != nil {
-			return "", err
-		}
+	t, err := m.storedTask(id)
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrDamaged) {
+		return "", nil // nothing says where a worktree would be: the harness goes, any worktree stays
+	}
+	if err != nil {
+		return "", err
 	}
 	w := t.Workspace
 	if !w.Isolated() {
