@@ -19,6 +19,17 @@ var (
 	bomUTF32B = []byte("\x00\x00\xfe\xff")
 )
 
+// HasByteOrderMark reports whether data starts with a byte-order mark (UTF-8, UTF-16 or
+// UTF-32), which DecodeText reads.
+func HasByteOrderMark(data []byte) bool {
+	for _, m := range [][]byte{bom, bomUTF16L, bomUTF16B, bomUTF32B} { // UTF-32 LE starts as UTF-16 LE does
+		if bytes.HasPrefix(data, m) {
+			return true
+		}
+	}
+	return false
+}
+
 // DecodeText returns the text of a task file, a plan change or a prompt (what: "task file",
 // "plan change", "prompt"), named name in errors, as UTF-8 without a byte-order mark, however it
 // comes: `run`, `loop`, `submit`, `replan` and the daemon's API read the same file the same way.

@@ -412,10 +412,8 @@ func isJSONState(data []byte) bool {
 // UTF-8, or refused naming the encoding. Any other is returned as it is, for the state or
 // export reader to say what it is.
 func stateText(name string, data []byte) ([]byte, error) {
-	for _, mark := range []string{"\xef\xbb\xbf", "\xff\xfe", "\xfe\xff"} {
-		if bytes.HasPrefix(data, []byte(mark)) {
-			return task.DecodeText(name, "state file", data)
-		}
+	if task.HasByteOrderMark(data) {
+		return task.DecodeText(name, "state file", data)
 	}
 	return data, nil
 }
