@@ -172,9 +172,14 @@ func (m *Manager) child(parent *Harness, cid string, step statefmt.ExecutionStep
 	if prevErr != "" {
 		t.Prompt += "\n\nA previous attempt at this failed: " + prevErr
 	}
+	plan, ownPlan := []task.PlanStep(nil), false
 	if a := t.Agents[step.AssignedAgent]; a.Script == nil || len(a.Script.Plan) == 0 {
 		t.Plan = []task.PlanStep{{ID: step.ID, Description: step.Description, Agent: step.AssignedAgent, Critical: step.Critical, Phase: step.Phase}}
+		plan = t.Plan
+	} else {
+		plan, ownPlan = a.Script.Plan, true
 	}
+	t.Agents = childAgents(t.Agents, step.AssignedAgent, plan, ownPlan)
 	carried := 0
 	if prevID != "" && len(t.Plan) == 1 {
 		if prev, err := m.Get(prevID); err == nil {
@@ -200,6 +205,59 @@ func (m *Manager) child(parent *Harness, cid string, step statefmt.ExecutionStep
 			st.Plan.Steps[0].Attempts = carried
 		}
 	})
+}
+
+// childAgents returns agents with every script cut down to what a child owned by owner and
+// running plan (its owner's own script plan when ownPlan) can reach: the actions of the steps
+// that plan, and the plans of the script agents it delegates to, give each agent (with its "*"
+// actions), and its plan when a delegation runs it. Nothing else of a script is ever looked up
+// in the child: a sub-agent's plan is fixed when it is made (nobody replans one). Without the
+// cut, every child stored every script whole, and a plan that delegates its N steps stored N
+// copies of an N-step script. Agents of other drivers are kept as they are. agents itself is
+// left alone.
+func childAgents(agents map[string]*task.Agent, owner string, plan []task.PlanStep, ownPlan bool) map[string]*task.Agent {
+	steps := map[string]map[string]bool{} // agent -> the step ids whose actions it may run
+	plans := map[string]bool{owner: ownPlan}
+	var reach func(owner string, plan []task.PlanStep)
+	reach = func(owner string, plan []task.PlanStep) {
+		for _, s := range plan {
+			if a := agents[s.Agent]; s.Agent != owner && a != nil && a.Script != nil && len(a.Script.Plan) > 0 {
+				if !plans[s.Agent] { // a grandchild runs the agent's own plan
+					plans[s.Agent] = true
+					reach(s.Agent, a.Script.Plan)
+				}
+				continue
+			}
+			if steps[s.Agent] == nil {
+				steps[s.Agent] = map[string]bool{}
+			}
+			steps[s.Agent][s.ID] = true
+		}
+	}
+	reach(owner, plan)
+	out := make(map[string]*task.Agent, len(agents))
+	for name, a := range agents {
+		if a == nil || a.Script == nil {
+			out[name] = a
+			continue
+		}
+		sc := &task.Script{}
+		if plans[name] {
+			sc.Plan = a.Script.Plan
+		}
+		for id, actions := range a.Script.Steps {
+			if steps[name][id] || id == "*" && steps[name] != nil {
+				if sc.Steps == nil {
+					sc.Steps = map[string][]task.Action{}
+				}
+				sc.Steps[id] = actions
+			}
+		}
+		c := *a
+		c.Script = sc
+		out[name] = &c
+	}
+	return out
 }
 
 // delegationDepthOf is how deep a task's sub-agents nest when the plans are known before the run
