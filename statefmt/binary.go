@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -23,7 +22,9 @@ import (
 //	   records; the plan lists its steps' entries by number
 //	4: a step's output that is the start of a tool call's result (a script step's output is its
 //	   tool's result) is a reference to that record, not a second copy of the text
-const BinaryFormatVersion = 4
+//	5: a sub-agent result's output is a text entry of the log (most often its step's output),
+//	   and the rest holds its reference
+const BinaryFormatVersion = 5
 
 const (
 	binaryMagic   = "HES"
@@ -46,7 +47,7 @@ const (
 	outputEmpty  = 1
 )
 
-// The binary layout, version 4:
+// The binary layout, version 5:
 //
 //	"HES" version:u8
 //	log:     entry*               each: uvarint(len<<2 | kind) bytes
@@ -58,9 +59,12 @@ const (
 //	                              kind 3 (layout 4): a plan step's output given as the first
 //	                              uvarint(n) bytes of the result output of the log's tool-call
 //	                              record uvarint(k), an earlier entry; it counts as a text entry
+//	                              kind 1 also holds the output of a sub-agent result (layout 5)
+//	                              that is not the text of an entry already there
 //	rest:    every other field of HarnessState, in a fixed order (see writer.rest); the plan's
 //	         steps are uvarint(count) and then, for each, the number of its step entry
-//	         (counting step entries only, from 0)
+//	         (counting step entries only, from 0); a sub-agent result's output is a reference
+//	         like a step's (layout 5)
 //	trailer: u64le(log end offset) u64le(tool-call record count)
 //
 // The log comes first and only ever grows, so a checkpoint that adds tool calls and changes a
@@ -86,8 +90,11 @@ type writer struct {
 	b   []byte
 	err error
 	// steps are the plan steps' entry numbers in the log (layout 3), by index, for rest to
-	// write.
-	steps []uint64
+	// write; resultKeys are the sub-agent results' keys in order and resultRefs their outputs'
+	// references (layout 5).
+	steps      []uint64
+	resultKeys []string
+	resultRefs []uint64
 }
 
 // stepSeen is one plan step as the log holds it: its fields by value, its output's reference
@@ -278,10 +285,10 @@ func (w *writer) appendPrefix(k uint64, n int) {
 	w.b = append(w.b, p...)
 }
 
-// appendText appends one step output to the log.
-func (w *writer) appendText(s string) {
+// appendText appends the text of field (a step's output, a sub-agent result's) to the log.
+func (w *writer) appendText(field, s string) {
 	if !utf8.ValidString(s) {
-		w.fail("plan.steps.output is not valid UTF-8")
+		w.fail("%s is not valid UTF-8", field)
 	}
 	w.uv(uint64(len(s))<<2 | entryText)
 	w.b = append(w.b, s...)
@@ -310,20 +317,15 @@ func (w *writer) rest(s *HarnessState) {
 	for _, id := range s.SubAgentIDs {
 		w.str("subAgentIds", id)
 	}
-	keys := make([]string, 0, len(s.SubAgentResults))
-	for k := range s.SubAgentResults {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	w.uv(uint64(len(keys)))
-	for _, k := range keys {
+	w.uv(uint64(len(w.resultKeys)))
+	for i, k := range w.resultKeys {
 		r := s.SubAgentResults[k]
 		w.str("subAgentResults.key", k)
 		w.str("subAgentResults.harnessId", r.HarnessID)
 		w.str("subAgentResults.agentName", r.AgentName)
 		w.str("subAgentResults.stepId", r.StepID)
 		enumCode(w, "subAgentResults.status", r.Status, Statuses)
-		w.optStr("subAgentResults.output", r.Output)
+		w.uv(w.resultRefs[i])
 		w.optStr("subAgentResults.error", r.Error)
 		w.n("subAgentResults.attempts", int64(r.Attempts))
 		w.optTime(r.CompletedAt)
@@ -435,6 +437,8 @@ type BinaryEncoder struct {
 	lastRec   []byte
 	prevTail  []byte
 	memo      []stepSeen // by index in the plan: each step as the log last holds it
+	// results are the sub-agent results' outputs as the log holds them, by key.
+	results map[string]resultSeen
 	// hist is the history being encoded, for a step output that is the start of a record's
 	// result; byStart finds records by their result's first bytes, in a full encoding only.
 	hist    []ToolCallRecord
@@ -467,6 +471,7 @@ func (e *BinaryEncoder) Reset() {
 	e.texts, e.stepN, e.logBytes, e.liveBytes = 0, 0, 0, 0
 	e.lastRec = e.lastRec[:0]
 	e.memo = e.memo[:0]
+	clear(e.results)
 	e.planBase = nil
 }
 
@@ -529,6 +534,12 @@ func (e *BinaryEncoder) EncodeChanged(s *HarnessState, changes StepChanges) (Inc
 	e.hist, e.full = hist, prefix == 0
 	e.planEntries(s, changes)
 	e.hist, e.byStart = nil, nil
+	if e.w.err != nil {
+		err := e.w.err
+		e.Reset()
+		return Incremental{}, err
+	}
+	e.resultEntries(s)
 	if e.w.err != nil {
 		err := e.w.err
 		e.Reset()
@@ -620,7 +631,7 @@ func (e *BinaryEncoder) planStep(i int, st *ExecutionStep) uint64 {
 		if k, ok := e.prefixRecord(*st.Output); ok {
 			e.w.appendPrefix(uint64(k), len(*st.Output))
 		} else {
-			e.w.appendText(*st.Output)
+			e.w.appendText("plan.steps.output", *st.Output)
 		}
 		e.texts++
 		out = e.texts + outputEmpty
@@ -644,6 +655,77 @@ func (e *BinaryEncoder) planStep(i int, st *ExecutionStep) uint64 {
 	m.outSize = textSize
 	e.stepN++
 	return m.entry
+}
+
+// resultSeen is a sub-agent result's output as the log holds it: the text, its reference, and
+// the bytes of its own text entry (0 when it refers to a step's output's).
+type resultSeen struct {
+	output string
+	ref    uint64
+	size   int
+}
+
+// resultEntries gives each sub-agent result's output its reference (layout 5), for rest: the
+// one it had when the text is the same, else the text entry of a plan step's output with that
+// text (a completed child's output is its step's), else a new text entry. A parent of a
+// thousand children so writes a few dozen bytes per child at each checkpoint, not every output
+// again (1.6 MB a checkpoint, and the chain diffed it all).
+func (e *BinaryEncoder) resultEntries(s *HarnessState) {
+	keys := e.w.resultKeys[:0]
+	for k := range s.SubAgentResults {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	refs := e.w.resultRefs[:0]
+	for _, k := range keys {
+		refs = append(refs, e.resultRef(k, s.SubAgentResults[k].Output))
+	}
+	if len(e.results) > len(keys) {
+		for k, m := range e.results {
+			if _, ok := s.SubAgentResults[k]; !ok {
+				e.liveBytes -= m.size
+				delete(e.results, k)
+			}
+		}
+	}
+	e.w.resultKeys, e.w.resultRefs = keys, refs
+}
+
+// resultRef returns the reference of result k's output out (see resultEntries).
+func (e *BinaryEncoder) resultRef(k string, out *string) uint64 {
+	m, seen := e.results[k]
+	if seen && out != nil && m.ref > outputEmpty && m.output == *out {
+		return m.ref
+	}
+	e.liveBytes -= m.size
+	m = resultSeen{}
+	switch {
+	case out == nil:
+		m.ref = outputAbsent
+	case *out == "":
+		m.ref = outputEmpty
+	default:
+		m.output = *out
+		for i := range e.memo {
+			if st := &e.memo[i]; st.hasOut && st.out > outputEmpty && st.output == *out {
+				m.ref = st.out
+				break
+			}
+		}
+		if m.ref == outputAbsent {
+			start := len(e.w.b)
+			e.w.appendText("subAgentResults.output", *out)
+			e.texts++
+			m.ref, m.size = e.texts+outputEmpty, len(e.w.b)-start
+			e.logBytes += m.size
+			e.liveBytes += m.size
+		}
+	}
+	if e.results == nil {
+		e.results = make(map[string]resultSeen)
+	}
+	e.results[k] = m
+	return m.ref
 }
 
 // prefixRecord returns the number of the last tool-call record in the log whose result output
@@ -916,8 +998,14 @@ func (r *reader) stepOutput() *string {
 	if r.version < 3 {
 		return r.optStr("plan.steps.output")
 	}
+	return r.textRef("plan.steps.output")
+}
+
+// textRef reads field as a reference to a text entry of the log: 0 absent, 1 empty, n >= 2 the
+// text entry n-2.
+func (r *reader) textRef(field string) *string {
 	at := r.pos
-	switch ref := r.uv("plan.steps.output"); {
+	switch ref := r.uv(field); {
 	case r.err != nil || ref == outputAbsent:
 		return nil
 	case ref == outputEmpty:
@@ -928,7 +1016,7 @@ func (r *reader) stepOutput() *string {
 		return &s
 	default:
 		r.pos = at
-		r.fail("plan.steps.output: text entry %d does not exist (the log has %d)", ref-outputEmpty-1, len(r.texts))
+		r.fail("%s: text entry %d does not exist (the log has %d)", field, ref-outputEmpty-1, len(r.texts))
 		return nil
 	}
 }
@@ -1054,7 +1142,11 @@ func (r *reader) rest(s *HarnessState) {
 			v.AgentName = r.str("subAgentResults.agentName")
 			v.StepID = r.str("subAgentResults.stepId")
 			v.Status = enumOf(r, "subAgentResults.status", Statuses)
-			v.Output = r.optStr("subAgentResults.output")
+			if r.version < 5 {
+				v.Output = r.optStr("subAgentResults.output")
+			} else {
+				v.Output = r.textRef("subAgentResults.output")
+			}
 			v.Error = r.optStr("subAgentResults.error")
 			v.Attempts = r.n("subAgentResults.attempts")
 			v.CompletedAt = r.optTime("subAgentResults.completedAt")

@@ -113,7 +113,7 @@ func TestIncrementalEncodingKeepsTheHistory(t *testing.T) {
 // plan) and 3 (step outputs always as text of their own) still decode, to the state their JSON
 // says; re-encoded, they are written in the current layout.
 func TestOlderBinaryLayoutsStillDecode(t *testing.T) {
-	for _, v := range []int{1, 2, 3} {
+	for _, v := range []int{1, 2, 3, 4} {
 		old, err := os.ReadFile(fmt.Sprintf("testdata/state-v%d.bin", v))
 		if err != nil {
 			t.Fatal(err)
@@ -423,5 +423,61 @@ func TestTheEncodersBufferGrowsWithTheState(t *testing.T) {
 				t.Fatalf("a %d-byte state in a %d-byte buffer, moved %d times", len(inc.Bytes), cap(inc.Bytes), moves)
 			}
 		}
+	}
+}
+
+// A completed sub-agent's output is its step's: the state stores the text once, and a parent's
+// checkpoint writes a few bytes per child after what is unchanged, not every child's output
+// again (a parent of a thousand children rewrote megabytes at each of its checkpoints).
+func TestSubAgentOutputsAreStoredOnceAndNotRewritten(t *testing.T) {
+	const n = 300
+	s := &statefmt.HarnessState{SchemaVersion: 1, HarnessID: "p", AgentName: "A", TaskID: "p", Status: statefmt.StatusRunning,
+		Plan: &statefmt.ExecutionPlan{TaskID: "p"}, SubAgentResults: map[string]statefmt.SubAgentResult{}}
+	for i := range n {
+		s.Plan.Steps = append(s.Plan.Steps, statefmt.ExecutionStep{ID: fmt.Sprintf("s%03d", i), Description: "delegated",
+			AssignedAgent: "B", Status: statefmt.StepPending, Dependencies: []string{}})
+	}
+	var enc statefmt.BinaryEncoder
+	text := 0
+	for i := range n {
+		step := &s.Plan.Steps[i]
+		id := "p." + step.ID
+		s.SubAgentIDs = append(s.SubAgentIDs, id)
+		s.SubAgentResults[id] = statefmt.SubAgentResult{HarnessID: id, AgentName: "B", StepID: step.ID, Status: statefmt.StatusRunning, Attempts: 1}
+		step.Status, step.ChildHarnessID, step.Attempts = statefmt.StepRunning, id, 1
+		if _, err := enc.Encode(s); err != nil {
+			t.Fatal(err)
+		}
+		out := fmt.Sprintf("%d: %s", i, strings.Repeat("what the child found é ", 50))
+		res := s.SubAgentResults[id]
+		res.Status, res.Output = statefmt.StatusCompleted, &out
+		s.SubAgentResults[id] = res
+		stepOut := strings.Clone(out) // the same text, not the same string
+		step.Status, step.Output = statefmt.StepCompleted, &stepOut
+		inc, err := enc.Encode(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tail := len(inc.Bytes) - inc.Prefix; tail > 2048+80*(i+1) {
+			t.Fatalf("child %d: %d bytes after the unchanged prefix: the children's outputs are written again", i, tail)
+		}
+		text += len(out)
+		if i == n-1 {
+			statefmt.Normalize(s) // as a decoded state is
+			got, err := statefmt.DecodeBinary(inc.Bytes)
+			if err != nil || !reflect.DeepEqual(got, s) {
+				t.Fatalf("the incremental encoding does not decode to the state: %v", err)
+			}
+		}
+	}
+	full, err := statefmt.EncodeBinary(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full) > text+150*n {
+		t.Fatalf("%d bytes for %d bytes of outputs: the outputs are stored twice", len(full), text)
+	}
+	if got, err := statefmt.DecodeBinary(full); err != nil || !reflect.DeepEqual(got, s) {
+		t.Fatalf("the full encoding does not decode to the state: %v", err)
 	}
 }

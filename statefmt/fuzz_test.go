@@ -153,6 +153,7 @@ func stateSeeds(seedJSON, v0JSON []byte) (jsonSeeds, binarySeeds, recordSeeds []
 		{Name: "seed-layout-1", Args: [][]byte{mustRead("testdata/state-v1.bin")}},
 		{Name: "seed-layout-2", Args: [][]byte{mustRead("testdata/state-v2.bin")}},
 		{Name: "seed-layout-3", Args: [][]byte{mustRead("testdata/state-v3.bin")}},
+		{Name: "seed-layout-4", Args: [][]byte{mustRead("testdata/state-v4.bin")}},
 	}
 	rec := statefmt.Record{Kind: statefmt.KindDelta, Seq: 2, BaseSeq: 1, Prefix: 4, StateHash: 7, ChainHash: 9,
 		Compression: statefmt.CompressionZstd, RawLen: 12, StateFormat: 1, DeltaFormat: 1, Payload: []byte("zstd-bytes")}

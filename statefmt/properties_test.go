@@ -3,6 +3,8 @@ package statefmt_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -111,6 +113,42 @@ func TestPropertyDeterminism(t *testing.T) {
 	ps.TestingRun(t)
 }
 
+// mutateResults changes the sub-agent results the way a parent does: a child spawned, one that
+// completed with its step's output or a text of its own, one that ended with an empty output
+// or none, one gone (a rollback to before it).
+func mutateResults(r *rand.Rand, s *statefmt.HarnessState) {
+	if s.SubAgentResults == nil {
+		s.SubAgentResults = map[string]statefmt.SubAgentResult{}
+	}
+	keys := slices.Sorted(maps.Keys(s.SubAgentResults))
+	switch k := r.IntN(4); {
+	case k == 0 || len(keys) == 0:
+		id := fmt.Sprintf("child-%d", r.IntN(1000))
+		s.SubAgentResults[id] = statefmt.SubAgentResult{HarnessID: id, AgentName: "PLUTO", StepID: "s", Status: statefmt.StatusRunning, Attempts: 1}
+	case k == 1:
+		key := keys[r.IntN(len(keys))]
+		res := s.SubAgentResults[key]
+		out := stategen.String(r, stategen.Small)
+		if s.Plan != nil && len(s.Plan.Steps) > 0 && r.IntN(3) > 0 {
+			if st := s.Plan.Steps[r.IntN(len(s.Plan.Steps))]; st.Output != nil {
+				out = *st.Output
+			}
+		}
+		res.Status, res.Output = statefmt.StatusCompleted, &out
+		s.SubAgentResults[key] = res
+	case k == 2:
+		key := keys[r.IntN(len(keys))]
+		res := s.SubAgentResults[key]
+		res.Output = nil
+		if r.IntN(2) == 0 {
+			res.Output = new(string)
+		}
+		s.SubAgentResults[key] = res
+	default:
+		delete(s.SubAgentResults, keys[r.IntN(len(keys))])
+	}
+}
+
 // mutatePlan changes the plan the way a run, a retry or a replan does: a step's fields set,
 // cleared or edited in place, steps inserted or removed, or a new plan. It returns the index of
 // the step it changed in place, or -1 when it changed the plan's shape.
@@ -175,7 +213,7 @@ func TestPropertyIncrementalDecodesLikeFull(t *testing.T) {
 		var enc statefmt.BinaryEncoder
 		var prev []byte
 		for step := range 12 {
-			switch k := r.IntN(10); {
+			switch k := r.IntN(12); {
 			case k < 6:
 				for range 1 + r.IntN(3) {
 					s.ToolCallHistory = append(s.ToolCallHistory, stategen.Record(r, stategen.Small))
@@ -185,8 +223,10 @@ func TestPropertyIncrementalDecodesLikeFull(t *testing.T) {
 				s.ToolCallHistory = s.ToolCallHistory[:r.IntN(len(s.ToolCallHistory))]
 			case k == 7 && len(s.ToolCallHistory) > 0:
 				s.ToolCallHistory[len(s.ToolCallHistory)-1].Result.Output += "!"
-			case k >= 8:
+			case k == 8 || k == 9:
 				mutatePlan(r, s)
+			case k >= 10:
+				mutateResults(r, s)
 			}
 			s.CheckpointCount++
 			s.UpdatedAt = stategen.Time(r)
