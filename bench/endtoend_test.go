@@ -59,9 +59,10 @@ func firstLine(s string) string {
 	return s
 }
 
-// A durable step costs one fsync: a harness's run makes one per checkpoint (one per step, and
-// four around them: its creation, its start, its plan, its completion) and the store's heads
-// file two at each rewrite (at most every 10 s), no more; harnesses that run at once share theirs.
+// A durable step costs one fsync: a harness's run makes one per checkpoint (one per step, the
+// last of which ends the harness, and two before them: its creation and its start, its plan
+// with it) and the store's heads file two at each rewrite (at most every 10 s), no more;
+// harnesses that run at once share theirs.
 func TestEndToEndStepsMakeOneFsyncEach(t *testing.T) {
 	ws := t.TempDir()
 	files, lines, _, err := textCorpus(ws, 256<<10)
@@ -73,14 +74,16 @@ func TestEndToEndStepsMakeOneFsyncEach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if one.fsyncs < 60 || one.fsyncs > 60+4+4 {
+	// At most 60 + 2 + the heads file's 2, and 4 more on the fallback backend, whose chains
+	// are keyframes only: their bytes make Pebble flush its memtable to a table.
+	if one.fsyncs < 60 || one.fsyncs > 60+2+2+4 {
 		t.Fatalf("one harness of 60 steps made %d fsyncs", one.fsyncs)
 	}
 	many, err := runE2E(context.Background(), o, files, lines, ws, 60, 60, 8, syncfs.New())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if many.fsyncs < 60 || many.fsyncs > 8*(60+4)+4 {
+	if many.fsyncs < 60 || many.fsyncs > 8*(60+2)+4 {
 		t.Fatalf("8 harnesses of 60 steps made %d fsyncs", many.fsyncs)
 	}
 	t.Logf("fsyncs: one harness %d for 60 steps, 8 harnesses %d for 480", one.fsyncs, many.fsyncs)

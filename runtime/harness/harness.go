@@ -510,10 +510,25 @@ func (h *Harness) settleLocked(ctx context.Context, at *runningAttempt, out stri
 		blocked := h.plan().fail(step.ID, msg)
 		h.emit(event.Event{Type: event.StepFailed, StepID: step.ID, Attempt: at.attempt, Message: msg, Blocked: blocked, CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
 	}
+	status, reason, updated := h.st.Status, h.st.StatusReason, h.st.UpdatedAt
+	ended := false
+	if !h.task.Workspace.Isolated() && h.plan().next() < 0 {
+		// Nothing is left to run, and nothing runs before the harness ends (no worktree to
+		// merge): the step's checkpoint ends the harness too, one checkpoint where there were
+		// two.
+		to, why := h.outcomeLocked()
+		if ev, err := transition(h.st, to, why, h.now()); err == nil {
+			h.emit(ev)
+			ended = true
+		}
+	}
 	if err := h.checkpoint(); err != nil {
+		if ended {
+			h.st.Status, h.st.StatusReason, h.st.UpdatedAt = status, reason, updated
+		}
 		return 0, true, err
 	}
-	return delay, false, nil
+	return delay, ended, nil
 }
 
 // commitLocked adds a finished attempt's calls, events and tokens to the state, and drops its
@@ -634,9 +649,21 @@ func (h *Harness) backoff(stepID string, attempt int) time.Duration {
 // interrupted one (running in the store, nobody running it) is continued. h.mu held.
 func (h *Harness) startLocked(ctx context.Context) error {
 	interrupted := h.st.Status == statefmt.StatusRunning
+	status, reason, updated := h.st.Status, h.st.StatusReason, h.st.UpdatedAt
+	together := false // the transition is checkpointed with the start, below
 	switch h.st.Status {
 	case statefmt.StatusCreated, statefmt.StatusPaused:
-		if err := h.transitionLocked(statefmt.StatusRunning, ""); err != nil {
+		if h.st.Plan != nil && !h.commitsStepsLocked() {
+			// Nothing runs between the transition and the start's checkpoint (no agent plans,
+			// no workspace is synced): one checkpoint records both. A sub-agent of one step
+			// makes four checkpoints instead of five.
+			ev, err := transition(h.st, statefmt.StatusRunning, "", h.now())
+			if err != nil {
+				return err
+			}
+			h.emit(ev)
+			together = true
+		} else if err := h.transitionLocked(statefmt.StatusRunning, ""); err != nil {
 			return err
 		}
 	case statefmt.StatusRunning:
@@ -677,7 +704,13 @@ func (h *Harness) startLocked(ctx context.Context) error {
 	if err := h.syncWorkspaceLocked(interrupted); err != nil {
 		return fmt.Errorf("harness %s: %w", h.ID(), err)
 	}
-	return h.checkpoint()
+	if err := h.checkpoint(); err != nil {
+		if together {
+			h.st.Status, h.st.StatusReason, h.st.UpdatedAt = status, reason, updated
+		}
+		return err
+	}
+	return nil
 }
 
 func (h *Harness) knownAgent(name string) bool { _, ok := h.task.Agents[name]; return ok }
@@ -689,6 +722,12 @@ func (h *Harness) failLocked(reason string) error {
 
 // finishLocked ends a plan with nothing left to run: completed, or failed naming why. h.mu held.
 func (h *Harness) finishLocked() error {
+	return h.transitionLocked(h.outcomeLocked())
+}
+
+// outcomeLocked is how a plan with nothing left to run ends: completed (its phase and the plan
+// reported completed, an isolated worktree merged), or failed naming why. h.mu held.
+func (h *Harness) outcomeLocked() (statefmt.Status, string) {
 	done, failed, blocked := planOutcome(h.st.Plan)
 	if done {
 		if h.st.Phase != "" {
@@ -696,7 +735,7 @@ func (h *Harness) finishLocked() error {
 		}
 		h.emit(event.Event{Type: event.PlanCompleted, Steps: len(h.st.Plan.Steps)})
 		h.mergeWorktreeLocked()
-		return h.transitionLocked(statefmt.StatusCompleted, "")
+		return statefmt.StatusCompleted, ""
 	}
 	var why []string
 	for _, id := range failed[:min(len(failed), idlist.Max)] {
@@ -713,7 +752,7 @@ func (h *Harness) finishLocked() error {
 	if len(blocked) > 0 {
 		why = append(why, "blocked: "+idlist.Join(blocked, ", "))
 	}
-	return h.failLocked(strings.Join(why, "; "))
+	return statefmt.StatusFailed, strings.Join(why, "; ")
 }
 
 func deref(s *string) string {

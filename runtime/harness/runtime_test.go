@@ -131,6 +131,70 @@ agents:
 	}
 }
 
+// A harness makes one checkpoint per step and two besides, its creation and its start: the
+// start takes the transition to running with it when nothing runs between them (the plan is
+// the task's), and the checkpoint of the step that leaves nothing to run records the end. When
+// the owner agent makes the plan, the transition is checkpointed before it plans: three.
+func TestAHarnessCheckpointsEachStepAndTwiceBesides(t *testing.T) {
+	const steps = `
+  - {id: a, description: a, agent: A}
+  - {id: b, description: b, agent: A, dependsOn: [a]}
+  - {id: c, description: c, agent: A, dependsOn: [b]}
+  - {id: d, description: d, agent: A, dependsOn: [c]}`
+	for _, c := range []struct {
+		name, plan, script string
+		status             statefmt.Status
+		want               int
+	}{
+		{"the task's plan", "task", `{"*": [{output: ok}]}`, statefmt.StatusCompleted, 4 + 2},
+		{"the agent's plan", "agent", `{"*": [{output: ok}]}`, statefmt.StatusCompleted, 4 + 3},
+		{"a last step that fails", "task", `{"*": [{output: ok}], d: [{fail: permanent, message: no}]}`, statefmt.StatusFailed, 4 + 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			// The real clock, and a step's start checkpointed only when the step runs long
+			// (the default): these steps take microseconds.
+			e.m = harness.NewManager(e.store, harness.Options{Sinks: []event.Sink{e.rec}})
+			src := "id: cp\nagent: A\nautonomy: 5\nworkspace: " + t.TempDir() + "\nagents:\n  A: {driver: script, script: {steps: " + c.script + "}}\nplan:" + steps
+			if c.plan == "agent" {
+				src = "id: cp\nagent: A\nautonomy: 5\nworkspace: " + t.TempDir() + "\nagents:\n  A:\n    driver: script\n    script:\n      steps: " +
+					c.script + "\n      plan:" + strings.ReplaceAll(steps, "\n  ", "\n        ")
+			}
+			out, err := e.m.Dispatch(context.Background(), parseTask(t, src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != c.status {
+				t.Fatalf("%s (%s)", out.Status, out.Reason)
+			}
+			h, err := e.m.Get("cp")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := h.State().CheckpointCount; n != c.want || len(e.rec.of(event.Checkpoint)) != c.want {
+				t.Fatalf("%d checkpoints (%d events), want %d", n, len(e.rec.of(event.Checkpoint)), c.want)
+			}
+			// The end is in the last step's checkpoint: none between the step's outcome and
+			// the transition.
+			want := []event.Type{event.StepCompleted, event.PlanCompleted, event.StateTransition, event.Checkpoint}
+			if c.status == statefmt.StatusFailed {
+				want = []event.Type{event.StepFailed, event.StateTransition, event.Checkpoint}
+			}
+			var tail []event.Type
+			for _, ev := range e.rec.events[len(e.rec.events)-len(want):] {
+				tail = append(tail, ev.Type)
+			}
+			if !reflect.DeepEqual(tail, want) {
+				t.Fatalf("the run ends with %v, want %v", tail, want)
+			}
+			e.open()
+			if h, err := e.m.Get("cp"); err != nil || h.Status() != c.status || h.State().CheckpointCount != c.want {
+				t.Fatalf("after reopening: %v", err)
+			}
+		})
+	}
+}
+
 func TestFailureBlocksDependentsAndFailsHarness(t *testing.T) {
 	e := newEnv(t)
 	tk := parseTask(t, `
