@@ -365,3 +365,41 @@ func TestCommandAgentWithoutAPlanRunsTheObjective(t *testing.T) {
 		t.Fatalf("without a prompt: %s (%s)", st.Status, st.StatusReason)
 	}
 }
+
+// An iteration that exits 0 having changed the workspace did its work: a short final answer
+// that speaks of a rate limit or a 429 is its report, and the iteration counts. The same answer
+// from an iteration that changed nothing is read as a limit message.
+func TestAnIterationThatWorkedIsNotReadAsRateLimited(t *testing.T) {
+	for _, c := range []struct {
+		name, write, want string
+	}{
+		{"changed the workspace", `echo fixed > "upload-$HARNESS_EDGE_ITERATION.txt";`, "1:continue 2:completed"},
+		{"changed nothing", ``, "1:rate_limited 1:continue 2:completed"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			ws := filepath.Join(e.dir, "ws")
+			script := `cat >/dev/null; n=$HARNESS_EDGE_ITERATION; ` + c.write + `
+if [ "$n" -ge 2 ]; then echo "<promise>PARTS_DONE</promise>"; exit 0; fi
+if [ -e seen ]; then echo "Uploaded the parts."; exit 0; fi
+: > seen; echo "Retried the upload after 429 Too Many Requests."`
+			if c.write == "" {
+				// The marker is the workspace's only change: kept out of it, in the store's dir.
+				script = strings.ReplaceAll(script, "seen", filepath.Join(e.dir, "seen"))
+			}
+			h, err := e.m.Create(parseTask(t, commandTask(ws, fmt.Sprintf("[sh, -c, %q]", script), "")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if st := h.State(); st.Status != statefmt.StatusCompleted {
+				t.Fatalf("status %s: %s", st.Status, st.StatusReason)
+			}
+			if got := strings.Join(outcomes(e.rec), " "); got != c.want {
+				t.Fatalf("iterations: %s, want %s", got, c.want)
+			}
+		})
+	}
+}

@@ -238,7 +238,14 @@ func (a *Agent) RunStep(ctx context.Context, sc *agent.StepContext) (string, err
 		// iteration does not count. A completed iteration is never read as one.
 		if !done && (it.exit != 0 || it.agentError != "" || len(final) <= 512) {
 			now := sc.Clock.Now()
-			if rl, ok := DetectRateLimit(it.stderr+"\n"+it.agentError+"\n"+final, a.rateLimit, now); ok {
+			rl, ok := DetectRateLimit(it.stderr+"\n"+it.agentError+"\n"+final, a.rateLimit, now)
+			if ok && it.exit == 0 && it.agentError == "" && a.files.hash(sc.Workspace) != st.WorkspaceHash {
+				// It exited 0 and changed the workspace: it worked, and a short answer that
+				// speaks of a 429 or a rate limit ("retried the upload after 429 Too Many
+				// Requests") is its report, not a limit message.
+				ok = false
+			}
+			if ok {
 				st.RateLimited++
 				wait := a.rateLimitWait(rl, st.RateLimited, now)
 				until := now.Add(wait)
