@@ -62,7 +62,7 @@ func reach(dir string, readOnly bool) (*Client, *store.Store, error) {
 			return c, nil, nil
 		}
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, nil, fmt.Errorf("the process that owns the store %s did not answer on its control socket within %v: it may be busy for a moment (a delete or prune compacting the store) or hung; try again, and read its log if it goes on (%w)", dir, dialWait, err)
+			return nil, nil, fmt.Errorf("the process that owns the store %s did not answer on its control socket within %v: it may be busy for a moment or hung; try again, and read its log if it goes on (%w)", dir, dialWait, err)
 		}
 		if !errors.Is(err, ErrNoOwner) {
 			return nil, nil, fmt.Errorf("the control socket of %s: %w", dir, err)

@@ -244,9 +244,9 @@ func (s *Server) removableLocked(e store.IndexEntry, force bool) error {
 	return nil
 }
 
-// remove deletes the families of the given top-level harnesses in one batch and compacts
-// their keys. s.mu held.
-func (s *Server) removeLocked(ctx context.Context, out *DeleteResult) error {
+// removeLocked deletes the families of the given top-level harnesses in one batch; giveBack
+// then compacts their keys, with s.mu no longer held. s.mu held.
+func (s *Server) removeLocked(out *DeleteResult) (store.DeleteSummary, error) {
 	var ids []string
 	for _, r := range out.Harnesses {
 		ids = append(ids, r.ID)
@@ -255,7 +255,7 @@ func (s *Server) removeLocked(ctx context.Context, out *DeleteResult) error {
 	if out.DryRun {
 		out.BytesBefore = s.store.DiskUsage()
 		out.BytesAfter = out.BytesBefore
-		return nil
+		return store.DeleteSummary{}, nil
 	}
 	// Worktrees go first, while the tasks that name them can still be read; a harness whose
 	// worktree cannot be removed is not deleted.
@@ -265,14 +265,14 @@ func (s *Server) removeLocked(ctx context.Context, out *DeleteResult) error {
 		for _, id := range append(slices.Clone(r.SubAgents), r.ID) {
 			dir, err := s.m.RemoveWorktree(id)
 			if err != nil {
-				return fmt.Errorf("harness %s: %w (the store was not changed)", id, err)
+				return store.DeleteSummary{}, fmt.Errorf("harness %s: %w (the store was not changed)", id, err)
 			}
 			if id == r.ID {
 				r.Worktree = dir
 			}
 		}
 	}
-	sum, err := s.store.DeleteHarnesses(ctx, ids)
+	sum, err := s.store.RemoveHarnesses(ids)
 	for _, id := range sum.Deleted {
 		s.m.Release(id)
 		// Their iteration logs and unread messages go too (a new harness may take the id).
@@ -280,6 +280,18 @@ func (s *Server) removeLocked(ctx context.Context, out *DeleteResult) error {
 			s.log.Warn("deleted harness: its logs or inbox could not be removed", "harness", id, "err", rerr)
 		}
 	}
+	out.BytesBefore = sum.BytesBefore
+	return sum, err
+}
+
+// giveBack compacts the keys of what removeLocked deleted, so that the disk is given back now,
+// and says how much in out. It runs without s.mu: compacting a large store takes seconds, and
+// every other request (ls, show, the console, a run's start) waited for it.
+func (s *Server) giveBack(ctx context.Context, out *DeleteResult, sum store.DeleteSummary) error {
+	if out.DryRun {
+		return nil
+	}
+	err := s.store.GiveBack(ctx, &sum)
 	out.BytesBefore, out.BytesAfter, out.Freed = sum.BytesBefore, sum.BytesAfter, sum.Freed()
 	return err
 }
@@ -304,27 +316,36 @@ func (s *Server) Delete(ctx context.Context, id string, force bool) (DeleteResul
 	if err := store.ValidID(id); err != nil {
 		return DeleteResult{}, err
 	}
+	out, sum, err := s.deleteFamily(id, force)
+	if err != nil {
+		return out, err
+	}
+	return out, s.giveBack(ctx, &out, sum)
+}
+
+// deleteFamily is Delete under s.mu: the checks and the deletion, not the compaction.
+func (s *Server) deleteFamily(id string, force bool) (DeleteResult, store.DeleteSummary, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	list, err := s.store.List()
 	if err != nil {
-		return DeleteResult{}, err
+		return DeleteResult{}, store.DeleteSummary{}, err
 	}
 	i := slices.IndexFunc(list, func(e store.IndexEntry) bool { return e.ID == id })
 	if i < 0 {
 		_, err := s.store.Index(id)
-		return DeleteResult{}, cmp.Or(err, fmt.Errorf("harness %s: %w", id, store.ErrNotFound))
+		return DeleteResult{}, store.DeleteSummary{}, cmp.Or(err, fmt.Errorf("harness %s: %w", id, store.ErrNotFound))
 	}
 	e := list[i]
 	if e.ParentHarnessID != "" {
-		return DeleteResult{}, fmt.Errorf("harness %s %w of %s: delete %s (its sub-agents go with it)", id, harness.ErrSubAgent, e.ParentHarnessID, e.ParentHarnessID)
+		return DeleteResult{}, store.DeleteSummary{}, fmt.Errorf("harness %s %w of %s: delete %s (its sub-agents go with it)", id, harness.ErrSubAgent, e.ParentHarnessID, e.ParentHarnessID)
 	}
 	if err := s.removableLocked(e, force); err != nil {
-		return DeleteResult{}, err
+		return DeleteResult{}, store.DeleteSummary{}, err
 	}
 	out := DeleteResult{Harnesses: []Removed{s.removed(list, e)}}
-	err = s.removeLocked(ctx, &out)
-	return out, err
+	sum, err := s.removeLocked(&out)
+	return out, sum, err
 }
 
 // Prune deletes the top-level harnesses (with their sub-agents) in the statuses asked for
@@ -345,14 +366,22 @@ func (s *Server) Prune(ctx context.Context, req PruneRequest) (DeleteResult, err
 			return DeleteResult{}, badInput("status %q cannot be pruned (completed, failed, paused, created)", st)
 		}
 	}
-	cutoff := time.Now().Add(-age)
+	out, sum, err := s.pruneLocked(time.Now().Add(-age), statuses, req.DryRun)
+	if err != nil {
+		return out, err
+	}
+	return out, s.giveBack(ctx, &out, sum)
+}
+
+// pruneLocked is Prune under s.mu: the choice and the deletion, not the compaction.
+func (s *Server) pruneLocked(cutoff time.Time, statuses []statefmt.Status, dryRun bool) (DeleteResult, store.DeleteSummary, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	list, err := s.store.List()
 	if err != nil {
-		return DeleteResult{}, err
+		return DeleteResult{}, store.DeleteSummary{}, err
 	}
-	out := DeleteResult{Harnesses: []Removed{}, DryRun: req.DryRun}
+	out := DeleteResult{Harnesses: []Removed{}, DryRun: dryRun}
 	for _, e := range list {
 		if e.ParentHarnessID != "" || e.Damaged != "" || !slices.Contains(statuses, e.Status) || !e.UpdatedAt.Before(cutoff) {
 			continue
@@ -363,8 +392,8 @@ func (s *Server) Prune(ctx context.Context, req PruneRequest) (DeleteResult, err
 		}
 		out.Harnesses = append(out.Harnesses, s.removed(list, e))
 	}
-	err = s.removeLocked(ctx, &out)
-	return out, err
+	sum, err := s.removeLocked(&out)
+	return out, sum, err
 }
 
 func (c *Client) Delete(ctx context.Context, id string, force bool) (DeleteResult, error) {

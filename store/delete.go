@@ -32,11 +32,22 @@ func (d DeleteSummary) Freed() uint64 {
 // synced batch: after a crash either all of them are gone or none is. Then it compacts their
 // key ranges, so that the disk they took is given back now, not at some later compaction. Ids
 // the store does not hold are refused before anything is written. A full disk does not refuse a
-// deletion (it is how space is made).
+// deletion (it is how space is made). It is RemoveHarnesses and then GiveBack.
 func (s *Store) DeleteHarnesses(ctx context.Context, ids []string) (DeleteSummary, error) {
+	sum, err := s.RemoveHarnesses(ids)
+	if err != nil {
+		return sum, err
+	}
+	return sum, s.GiveBack(ctx, &sum)
+}
+
+// RemoveHarnesses is DeleteHarnesses without the compaction: the harnesses are gone when it
+// returns, and GiveBack (or a later compaction) gives their disk back. A caller that serialises
+// its requests on a lock removes under it and gives back after: the compaction of a large store
+// takes seconds, and nothing else need wait for it.
+func (s *Store) RemoveHarnesses(ids []string) (DeleteSummary, error) {
 	sum := DeleteSummary{BytesBefore: s.DiskUsage()}
 	if len(ids) == 0 {
-		sum.BytesAfter = sum.BytesBefore
 		return sum, nil
 	}
 	ids = slices.Clone(ids)
@@ -54,11 +65,19 @@ func (s *Store) DeleteHarnesses(ctx context.Context, ids []string) (DeleteSummar
 		return sum, err
 	}
 	sum.Deleted = ids
-	if err := s.compactRanges(ctx, ids); err != nil {
-		return sum, fmt.Errorf("deleted %d harnesses, but compacting their keys failed (the space is given back at a later compaction): %w", len(ids), err)
+	return sum, nil
+}
+
+// GiveBack compacts the key ranges of the harnesses sum says RemoveHarnesses deleted, so that
+// the disk they took is given back now, and sets sum.BytesAfter.
+func (s *Store) GiveBack(ctx context.Context, sum *DeleteSummary) error {
+	if len(sum.Deleted) > 0 {
+		if err := s.compactRanges(ctx, sum.Deleted); err != nil {
+			return fmt.Errorf("deleted %d harnesses, but compacting their keys failed (the space is given back at a later compaction): %w", len(sum.Deleted), err)
+		}
 	}
 	sum.BytesAfter = s.DiskUsage()
-	return sum, nil
+	return nil
 }
 
 // compactRanges compacts, per key prefix, the span that holds every deleted id's keys, which
