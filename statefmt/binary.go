@@ -671,11 +671,7 @@ type resultSeen struct {
 // thousand children so writes a few dozen bytes per child at each checkpoint, not every output
 // again (1.6 MB a checkpoint, and the chain diffed it all).
 func (e *BinaryEncoder) resultEntries(s *HarnessState) {
-	keys := e.w.resultKeys[:0]
-	for k := range s.SubAgentResults {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := e.resultKeys(s.SubAgentResults)
 	refs := e.w.resultRefs[:0]
 	for _, k := range keys {
 		refs = append(refs, e.resultRef(k, s.SubAgentResults[k].Output))
@@ -689,6 +685,42 @@ func (e *BinaryEncoder) resultEntries(s *HarnessState) {
 		}
 	}
 	e.w.resultKeys, e.w.resultRefs = keys, refs
+}
+
+// resultKeys returns the keys of results in order. A parent adds a child or two between two
+// checkpoints and removes none: the previous encoding's keys, with the new ones put in their
+// places, are the answer then, without sorting a thousand keys at every checkpoint.
+func (e *BinaryEncoder) resultKeys(results map[string]SubAgentResult) []string {
+	keys := e.w.resultKeys
+	// e.results holds exactly the previous encoding's keys, unless the encoder started over.
+	if added := len(results) - len(keys); added >= 0 && added <= 4 && len(keys) == len(e.results) {
+		kept := true
+		for _, k := range keys {
+			if _, ok := results[k]; !ok {
+				kept = false
+				break
+			}
+		}
+		if kept {
+			for k := range results {
+				if added == 0 {
+					break
+				}
+				if _, seen := e.results[k]; !seen {
+					i, _ := slices.BinarySearch(keys, k)
+					keys = slices.Insert(keys, i, k)
+					added--
+				}
+			}
+			return keys
+		}
+	}
+	keys = keys[:0]
+	for k := range results {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // resultRef returns the reference of result k's output out (see resultEntries).
