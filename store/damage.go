@@ -187,22 +187,30 @@ func writeHeads(fs vfs.FS, dir string, heads map[string]uint64) error {
 
 // checkDBFiles refuses a database directory whose files say a database was there but whose
 // manifest marker (the empty file naming the current MANIFEST) is gone: Pebble would start an
-// empty database over it and delete the old tables.
-func checkDBFiles(fs vfs.FS, dbDir string) error {
+// empty database over it and delete the old tables. A directory that holds nothing but Pebble's
+// lock and its first MANIFEST is a creation cut short (a process killed while it made the
+// store, before the marker): nothing was ever written there, and Pebble creates it again. It is
+// refused all the same when the heads file says the store held harnesses, or cannot be read
+// (held).
+func checkDBFiles(fs vfs.FS, dbDir string, held bool) error {
 	names, err := fs.List(dbDir)
 	if err != nil {
 		return nil // no database yet
 	}
 	var manifest, marker bool
+	created := !held // only what an interrupted creation leaves
 	for _, n := range names {
 		switch {
 		case strings.HasPrefix(n, "marker.manifest."):
 			marker = true
 		case strings.HasPrefix(n, "MANIFEST-"), strings.HasSuffix(n, ".sst"):
 			manifest = true
+			created = created && n == "MANIFEST-000001"
+		case n != "LOCK":
+			created = false
 		}
 	}
-	if manifest && !marker {
+	if manifest && !marker && !created {
 		return fmt.Errorf("%s: the manifest marker db/marker.manifest.* is missing (an empty file that names the current MANIFEST; some backup tools skip empty files), so the database cannot be opened without losing its tables: restore that file from the original store", dbDir)
 	}
 	return nil

@@ -293,6 +293,58 @@ func TestMissingManifestMarkerIsRefused(t *testing.T) {
 	}
 }
 
+// A store whose creation was cut short (the process killed after Pebble wrote its first
+// MANIFEST, before the marker naming it) holds nothing: it opens as a new store, instead of
+// being refused for a marker that was never there. With a heads file that names harnesses the
+// same files are refused: that store held something.
+func TestAStoreWhoseCreationWasCutShortOpens(t *testing.T) {
+	// What a creation killed before the marker leaves: the lock and the first manifest, whose
+	// one edit names the comparer.
+	manifest := []byte("\xa1\x17wJ \x00\x01\x01\x1aleveldb.BytewiseComparator\x03\x02\x04\x00")
+	cutShort := func(t *testing.T, dir string) {
+		t.Helper()
+		db := filepath.Join(dir, "db")
+		if err := os.MkdirAll(db, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, data := range map[string][]byte{"LOCK": nil, "MANIFEST-000001": manifest} {
+			if err := os.WriteFile(filepath.Join(db, name), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	dir := t.TempDir()
+	cutShort(t, dir)
+	r := rand.New(rand.NewPCG(3, 3))
+	oracle := map[string]*acked{}
+	s, err := store.OpenStore(dir, store.StoreOptions{Policy: bridgePolicy(), ErrorLog: discard{}})
+	if err != nil {
+		t.Fatalf("a store whose creation was cut short: %v", err)
+	}
+	st := stategen.Reference(r, 1_000)
+	st.HarnessID = "h"
+	persistSteps(t, s, r, st, 3, oracle)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	expectNoSilentLoss(t, check(dir, oracle))
+
+	// The heads file says harnesses were acknowledged: the database that held them is gone.
+	held := t.TempDir()
+	realStore(t, held)
+	if err := os.RemoveAll(filepath.Join(held, "db")); err != nil {
+		t.Fatal(err)
+	}
+	cutShort(t, held)
+	before := files(t, held)
+	if _, err := store.OpenStore(held, store.StoreOptions{Policy: bridgePolicy(), ErrorLog: discard{}}); err == nil || !strings.Contains(err.Error(), "marker.manifest") {
+		t.Fatalf("a store whose heads name harnesses opened with only a first manifest: %v", err)
+	}
+	if after := files(t, held); !slices.Equal(before, after) {
+		t.Fatalf("files changed: %v -> %v", before, after)
+	}
+}
+
 // A damaged table block is an error naming the harness, never a panic; the other harnesses
 // stay readable, and verify reads the event log and the tasks too.
 func TestDamagedTableBlockIsNamed(t *testing.T) {

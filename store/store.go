@@ -582,10 +582,10 @@ func logBytes(dbDir string) int64 {
 func (s *Store) openDB(fs vfs.FS, errLog io.Writer) (*pebble.DB, error) {
 	s.fs, s.corrupt, s.damage = fs, &corruptionLog{w: errLog}, map[string]error{}
 	dbDir := filepath.Join(s.dir, "db")
-	if err := checkDBFiles(fs, dbDir); err != nil {
+	s.heads, s.headsErr = readHeads(fs, s.headsPath())
+	if err := checkDBFiles(fs, dbDir, len(s.heads) > 0 || s.headsErr != nil); err != nil {
 		return nil, err
 	}
-	s.heads, s.headsErr = readHeads(fs, s.headsPath())
 	if len(s.heads) > 0 {
 		if _, err := fs.Stat(dbDir); err != nil {
 			return nil, fmt.Errorf("%s is missing, but the store held %d harnesses (its heads file says so): restore the database directory", dbDir, len(s.heads))
