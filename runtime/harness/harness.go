@@ -814,6 +814,11 @@ func (h *Harness) haltLocked(ctx context.Context) error {
 
 // stopLocked ends the harness for good: completed when its plan is, failed otherwise. h.mu held.
 func (h *Harness) stopLocked() error {
+	return h.stopWithLocked("stopped by request")
+}
+
+// stopWithLocked is stopLocked failing with reason. h.mu held.
+func (h *Harness) stopWithLocked(reason string) error {
 	if h.st.Status == statefmt.StatusCreated {
 		if err := h.transitionLocked(statefmt.StatusRunning, ""); err != nil {
 			return err
@@ -830,7 +835,7 @@ func (h *Harness) stopLocked() error {
 			}
 		}
 	}
-	return h.failLocked("stopped by request")
+	return h.failLocked(reason)
 }
 
 // Store is the store the harness checkpoints to.

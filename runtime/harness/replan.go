@@ -10,6 +10,7 @@ import (
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/statefmt/event"
+	"github.com/harness-edge/harness-edge/store"
 )
 
 // CourseReplan is the action of the course event a replan makes.
@@ -26,6 +27,9 @@ type ReplanResult struct {
 	Summary string `json:"summary"`
 	// Plan is the plan after the change.
 	Plan *statefmt.ExecutionPlan `json:"plan"`
+	// Superseded are the unfinished sub-agents of the steps the change skipped or replaced:
+	// the parent counts them failed, and they are ended (their gates closed).
+	Superseded []string `json:"superseded,omitempty"`
 }
 
 // ErrNothingToReplan is returned by Replan for a harness with no plan left to change: it has
@@ -58,7 +62,7 @@ func (m *Manager) Replan(id, name string, data []byte, by, reason string) (Repla
 	case st.Plan == nil:
 		return ReplanResult{}, fmt.Errorf("harness %s has no plan yet: %w (resume it to plan)", id, ErrNothingToReplan)
 	}
-	return h.replanLocked(name, data, by, reason, "", func(summary string) {
+	res, err := h.replanLocked(name, data, by, reason, "", func(summary string) {
 		h.answerRejectionsLocked(by, summary)
 		what := "replanned (" + summary + ") by " + orNone(by)
 		if reason != "" {
@@ -71,6 +75,74 @@ func (m *Manager) Replan(id, name string, data []byte, by, reason string) (Repla
 			st.StatusReason = what + "; resume to go on"
 		}
 	})
+	if err != nil {
+		return res, err
+	}
+	h.mu.Unlock()
+	defer h.mu.Lock()
+	for _, cid := range res.Superseded {
+		if err := m.supersede(cid, "superseded by a replan of "+id); err != nil {
+			return res, fmt.Errorf("harness %s was replanned, but its sub-agent %s could not be ended (its parent counts it failed): %w", id, cid, err)
+		}
+	}
+	return res, nil
+}
+
+// supersede ends a sub-agent whose step a replan skipped or replaced, and its own unfinished
+// sub-agents: their pending gates are closed (rejected, with why) and they fail with why. A
+// gate left pending there would keep the parent from resuming, and the sub-agent would wait for
+// a human forever. Its parent already counts it failed.
+func (m *Manager) supersede(cid, why string) error {
+	c, err := m.Get(cid)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // never created: the parent recorded it, then stopped
+	} else if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.running || c.st.Status == statefmt.StatusCompleted || c.st.Status == statefmt.StatusFailed {
+		c.mu.Unlock()
+		return nil
+	}
+	now := c.now()
+	for gi := range c.st.Gates {
+		if g := &c.st.Gates[gi]; g.Status == statefmt.GatePending {
+			g.Status, g.ResolvedAt, g.Reason = statefmt.GateRejected, &now, why
+			c.emit(event.Event{Type: event.Gate, GateID: g.ID, StepID: g.StepID, Kind: g.Kind, Action: "rejected", Reason: g.Reason,
+				WaitMs: event.Ms(now.Sub(g.CreatedAt))})
+		}
+	}
+	children := c.supersedeChildrenLocked(why)
+	err = c.stopWithLocked(why)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, gc := range children {
+		if err := m.supersede(gc, why); err != nil {
+			return err
+		}
+	}
+	m.Release(cid)
+	return nil
+}
+
+// supersedeChildrenLocked counts the unfinished sub-agents of the steps it names (all of them
+// when steps is nil) failed with why, and returns them. h.mu held.
+func (h *Harness) supersedeChildrenLocked(why string, steps ...string) []string {
+	var out []string
+	for _, cid := range h.st.SubAgentIDs {
+		r, ok := h.st.SubAgentResults[cid]
+		if !ok || r.Status == statefmt.StatusCompleted || r.Status == statefmt.StatusFailed || steps != nil && !slices.Contains(steps, r.StepID) {
+			continue
+		}
+		now := h.now()
+		r.Status, r.Error, r.CompletedAt = statefmt.StatusFailed, &why, &now
+		h.st.SubAgentResults[cid] = r
+		h.emit(event.Event{Type: event.SubAgent, SubAgentID: cid, StepID: r.StepID, Agent: r.AgentName, Outcome: "failed", Message: why})
+		out = append(out, cid)
+	}
+	return out
 }
 
 // currentSteps is a plan as a plan change sees it.
@@ -117,6 +189,7 @@ func (h *Harness) replanLocked(name string, data []byte, by, reason, gateID stri
 	now := h.now()
 	summary := change.Summary()
 	who := orNone(by)
+	var superseded []string
 	p := st.Plan
 	for i := range p.Steps {
 		ns := steps[i]
@@ -144,6 +217,7 @@ func (h *Harness) replanLocked(name string, data []byte, by, reason, gateID stri
 			}
 		}
 		if replaced || slices.Contains(change.Skip, s.ID) {
+			superseded = append(superseded, h.supersedeChildrenLocked("superseded by a replan of "+id, s.ID)...)
 			for gi := range st.Gates {
 				if g := &st.Gates[gi]; g.StepID == s.ID && g.Status == statefmt.GatePending {
 					g.Status, g.ResolvedAt, g.Reason = statefmt.GateRejected, &now, "superseded by a replan"
@@ -189,7 +263,7 @@ func (h *Harness) replanLocked(name string, data []byte, by, reason, gateID stri
 		undo()
 		return ReplanResult{}, err
 	}
-	return ReplanResult{HarnessID: id, Status: st.Status, Summary: summary, Plan: cloneState(st).Plan}, nil
+	return ReplanResult{HarnessID: id, Status: st.Status, Summary: summary, Plan: cloneState(st).Plan, Superseded: superseded}, nil
 }
 
 // restatus gives every step that has not completed, failed or started the status its

@@ -94,3 +94,87 @@ agents:
 	}
 	return h
 }
+
+// A replan that skips or replaces a delegated step whose sub-agent waits at a gate ends that
+// sub-agent (its gate closed, and its own sub-agent ended with it): the parent resumes at once,
+// and no harness is left waiting for a human over a step nobody will run. A replaced step gets
+// a new sub-agent, of the agent the change names.
+func TestAReplanOfADelegatedStepEndsTheSubAgentWaitingAtAGate(t *testing.T) {
+	for _, c := range []struct{ name, change, output string }{
+		{"skip", "skip: [n1]\n", "(skipped by ada: not needed)"},
+		{"replace", "replace:\n  n1: {agent: B, actions: [{output: done by B}]}\n", "done by B"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			h, err := e.m.Create(parseTask(t, `id: p
+agent: A
+autonomy: 3
+agents:
+  A: {driver: script, script: {steps: {"*": [{output: a}]}}}
+  B: {driver: script, script: {steps: {"*": [{output: b}]}}}
+  N:
+    driver: script
+    script:
+      plan:
+        - {id: inner, description: inner, agent: B}
+        - {id: own, description: own, agent: N, dependsOn: [inner], critical: true}
+      steps: {"*": [{output: n}]}
+plan:
+  - {id: n1, description: nested, agent: N}
+  - {id: last, description: last, agent: A, dependsOn: [n1]}
+`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Run(context.Background()); err == nil || h.Status() != statefmt.StatusPaused {
+				t.Fatalf("run: %v %s; want paused at the sub-agent's gate", err, h.Status())
+			}
+			res, err := e.m.Replan("p", "c.yaml", []byte(c.change), "ada", "not needed")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Superseded) != 1 || res.Superseded[0] != "p.n1" {
+				t.Fatalf("superseded %v", res.Superseded)
+			}
+			child, err := e.m.Get("p.n1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := child.State(); st.Status != statefmt.StatusFailed || !strings.Contains(st.StatusReason, "superseded by a replan of p") ||
+				len(st.Gates) != 1 || st.Gates[0].Status != statefmt.GateRejected {
+				t.Fatalf("the sub-agent at the gate: %s (%s), gates %+v", st.Status, st.StatusReason, st.Gates)
+			}
+			if h, err = e.m.ResumeFromCheckpoint("p"); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Run(context.Background()); err != nil || h.Status() != statefmt.StatusCompleted {
+				t.Fatalf("resume: %v %s", err, h.Status())
+			}
+			st := h.State()
+			if out := st.Plan.Steps[0].Output; out == nil || *out != c.output {
+				t.Fatalf("step n1's output %v, want %q", out, c.output)
+			}
+			if r := st.SubAgentResults["p.n1"]; r.Status != statefmt.StatusFailed {
+				t.Fatalf("the parent's view of the superseded sub-agent: %+v", r)
+			}
+			e.open()
+			for _, id := range []string{"p", "p.n1", "p.n1.inner"} {
+				if _, err := e.store.Index(id); err != nil {
+					t.Fatalf("%s: %v", id, err)
+				}
+			}
+			list, err := e.store.List()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ie := range list {
+				if ie.Status == statefmt.StatusPaused || ie.Status == statefmt.StatusRunning {
+					t.Fatalf("harness %s is left %s", ie.ID, ie.Status)
+				}
+				if g, _ := e.m.PendingGates(ie.ID); len(g) > 0 {
+					t.Fatalf("harness %s has pending gates %+v", ie.ID, g)
+				}
+			}
+		})
+	}
+}

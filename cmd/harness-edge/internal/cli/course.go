@@ -291,6 +291,9 @@ runnable.`,
 				} else {
 					printPlan(stdout, res.HarnessID, res.Plan)
 				}
+				if len(res.Superseded) > 0 {
+					fmt.Fprintf(stdout, "ended the sub-agents of the steps it skipped or replaced: %s\n", idlist.Join(res.Superseded, ", "))
+				}
 				next := "continue with `harness-edge resume " + res.HarnessID + "`"
 				if res.Status == statefmt.StatusFailed {
 					next = "run it again with `harness-edge retry " + res.HarnessID + "`, then resume"
