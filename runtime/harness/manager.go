@@ -252,6 +252,11 @@ func (m *Manager) ResumeFromCheckpoint(id string) (*Harness, error) {
 	}
 	switch s := h.Status(); s {
 	case statefmt.StatusPaused, statefmt.StatusRunning, statefmt.StatusCreated:
+		// The sub-agents of the steps a replan skipped or replaced, should the replan have
+		// stopped before it ended them.
+		if err := m.endSuperseded(h); err != nil {
+			return nil, fmt.Errorf("harness %s: %w", id, err)
+		}
 		return h, nil
 	default:
 		return nil, &TransitionError{HarnessID: id, From: s, To: statefmt.StatusRunning}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/harness-edge/harness-edge/runtime/agent"
 	"github.com/harness-edge/harness-edge/runtime/task"
@@ -80,18 +81,43 @@ func (m *Manager) Replan(id, name string, data []byte, by, reason string) (Repla
 	}
 	h.mu.Unlock()
 	defer h.mu.Lock()
-	for _, cid := range res.Superseded {
-		if err := m.supersede(cid, "superseded by a replan of "+id); err != nil {
-			return res, fmt.Errorf("harness %s was replanned, but its sub-agent %s could not be ended (its parent counts it failed): %w", id, cid, err)
-		}
+	if err := m.endSuperseded(h); err != nil {
+		return res, fmt.Errorf("harness %s was replanned, but %w (its parent counts it failed; resume %s ends it)", id, err, id)
 	}
 	return res, nil
+}
+
+// supersededBy starts the error a parent records for a sub-agent a replan superseded.
+const supersededBy = "superseded by a replan of "
+
+// endSuperseded ends the sub-agents h counts superseded by a replan that are not ended yet, and
+// theirs. A replan checkpoints the parent first and ends its sub-agents after: a process that
+// dies between the two (or a sub-agent that could not be ended) leaves one paused, or waiting at
+// a gate nobody would answer, that its parent no longer looks at. Replan and resume both make up
+// for it. h.mu not held.
+func (m *Manager) endSuperseded(h *Harness) error {
+	type sup struct{ id, why string }
+	var todo []sup
+	h.mu.Lock()
+	for _, cid := range h.st.SubAgentIDs {
+		if r, ok := h.st.SubAgentResults[cid]; ok && r.Status == statefmt.StatusFailed && r.Error != nil && strings.HasPrefix(*r.Error, supersededBy) {
+			todo = append(todo, sup{cid, *r.Error})
+		}
+	}
+	h.mu.Unlock()
+	for _, s := range todo {
+		if err := m.supersede(s.id, s.why); err != nil {
+			return fmt.Errorf("its sub-agent %s could not be ended: %w", s.id, err)
+		}
+	}
+	return nil
 }
 
 // supersede ends a sub-agent whose step a replan skipped or replaced, and its own unfinished
 // sub-agents: their pending gates are closed (rejected, with why) and they fail with why. A
 // gate left pending there would keep the parent from resuming, and the sub-agent would wait for
-// a human forever. Its parent already counts it failed.
+// a human forever. Its parent already counts it failed. One already ended has its own
+// superseded sub-agents ended, should they not be yet.
 func (m *Manager) supersede(cid, why string) error {
 	c, err := m.Get(cid)
 	if errors.Is(err, store.ErrNotFound) {
@@ -100,8 +126,16 @@ func (m *Manager) supersede(cid, why string) error {
 		return err
 	}
 	c.mu.Lock()
-	if c.running || c.st.Status == statefmt.StatusCompleted || c.st.Status == statefmt.StatusFailed {
+	if c.running || c.st.Status == statefmt.StatusCompleted {
 		c.mu.Unlock()
+		return nil
+	}
+	if c.st.Status == statefmt.StatusFailed {
+		c.mu.Unlock()
+		if err := m.endSuperseded(c); err != nil {
+			return err
+		}
+		m.Release(cid)
 		return nil
 	}
 	now := c.now()
@@ -112,16 +146,14 @@ func (m *Manager) supersede(cid, why string) error {
 				WaitMs: event.Ms(now.Sub(g.CreatedAt))})
 		}
 	}
-	children := c.supersedeChildrenLocked(why)
+	c.supersedeChildrenLocked(why)
 	err = c.stopWithLocked(why)
 	c.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	for _, gc := range children {
-		if err := m.supersede(gc, why); err != nil {
-			return err
-		}
+	if err := m.endSuperseded(c); err != nil {
+		return err
 	}
 	m.Release(cid)
 	return nil
@@ -217,7 +249,7 @@ func (h *Harness) replanLocked(name string, data []byte, by, reason, gateID stri
 			}
 		}
 		if replaced || slices.Contains(change.Skip, s.ID) {
-			superseded = append(superseded, h.supersedeChildrenLocked("superseded by a replan of "+id, s.ID)...)
+			superseded = append(superseded, h.supersedeChildrenLocked(supersededBy+id, s.ID)...)
 			for gi := range st.Gates {
 				if g := &st.Gates[gi]; g.StepID == s.ID && g.Status == statefmt.GatePending {
 					g.Status, g.ResolvedAt, g.Reason = statefmt.GateRejected, &now, "superseded by a replan"

@@ -2,12 +2,14 @@ package harness_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/statefmt/event"
+	"github.com/harness-edge/harness-edge/store"
 )
 
 // A replan that makes a step waiting at its gate depend on a new step supersedes the gate: the
@@ -173,6 +175,86 @@ plan:
 				}
 				if g, _ := e.m.PendingGates(ie.ID); len(g) > 0 {
 					t.Fatalf("harness %s has pending gates %+v", ie.ID, g)
+				}
+			}
+		})
+	}
+}
+
+// dyingStore is a store whose process dies, as far as the store can tell, at the first
+// checkpoint of a harness dies names: that checkpoint and every later one are never written.
+type dyingStore struct {
+	harness.Store
+	dies string
+	dead bool
+}
+
+func (d *dyingStore) PersistWith(st *statefmt.HarnessState, x store.Extras) (store.Checkpoint, error) {
+	if d.dead || st.HarnessID == d.dies {
+		d.dead = true
+		return store.Checkpoint{}, errors.New("the process died")
+	}
+	return d.Store.PersistWith(st, x)
+}
+
+// A replan checkpoints the parent, then ends the sub-agents it superseded: a process that dies
+// between the two, or between the end of a sub-agent and the end of its own, leaves one paused
+// at a gate that its parent no longer looks at. The next resume of the parent ends it.
+func TestAResumeEndsTheSubAgentsAReplanThatDiedLeftUnended(t *testing.T) {
+	for _, dies := range []string{"p.n1", "p.n1.inner"} {
+		t.Run(dies, func(t *testing.T) {
+			e := newEnv(t)
+			h, err := e.m.Create(parseTask(t, `id: p
+agent: A
+autonomy: 3
+agents:
+  A: {driver: script, script: {steps: {"*": [{output: a}]}}}
+  N:
+    driver: script
+    script:
+      plan:
+        - {id: inner, description: inner, agent: M}
+        - {id: own, description: own, agent: N, dependsOn: [inner]}
+      steps: {"*": [{output: n}]}
+  M:
+    driver: script
+    script:
+      plan:
+        - {id: m0, description: m zero, agent: M}
+        - {id: g, description: gated, agent: M, critical: true, dependsOn: [m0]}
+      steps: {"*": [{output: m}]}
+plan:
+  - {id: n1, description: nested, agent: N}
+  - {id: last, description: last, agent: A, dependsOn: [n1]}
+`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Run(context.Background()); err == nil || h.Status() != statefmt.StatusPaused {
+				t.Fatalf("run: %v %s; want paused at the grandchild's gate", err, h.Status())
+			}
+			dying := harness.NewManager(&dyingStore{Store: e.store, dies: dies}, harness.Options{Clock: e.clock, StartCheckpoint: -1})
+			if _, err := dying.Replan("p", "c.yaml", []byte("skip: [n1]\n"), "ada", "not needed"); err == nil {
+				t.Fatal("the replan went through a process that died")
+			}
+			e.open()
+			if h, err = e.m.ResumeFromCheckpoint("p"); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Run(context.Background()); err != nil || h.Status() != statefmt.StatusCompleted {
+				t.Fatalf("resume: %v %s", err, h.Status())
+			}
+			e.open()
+			for _, id := range []string{"p.n1", "p.n1.inner"} {
+				ie, err := e.store.Index(id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ie.Status != statefmt.StatusFailed {
+					t.Fatalf("sub-agent %s is left %s", id, ie.Status)
+				}
+				if g, _ := e.m.PendingGates(id); len(g) > 0 {
+					t.Fatalf("sub-agent %s has pending gates %+v", id, g)
 				}
 			}
 		})
