@@ -280,7 +280,6 @@ func (s *Server) removeLocked(out *DeleteResult) (store.DeleteSummary, error) {
 			s.log.Warn("deleted harness: its logs or inbox could not be removed", "harness", id, "err", rerr)
 		}
 	}
-	out.BytesBefore = sum.BytesBefore
 	return sum, err
 }
 

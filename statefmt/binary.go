@@ -472,6 +472,7 @@ func (e *BinaryEncoder) Reset() {
 	e.lastRec = e.lastRec[:0]
 	e.memo = e.memo[:0]
 	clear(e.results)
+	e.w.resultKeys = e.w.resultKeys[:0]
 	e.planBase = nil
 }
 
@@ -692,7 +693,7 @@ func (e *BinaryEncoder) resultEntries(s *HarnessState) {
 // places, are the answer then, without sorting a thousand keys at every checkpoint.
 func (e *BinaryEncoder) resultKeys(results map[string]SubAgentResult) []string {
 	keys := e.w.resultKeys
-	// e.results holds exactly the previous encoding's keys, unless the encoder started over.
+	// e.results holds exactly the previous encoding's keys (Reset empties both).
 	if added := len(results) - len(keys); added >= 0 && added <= 4 && len(keys) == len(e.results) {
 		kept := true
 		for _, k := range keys {

@@ -176,17 +176,27 @@ func (h *Harness) checkpoint() error {
 
 // transitionLocked moves the harness to `to` and checkpoints. h.mu held.
 func (h *Harness) transitionLocked(to statefmt.Status, reason string) error {
-	status, reason0, updated := h.st.Status, h.st.StatusReason, h.st.UpdatedAt
-	ev, err := transition(h.st, to, reason, h.now())
+	undo, err := h.markLocked(to, reason)
 	if err != nil {
 		return err
 	}
-	h.emit(ev)
 	if err := h.checkpoint(); err != nil {
-		h.st.Status, h.st.StatusReason, h.st.UpdatedAt = status, reason0, updated
+		undo()
 		return err
 	}
 	return nil
+}
+
+// markLocked moves the harness to `to` in memory, with its event, for the checkpoint that
+// follows to record; undo puts the status back should that checkpoint fail. h.mu held.
+func (h *Harness) markLocked(to statefmt.Status, reason string) (undo func(), _ error) {
+	status, reason0, updated := h.st.Status, h.st.StatusReason, h.st.UpdatedAt
+	ev, err := transition(h.st, to, reason, h.now())
+	if err != nil {
+		return nil, err
+	}
+	h.emit(ev)
+	return func() { h.st.Status, h.st.StatusReason, h.st.UpdatedAt = status, reason0, updated }, nil
 }
 
 // recordToolCall adds a call to its attempt, with its event; executed says whether it ran
@@ -510,22 +520,18 @@ func (h *Harness) settleLocked(ctx context.Context, at *runningAttempt, out stri
 		blocked := h.plan().fail(step.ID, msg)
 		h.emit(event.Event{Type: event.StepFailed, StepID: step.ID, Attempt: at.attempt, Message: msg, Blocked: blocked, CPUMs: use.CPUMs, RSSBytes: use.RSSBytes})
 	}
-	status, reason, updated := h.st.Status, h.st.StatusReason, h.st.UpdatedAt
+	undo := func() {}
 	ended := false
 	if !h.task.Workspace.Isolated() && h.plan().next() < 0 {
 		// Nothing is left to run, and nothing runs before the harness ends (no worktree to
 		// merge): the step's checkpoint ends the harness too, one checkpoint where there were
 		// two.
-		to, why := h.outcomeLocked()
-		if ev, err := transition(h.st, to, why, h.now()); err == nil {
-			h.emit(ev)
-			ended = true
+		if u, err := h.markLocked(h.outcomeLocked()); err == nil {
+			undo, ended = u, true
 		}
 	}
 	if err := h.checkpoint(); err != nil {
-		if ended {
-			h.st.Status, h.st.StatusReason, h.st.UpdatedAt = status, reason, updated
-		}
+		undo()
 		return 0, true, err
 	}
 	return delay, ended, nil
@@ -649,20 +655,17 @@ func (h *Harness) backoff(stepID string, attempt int) time.Duration {
 // interrupted one (running in the store, nobody running it) is continued. h.mu held.
 func (h *Harness) startLocked(ctx context.Context) error {
 	interrupted := h.st.Status == statefmt.StatusRunning
-	status, reason, updated := h.st.Status, h.st.StatusReason, h.st.UpdatedAt
-	together := false // the transition is checkpointed with the start, below
+	undo := func() {} // of a transition the start's checkpoint records, below
 	switch h.st.Status {
 	case statefmt.StatusCreated, statefmt.StatusPaused:
 		if h.st.Plan != nil && !h.commitsStepsLocked() {
 			// Nothing runs between the transition and the start's checkpoint (no agent plans,
-			// no workspace is synced): one checkpoint records both. A sub-agent of one step
-			// makes four checkpoints instead of five.
-			ev, err := transition(h.st, statefmt.StatusRunning, "", h.now())
+			// no workspace is synced): one checkpoint records both, where there were two.
+			u, err := h.markLocked(statefmt.StatusRunning, "")
 			if err != nil {
 				return err
 			}
-			h.emit(ev)
-			together = true
+			undo = u
 		} else if err := h.transitionLocked(statefmt.StatusRunning, ""); err != nil {
 			return err
 		}
@@ -705,9 +708,7 @@ func (h *Harness) startLocked(ctx context.Context) error {
 		return fmt.Errorf("harness %s: %w", h.ID(), err)
 	}
 	if err := h.checkpoint(); err != nil {
-		if together {
-			h.st.Status, h.st.StatusReason, h.st.UpdatedAt = status, reason, updated
-		}
+		undo()
 		return err
 	}
 	return nil

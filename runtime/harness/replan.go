@@ -150,6 +150,7 @@ func (m *Manager) supersede(cid, why string) error {
 	err = c.stopWithLocked(why)
 	c.mu.Unlock()
 	if err != nil {
+		m.Release(cid) // its gates and results changed in memory only: read it again next time
 		return err
 	}
 	if err := m.endSuperseded(c); err != nil {
