@@ -199,14 +199,19 @@ func ParseAge(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// family is a harness and every sub-agent under it, from the index.
-func family(list []store.IndexEntry, root string) []string {
+// subAgents maps each harness of the index to its sub-agents.
+func subAgents(list []store.IndexEntry) map[string][]string {
 	children := map[string][]string{}
 	for _, e := range list {
 		if e.ParentHarnessID != "" {
 			children[e.ParentHarnessID] = append(children[e.ParentHarnessID], e.ID)
 		}
 	}
+	return children
+}
+
+// family is a harness and every sub-agent under it (children from subAgents).
+func family(children map[string][]string, root string) []string {
 	out := []string{root}
 	for i := 0; i < len(out); i++ {
 		out = append(out, children[out[i]]...)
@@ -295,9 +300,10 @@ func (s *Server) giveBack(ctx context.Context, out *DeleteResult, sum store.Dele
 	return err
 }
 
-// removed describes a top-level harness and its sub-agents for a DeleteResult.
-func (s *Server) removed(list []store.IndexEntry, e store.IndexEntry) Removed {
-	fam := family(list, e.ID)
+// removed describes a top-level harness and its sub-agents for a DeleteResult (children from
+// subAgents: made once for a prune of thousands, not once for each).
+func (s *Server) removed(children map[string][]string, e store.IndexEntry) Removed {
+	fam := family(children, e.ID)
 	r := Removed{ID: e.ID, Status: e.Status, UpdatedAt: e.UpdatedAt, SubAgents: fam[1:]}
 	for _, id := range fam {
 		if n, err := s.store.ChainBytes(id); err == nil {
@@ -342,7 +348,7 @@ func (s *Server) deleteFamily(id string, force bool) (DeleteResult, store.Delete
 	if err := s.removableLocked(e, force); err != nil {
 		return DeleteResult{}, store.DeleteSummary{}, err
 	}
-	out := DeleteResult{Harnesses: []Removed{s.removed(list, e)}}
+	out := DeleteResult{Harnesses: []Removed{s.removed(subAgents(list), e)}}
 	sum, err := s.removeLocked(&out)
 	return out, sum, err
 }
@@ -381,6 +387,7 @@ func (s *Server) pruneLocked(cutoff time.Time, statuses []statefmt.Status, dryRu
 		return DeleteResult{}, store.DeleteSummary{}, err
 	}
 	out := DeleteResult{Harnesses: []Removed{}, DryRun: dryRun}
+	children := subAgents(list)
 	for _, e := range list {
 		if e.ParentHarnessID != "" || e.Damaged != "" || !slices.Contains(statuses, e.Status) || !e.UpdatedAt.Before(cutoff) {
 			continue
@@ -389,7 +396,7 @@ func (s *Server) pruneLocked(cutoff time.Time, statuses []statefmt.Status, dryRu
 			out.Skipped = append(out.Skipped, Skipped{ID: e.ID, Why: err.Error()})
 			continue
 		}
-		out.Harnesses = append(out.Harnesses, s.removed(list, e))
+		out.Harnesses = append(out.Harnesses, s.removed(children, e))
 	}
 	sum, err := s.removeLocked(&out)
 	return out, sum, err

@@ -237,6 +237,23 @@ func (m *Manager) storedTask(id string) (*task.Task, error) {
 	return task.Parse("the stored task of harness "+id, raw)
 }
 
+// storedWorkspace is the workspace of the task stored with the harness, read without parsing
+// the rest of the task where it can be.
+func (m *Manager) storedWorkspace(id string) (task.Workspace, error) {
+	raw, err := m.store.Task(id)
+	if err != nil {
+		return task.Workspace{}, err
+	}
+	if w, ok := task.StoredWorkspace(raw); ok {
+		return w, nil
+	}
+	t, err := task.Parse("the stored task of harness "+id, raw)
+	if err != nil {
+		return task.Workspace{}, err
+	}
+	return t.Workspace, nil
+}
+
 // List returns the store's harnesses (id, agent, status, parent, timestamps, head checkpoint).
 func (m *Manager) List() ([]store.IndexEntry, error) { return m.store.List() }
 

@@ -150,14 +150,13 @@ func (h *Harness) mergeWorktreeLocked() {
 func (m *Manager) RemoveWorktree(id string) (string, error) {
 	// The stored task says where the worktree is: the state is not read, so that a harness
 	// whose chain is damaged can still be deleted.
-	t, err := m.storedTask(id)
+	w, err := m.storedWorkspace(id)
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrDamaged) {
 		return "", nil // nothing says where a worktree would be: the harness goes, any worktree stays
 	}
 	if err != nil {
 		return "", err
 	}
-	w := t.Workspace
 	if !w.Isolated() {
 		return "", nil
 	}

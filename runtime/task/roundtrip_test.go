@@ -245,6 +245,9 @@ func (g taskGen) file() []byte {
 			t[k] = v
 		}
 	}
+	if w, ok := t["workspace"].(map[string]any); ok && w["isolate"] != nil {
+		t["longRunning"] = true // a worktree is named after its harness
+	}
 	if g.coin() {
 		hook := func() map[string]any {
 			h := map[string]any{"command": []any{"sh", "-c", "cat >/dev/null"}}
@@ -312,11 +315,13 @@ func toNode(v any) *yaml.Node {
 // would refuse the write tools the agents may list).
 func (g taskGen) workspace() any {
 	path := g.pick("ws", "./wörk", "a/b")
-	switch g.r.Intn(3) {
+	switch g.r.Intn(4) {
 	case 0:
 		return path
 	case 1:
 		return map[string]any{"path": path, "shared": "exclusive", "commit": "step"}
+	case 2:
+		return map[string]any{"repo": path, "isolate": "worktree", "ref": g.pick("main", "v1.2"), "commit": "step", "merge": "fast-forward"}
 	}
 	return map[string]any{"path": path, "shared": g.pick("exclusive", "")}
 }
@@ -359,7 +364,20 @@ func TestStoredTaskRoundTrip(t *testing.T) {
 			if again, _ := json.Marshal(t3); !bytes.Equal(stored, again) {
 				return fmt.Sprintf("the task as ASCII JSON changed:\n%s\n%s", stored, again)
 			}
-			if !filepath.IsAbs(t2.Workspace.Path) || !reflect.DeepEqual(kinds(t1), kinds(t2)) {
+			// Deleting a harness reads only the stored task's workspace, and reads what Parse does.
+			for _, b := range [][]byte{stored, ascii} {
+				if w, ok := task.StoredWorkspace(b); !ok || w != t2.Workspace {
+					return fmt.Sprintf("the stored task's workspace alone: %+v %v, the task's: %+v\n%s", w, ok, t2.Workspace, b)
+				}
+			}
+			if t2.Workspace.Isolated() {
+				if !filepath.IsAbs(t2.Workspace.Repo) || t2.Workspace.Path != "" {
+					return fmt.Sprintf("an isolated workspace stored as %+v", t2.Workspace)
+				}
+			} else if !filepath.IsAbs(t2.Workspace.Path) {
+				return fmt.Sprintf("the workspace's path was stored relative: %+v", t2.Workspace)
+			}
+			if !reflect.DeepEqual(kinds(t1), kinds(t2)) {
 				return fmt.Sprintf("actions or workspace changed: %v %v", kinds(t1), kinds(t2))
 			}
 			return ""

@@ -108,6 +108,26 @@ func (w *Workspace) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// StoredWorkspace reads only the workspace of a task the runtime stored with its harness (the
+// task as JSON, written by the runtime), as Parse would give it, without decoding the rest:
+// deleting thousands of harnesses asks each only where its worktree is. ok is false when data
+// is not such JSON; Parse then reads it whole.
+func StoredWorkspace(data []byte) (w Workspace, ok bool) {
+	var doc struct {
+		Workspace *Workspace `json:"workspace"`
+	}
+	if json.Unmarshal(data, &doc) != nil {
+		return Workspace{}, false
+	}
+	if doc.Workspace != nil {
+		w = *doc.Workspace
+	}
+	if w.Path == "" && !w.Isolated() {
+		w.Path = DefaultWorkspace
+	}
+	return w, true
+}
+
 // validateWorkspace checks the workspace's options, and that agents of a read-only workspace
 // list no tool that writes.
 func (t *Task) validateWorkspace() []fieldErr {
