@@ -143,6 +143,14 @@ func (w *jsonWriter) str(s string) {
 	b := append(w.b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time while none needs a second look: most of a state's text is
+		// tool output, long runs of plain ASCII between newlines.
+		for i+8 <= len(s) && plainASCII8(s[i:i+8]) {
+			i += 8
+		}
+		if i == len(s) {
+			break
+		}
 		if c := s[i]; c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
 				i++
@@ -189,6 +197,20 @@ func (w *jsonWriter) str(s string) {
 	b = append(b, s[start:]...)
 	w.b = append(b, '"')
 	w.spill()
+}
+
+// plainASCII8 reports whether each of the 8 bytes of s is ASCII that str writes as it is: not a
+// control character, the quote or the backslash. It tests them as one word: a byte below 0x20
+// or equal to '"' or '\\' sets the high bit of its lane in the terms below (a lane above one so
+// flagged may be flagged too, by a borrow, which only sends those bytes to the byte loop), and
+// a byte of 0x80 or more has it set already.
+func plainASCII8(s string) bool {
+	_ = s[7]
+	x := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote, backslash := x^(ones*'"'), x^(ones*'\\')
+	return (x|(x-ones*0x20)&^x|(quote-ones)&^quote|(backslash-ones)&^backslash)&highs == 0
 }
 
 func (w *jsonWriter) optStr(s *string) {
