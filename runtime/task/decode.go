@@ -41,7 +41,7 @@ type decoder struct {
 	stopped  bool
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })
 
 // decodeFile parses data as one YAML (or JSON) document and decodes it into t. It returns the
 // document's root (for locating validation problems) and the problems found, or a syntax
@@ -92,7 +92,7 @@ func decodeFile(name string, data []byte, t *Task) (*yaml.Node, []lineErr, error
 func syntaxErr(name string, data []byte, err error) error {
 	first, _, _ := strings.Cut(err.Error(), "\n")
 	e := &Error{File: name, Msg: strings.TrimPrefix(first, "yaml: ")}
-	if m := yamlLine.FindStringSubmatch(first); m != nil {
+	if m := yamlLine().FindStringSubmatch(first); m != nil {
 		e.Line, _ = strconv.Atoi(m[1])
 		e.Msg = m[2]
 	} else if !bytes.Contains(bytes.TrimRight(data, "\r\n"), []byte("\n")) {

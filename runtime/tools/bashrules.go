@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
@@ -134,9 +135,11 @@ func (c *bashChecker) clause(n syntax.Node) error {
 	return c.match(cmd)
 }
 
-var number = regexp.MustCompile(`^-?(0[xX][0-9a-fA-F]+|[0-9]+(#[0-9a-zA-Z@_]+)?)$`)
+var number = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^-?(0[xX][0-9a-fA-F]+|[0-9]+(#[0-9a-zA-Z@_]+)?)$`)
+})
 
-func isNumber(s string) bool { return number.MatchString(s) }
+func isNumber(s string) bool { return number().MatchString(s) }
 
 // arithm refuses, with allow rules, arithmetic that names variables: bash evaluates a variable's
 // contents as an expression, and an array subscript in them runs its command substitutions.
@@ -184,13 +187,15 @@ func (c *bashChecker) param(p *syntax.ParamExp) error {
 }
 
 // dangerousEnv are assignments that make an allowed program run something else.
-var dangerousEnv = regexp.MustCompile(`^(LD_[A-Z_]+|BASH_ENV|ENV|BASH_FUNC_.*|PROMPT_COMMAND|PS4|SHELLOPTS|BASHOPTS|IFS)$`)
+var dangerousEnv = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(LD_[A-Z_]+|BASH_ENV|ENV|BASH_FUNC_.*|PROMPT_COMMAND|PS4|SHELLOPTS|BASHOPTS|IFS)$`)
+})
 
 // call checks one simple command.
 func (c *bashChecker) call(ce *syntax.CallExpr, depth int) error {
 	if c.strict() {
 		for _, a := range ce.Assigns {
-			if a.Name != nil && dangerousEnv.MatchString(a.Name.Value) {
+			if a.Name != nil && dangerousEnv().MatchString(a.Name.Value) {
 				return c.opaque("setting " + a.Name.Value)
 			}
 		}
