@@ -249,34 +249,60 @@ func (s *Server) removableLocked(e store.IndexEntry, force bool) error {
 	return nil
 }
 
-// removeLocked deletes the families of the given top-level harnesses in one batch; giveBack
-// then compacts their keys, with s.mu no longer held. s.mu held.
-func (s *Server) removeLocked(out *DeleteResult) (store.DeleteSummary, error) {
+// reserveLocked reserves the harnesses out lists, sub-agents included, for their deletion
+// (harness.Manager.Reserve): from here until remove is done, nothing loads or changes them.
+// s.mu held.
+func (s *Server) reserveLocked(out *DeleteResult) (release func(), err error) {
+	if out.DryRun {
+		return func() {}, nil
+	}
 	var ids []string
 	for _, r := range out.Harnesses {
 		ids = append(ids, r.ID)
 		ids = append(ids, r.SubAgents...)
 	}
+	return s.m.Reserve(ids)
+}
+
+// remove deletes the families out lists, which reserveLocked reserved, and then lets them go
+// (release). Their worktrees go first, while the tasks that name them can still be read, and
+// without s.mu: a `git worktree remove` takes tens of milliseconds, and a prune of hundreds of
+// isolated harnesses held every other request for seconds. A harness whose worktree cannot be
+// removed (a locked one, say) is not deleted: with skip (a prune) it is listed as skipped, with
+// the reason, and the others go; without (a delete) nothing is. Their keys then go in one
+// batch, under s.mu; giveBack then compacts them, without it.
+func (s *Server) remove(out *DeleteResult, release func(), skip bool) (store.DeleteSummary, error) {
+	defer release()
 	if out.DryRun {
 		out.BytesBefore = s.store.DiskUsage()
 		out.BytesAfter = out.BytesBefore
 		return store.DeleteSummary{}, nil
 	}
-	// Worktrees go first, while the tasks that name them can still be read; a harness whose
-	// worktree cannot be removed is not deleted.
-	for i := range out.Harnesses {
-		r := &out.Harnesses[i]
+	var ids []string
+	kept := out.Harnesses[:0]
+family:
+	for _, r := range out.Harnesses {
 		// Sub-agents first: with subAgents: worktree each has one of its own.
 		for _, id := range append(slices.Clone(r.SubAgents), r.ID) {
 			dir, err := s.m.RemoveWorktree(id)
-			if err != nil {
+			switch {
+			case err != nil && skip:
+				out.Skipped = append(out.Skipped, Skipped{ID: r.ID, Why: fmt.Sprintf("harness %s: %v (it was not deleted)", id, err)})
+				continue family
+			case err != nil:
 				return store.DeleteSummary{}, fmt.Errorf("harness %s: %w (the store was not changed)", id, err)
 			}
 			if id == r.ID {
 				r.Worktree = dir
 			}
 		}
+		kept = append(kept, r)
+		ids = append(ids, r.ID)
+		ids = append(ids, r.SubAgents...)
 	}
+	out.Harnesses = kept
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	sum, err := s.store.RemoveHarnesses(ids)
 	for _, id := range sum.Deleted {
 		s.m.Release(id)
@@ -288,7 +314,7 @@ func (s *Server) removeLocked(out *DeleteResult) (store.DeleteSummary, error) {
 	return sum, err
 }
 
-// giveBack compacts the keys of what removeLocked deleted, so that the disk is given back now,
+// giveBack compacts the keys of what remove deleted, so that the disk is given back now,
 // and says how much in out. It runs without s.mu: compacting a large store takes seconds, and
 // every other request (ls, show, the console, a run's start) waited for it.
 func (s *Server) giveBack(ctx context.Context, out *DeleteResult, sum store.DeleteSummary) error {
@@ -321,36 +347,43 @@ func (s *Server) Delete(ctx context.Context, id string, force bool) (DeleteResul
 	if err := store.ValidID(id); err != nil {
 		return DeleteResult{}, err
 	}
-	out, sum, err := s.deleteFamily(id, force)
+	out, release, err := s.chooseFamily(id, force)
+	if err != nil {
+		return out, err
+	}
+	sum, err := s.remove(&out, release, false)
 	if err != nil {
 		return out, err
 	}
 	return out, s.giveBack(ctx, &out, sum)
 }
 
-// deleteFamily is Delete under s.mu: the checks and the deletion, not the compaction.
-func (s *Server) deleteFamily(id string, force bool) (DeleteResult, store.DeleteSummary, error) {
+// chooseFamily is the part of Delete under s.mu: the checks, and the family reserved.
+func (s *Server) chooseFamily(id string, force bool) (DeleteResult, func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.m.Reserved(id) {
+		return DeleteResult{}, nil, fmt.Errorf("harness %s is being deleted: %w", id, store.ErrNotFound)
+	}
 	list, err := s.store.List()
 	if err != nil {
-		return DeleteResult{}, store.DeleteSummary{}, err
+		return DeleteResult{}, nil, err
 	}
 	i := slices.IndexFunc(list, func(e store.IndexEntry) bool { return e.ID == id })
 	if i < 0 {
 		_, err := s.store.Index(id)
-		return DeleteResult{}, store.DeleteSummary{}, cmp.Or(err, fmt.Errorf("harness %s: %w", id, store.ErrNotFound))
+		return DeleteResult{}, nil, cmp.Or(err, fmt.Errorf("harness %s: %w", id, store.ErrNotFound))
 	}
 	e := list[i]
 	if e.ParentHarnessID != "" {
-		return DeleteResult{}, store.DeleteSummary{}, fmt.Errorf("harness %s %w of %s: delete %s (its sub-agents go with it)", id, harness.ErrSubAgent, e.ParentHarnessID, e.ParentHarnessID)
+		return DeleteResult{}, nil, fmt.Errorf("harness %s %w of %s: delete %s (its sub-agents go with it)", id, harness.ErrSubAgent, e.ParentHarnessID, e.ParentHarnessID)
 	}
 	if err := s.removableLocked(e, force); err != nil {
-		return DeleteResult{}, store.DeleteSummary{}, err
+		return DeleteResult{}, nil, err
 	}
 	out := DeleteResult{Harnesses: []Removed{s.removed(subAgents(list), e)}}
-	sum, err := s.removeLocked(&out)
-	return out, sum, err
+	release, err := s.reserveLocked(&out)
+	return out, release, err
 }
 
 // Prune deletes the top-level harnesses (with their sub-agents) in the statuses asked for
@@ -371,25 +404,33 @@ func (s *Server) Prune(ctx context.Context, req PruneRequest) (DeleteResult, err
 			return DeleteResult{}, badInput("status %q cannot be pruned (completed, failed, paused, created)", st)
 		}
 	}
-	out, sum, err := s.pruneLocked(time.Now().Add(-age), statuses, req.DryRun)
+	out, release, err := s.choosePrune(time.Now().Add(-age), statuses, req.DryRun)
+	if err != nil {
+		return out, err
+	}
+	sum, err := s.remove(&out, release, true)
 	if err != nil {
 		return out, err
 	}
 	return out, s.giveBack(ctx, &out, sum)
 }
 
-// pruneLocked is Prune under s.mu: the choice and the deletion, not the compaction.
-func (s *Server) pruneLocked(cutoff time.Time, statuses []statefmt.Status, dryRun bool) (DeleteResult, store.DeleteSummary, error) {
+// choosePrune is the part of Prune under s.mu: the choice, and the families reserved.
+func (s *Server) choosePrune(cutoff time.Time, statuses []statefmt.Status, dryRun bool) (DeleteResult, func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	list, err := s.store.List()
 	if err != nil {
-		return DeleteResult{}, store.DeleteSummary{}, err
+		return DeleteResult{}, nil, err
 	}
 	out := DeleteResult{Harnesses: []Removed{}, DryRun: dryRun}
 	children := subAgents(list)
 	for _, e := range list {
 		if e.ParentHarnessID != "" || e.Damaged != "" || !slices.Contains(statuses, e.Status) || !e.UpdatedAt.Before(cutoff) {
+			continue
+		}
+		if s.m.Reserved(e.ID) {
+			out.Skipped = append(out.Skipped, Skipped{ID: e.ID, Why: fmt.Sprintf("harness %s is being deleted by another request", e.ID)})
 			continue
 		}
 		if err := s.removableLocked(e, false); err != nil {
@@ -398,8 +439,8 @@ func (s *Server) pruneLocked(cutoff time.Time, statuses []statefmt.Status, dryRu
 		}
 		out.Harnesses = append(out.Harnesses, s.removed(children, e))
 	}
-	sum, err := s.removeLocked(&out)
-	return out, sum, err
+	release, err := s.reserveLocked(&out)
+	return out, release, err
 }
 
 func (c *Client) Delete(ctx context.Context, id string, force bool) (DeleteResult, error) {

@@ -93,13 +93,15 @@ type Manager struct {
 
 	mu        sync.Mutex
 	harnesses map[string]*Harness
+	// deleting holds the harnesses a deletion reserved (Reserve).
+	deleting map[string]bool
 }
 
 // NewManager returns a manager over an open store.
 func NewManager(db Store, o Options) *Manager {
 	m := &Manager{store: db, clock: o.Clock, newID: o.NewID, sinks: o.Sinks, hooks: o.Hooks, dream: o.Dream, logDir: o.LogDir, inboxDir: o.InboxDir,
 		governor: o.Governor, governorPoll: cmp.Or(o.GovernorPoll, 5*time.Second), startCP: cmp.Or(o.StartCheckpoint, DefaultStartCheckpoint),
-		harnesses: map[string]*Harness{}}
+		harnesses: map[string]*Harness{}, deleting: map[string]bool{}}
 	if m.clock == nil {
 		m.clock = clock.RealClock{}
 	}
@@ -212,6 +214,9 @@ func (m *Manager) create(t *task.Task, init func(*statefmt.HarnessState)) (*Harn
 func (m *Manager) Get(id string) (*Harness, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.deleting[id] {
+		return nil, fmt.Errorf("harness %s is being deleted: %w", id, store.ErrNotFound)
+	}
 	if h, ok := m.harnesses[id]; ok {
 		return h, nil
 	}
@@ -226,6 +231,38 @@ func (m *Manager) Get(id string) (*Harness, error) {
 	h := m.newHarness(withWorktree(t, id), st)
 	m.harnesses[id] = h
 	return h, nil
+}
+
+// Reserve marks harnesses as being deleted until done is called: Get refuses them meanwhile
+// (with an error wrapping store.ErrNotFound, as it does once they are gone), so that nothing
+// loads, resumes, retries or changes them while their deletion removes their worktrees without
+// holding its caller's lock. It reserves nothing, and says so, when one of them is reserved
+// already.
+func (m *Manager) Reserve(ids []string) (done func(), err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range ids {
+		if m.deleting[id] {
+			return nil, fmt.Errorf("harness %s is being deleted: %w", id, store.ErrNotFound)
+		}
+	}
+	for _, id := range ids {
+		m.deleting[id] = true
+	}
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, id := range ids {
+			delete(m.deleting, id)
+		}
+	}, nil
+}
+
+// Reserved reports whether a deletion has reserved the harness (Reserve).
+func (m *Manager) Reserved(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.deleting[id]
 }
 
 // storedTask reads the task the store keeps with the harness.
