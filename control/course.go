@@ -179,15 +179,23 @@ type PruneRequest struct {
 	DryRun   bool              `json:"dryRun,omitempty"`
 }
 
+// maxAge is the longest age ParseAge takes in days or weeks: a hundred years (a longer one in
+// weeks would not fit a time.Duration, and wrapped around to a negative age, which pruned
+// everything).
+const maxAge = 100 * 365 * 24 * time.Hour
+
 // ParseAge reads an age: a Go duration ("36h", "90m") or a whole number of days or weeks
-// ("30d", "2w").
+// ("30d", "2w"), at most a hundred years.
 func ParseAge(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	for unit, d := range map[string]time.Duration{"d": 24 * time.Hour, "w": 7 * 24 * time.Hour} {
 		if n, ok := strings.CutSuffix(s, unit); ok {
 			v, err := strconv.Atoi(n)
-			if err != nil || v < 0 || v > 100*365 {
+			if err != nil || v < 0 {
 				return 0, badInput("age %q: want a whole number of days or weeks (30d, 2w) or a duration (12h)", s)
+			}
+			if time.Duration(v) > maxAge/d {
+				return 0, badInput("age %q: at most a hundred years (36500d, 5214w)", s)
 			}
 			return time.Duration(v) * d, nil
 		}

@@ -151,7 +151,7 @@ changed longer ago than --older-than (30d, 2w, 36h), with its sub-agents, in one
 then compact so the disk is given back. Harnesses that run, are queued, wait for a human or
 were interrupted are skipped and listed. --dry-run lists what would go and changes nothing.`,
 		Args: cobra.NoArgs,
-		RunE: func(_ *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			if strings.TrimSpace(req.OlderThan) == "" {
 				return usageError{fmt.Errorf("prune needs --older-than AGE (e.g. 30d): how long ago a harness last changed")}
 			}
@@ -164,6 +164,10 @@ were interrupted are skipped and listed. --dry-run lists what would go and chang
 						req.Statuses = append(req.Statuses, statefmt.Status(one))
 					}
 				}
+			}
+			if cmd.Flags().Changed("status") && len(req.Statuses) == 0 {
+				// An empty list is not "the default": the default deletes.
+				return usageError{fmt.Errorf("--status %q names no status: name the statuses to prune (completed, failed, paused, created), or leave --status out for completed,failed", strings.Join(statuses, ","))}
 			}
 			return fetchAndPrint(g, stdout, asJSON, func(ctx context.Context, api *control.Conn) (control.DeleteResult, error) {
 				return api.Prune(ctx, req)

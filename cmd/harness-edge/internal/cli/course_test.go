@@ -284,6 +284,12 @@ func TestDeleteAndPruneGiveTheDiskBack(t *testing.T) {
 	expectIn(t, db, ExitError, "not found", "delete", "nobody")
 	expectIn(t, db, ExitUsage, "prune needs --older-than", "prune")
 	expectIn(t, db, ExitUsage, `age "soon"`, "prune", "--older-than", "soon")
+	// Ages too long for a duration, and empty status lists, are refused: either once deleted
+	// every finished harness.
+	expectIn(t, db, ExitUsage, `age "15251w": at most a hundred years`, "prune", "--older-than", "15251w", "--dry-run")
+	for _, empty := range []string{"", ",", " "} {
+		expectIn(t, db, ExitUsage, "names no status", "prune", "--older-than", "0s", "--status", empty, "--dry-run")
+	}
 	expectIn(t, db, ExitError, `status "running" cannot be pruned`, "prune", "--older-than", "0s", "--status", "running")
 	expectIn(t, db, ExitOK, "0 harnesses deleted", "prune", "--older-than", "30d")
 	out := expectIn(t, db, ExitOK, "would delete fam (completed", "prune", "--older-than", "0s", "--dry-run")
