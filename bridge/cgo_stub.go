@@ -8,3 +8,7 @@ import "errors"
 func OpenCgo() (Engine, error) {
 	return nil, errors.New("cgo backend: not in this build (built with CGO_ENABLED=0)")
 }
+
+// TrimNativeHeap does nothing without cgo: no engine is linked in, and the process's own memory
+// is Go's.
+func TrimNativeHeap() {}

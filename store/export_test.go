@@ -19,3 +19,11 @@ func SetBeforeDeleteBatch(f func()) (unset func()) {
 	beforeDeleteBatch = f
 	return func() { beforeDeleteBatch = nil }
 }
+
+// IdleCompressors counts the keyframe encoders and the delta stream encoders the store keeps
+// idle for the next harness.
+func (s *Store) IdleCompressors() (keyframe, stream int) {
+	s.keyframes.mu.Lock()
+	defer s.keyframes.mu.Unlock()
+	return len(s.keyframes.idle), len(s.streamEncs)
+}

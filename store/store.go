@@ -123,6 +123,9 @@ type StoreOptions struct {
 	// nothing), and Close leaves the heads file as it is. Whatever would write fails with
 	// ErrReadOnly. A store without a database yet is refused with ErrNoDatabase.
 	ReadOnly bool
+	// IdleRelease is how long the store goes without a checkpoint before it gives back the
+	// compressors it keeps idle for the next harness (default DefaultIdleRelease).
+	IdleRelease time.Duration
 }
 
 // ErrReadOnly is returned for a write to a store opened with ReadOnly.
@@ -174,6 +177,14 @@ type Store struct {
 	headsLast atomic.Int64 // when it was last written (UnixNano)
 	headsBusy atomic.Bool
 	headsWG   sync.WaitGroup
+	// The idle release of compressors (see idle.go): when the last checkpoint was written
+	// (UnixNano), whether the timer is armed, and the timer.
+	idleAfter  time.Duration
+	lastWrite  atomic.Int64
+	idleArmed  atomic.Bool
+	idleMu     sync.Mutex
+	idleTimer  *time.Timer
+	idleClosed bool
 }
 
 // harness is the in-memory side of one harness's chain: the state encoder and the chain
@@ -514,6 +525,7 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	s.zdec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(runtime.GOMAXPROCS(0)), zstd.WithDecoderMaxMemory(statefmt.MaxRawLen))
 	s.streamDecs = make(chan *zstd.Decoder, runtime.GOMAXPROCS(0))
 	s.streamEncs = make(chan *zstd.Encoder, runtime.GOMAXPROCS(0))
+	s.idleAfter = cmp.Or(o.IdleRelease, DefaultIdleRelease)
 	return s, nil
 }
 
@@ -622,6 +634,7 @@ func (s *Store) unlock() {
 
 // Close closes the database and releases the process lock.
 func (s *Store) Close() error {
+	s.stopIdle()
 	s.mu.Lock()
 	hs := s.harnesses
 	s.harnesses = nil
@@ -1184,6 +1197,7 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	}
 	s.acknowledge(id, info.Seq)
 	s.saveHeadsSoon()
+	s.wrote()
 	if len(events) > 0 {
 		h.nextEvent = firstEvent + uint64(len(events))
 	}

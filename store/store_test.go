@@ -643,3 +643,68 @@ func TestShortHarnessesOneAfterAnotherShareTheirStreamEncoders(t *testing.T) {
 		}
 	}
 }
+
+// A store that goes a while without a checkpoint gives back the compressors it keeps idle for
+// the next harness (a keyframe encoder is about 20 MB, a stream encoder about 4): a daemon that
+// ran a burst and waits all night for the next does not hold them. Checkpoints closer together
+// keep them, and the next harness after the release makes them again.
+func TestAnIdleStoreGivesBackItsCompressors(t *testing.T) {
+	s, err := store.OpenStore(t.TempDir(), store.StoreOptions{IdleRelease: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := rand.New(rand.NewPCG(9, 9))
+	run := func(id string) {
+		st := stategen.Reference(r, 0)
+		st.HarnessID, st.Status = id, statefmt.StatusRunning
+		for range 3 {
+			step(r, st)
+			if _, err := s.Persist(st); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st.Status = statefmt.StatusCompleted
+		if _, err := s.Persist(st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	run("a")
+	// (The Go fallback engine writes no delta stream: it has keyframe encoders only.)
+	k0, st0 := s.IdleCompressors()
+	if k0 != 1 || st0 > 1 {
+		t.Fatalf("after a harness: %d idle keyframe encoders, %d stream encoders; want 1 and at most 1", k0, st0)
+	}
+	held := heap()
+	for i := range 5 { // checkpoints closer together than the idle time keep them
+		time.Sleep(100 * time.Millisecond)
+		run(fmt.Sprintf("b%d", i))
+		if k, st := s.IdleCompressors(); k != k0 || st != st0 {
+			t.Fatalf("checkpoints 100 ms apart: %d idle keyframe encoders, %d stream encoders; want %d and %d", k, st, k0, st0)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if k, st := s.IdleCompressors(); k == 0 && st == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the store kept its idle compressors")
+		}
+	}
+	if released := heap(); released+8<<20 > held {
+		t.Fatalf("the Go heap held %d bytes with the compressors, %d without: want 8 MB or more given back", held, released)
+	}
+	run("c")
+	for _, id := range []string{"a", "b4", "c"} {
+		s.Release(id)
+		if st, err := s.Restore(id); err != nil || st.Status != statefmt.StatusCompleted {
+			t.Fatalf("%s reads back: %v", id, err)
+		}
+	}
+}
