@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/harness-edge/harness-edge/store"
 	"net/http"
 	"strings"
 	"testing"
@@ -162,6 +163,35 @@ func TestAYesOrNoParameterTakesOneOrZeroOnly(t *testing.T) {
 		err := json.Unmarshal([]byte(text), &body)
 		if err != nil || code != http.StatusBadRequest || body.Error != c.want {
 			t.Errorf("%s %s: %d %q (%v), want 400 with %q", c.method, c.path, code, body.Error, err, c.want)
+		}
+	}
+}
+
+// A request about a harness whose id is empty or impossible gets the store's message for a bad
+// id (400), as the same command without a daemon does, not "no endpoint".
+func TestAnEmptyOrImpossibleHarnessIDIsABadIDOverHTTP(t *testing.T) {
+	addr, _ := serveTest(t, submitAPI{}, HTTPLimits)
+	for _, c := range []struct{ method, path, id string }{
+		{http.MethodDelete, "/v1/harnesses/", ""},
+		{http.MethodGet, "/v1/harnesses/", ""},
+		{http.MethodPost, "/v1/harnesses/a%20b/retry", "a b"},
+	} {
+		code, text := send(t, c.method, "http://"+addr+c.path, nil)
+		if want := store.ValidID(c.id).Error(); code != http.StatusBadRequest || !strings.Contains(text, strings.ReplaceAll(want, `"`, `\"`)) {
+			t.Errorf("%s %s: %d %s; want 400 with %q", c.method, c.path, code, text, want)
+		}
+	}
+	// The client does not send what the server's router would clean (an empty id, ".."): it
+	// gives the same message itself.
+	cl := NewHTTPClient("http://"+addr, "tok")
+	ctx := context.Background()
+	for _, id := range []string{"", "..", "a/b"} {
+		_, derr := cl.Delete(ctx, id, false)
+		_, rerr := cl.Retry(ctx, id, RetryRequest{})
+		for _, err := range []error{derr, rerr, cl.Pause(ctx, id)} {
+			if !errors.Is(err, store.ErrInvalidID) || err.Error() != store.ValidID(id).Error() {
+				t.Errorf("id %q: %v", id, err)
+			}
 		}
 	}
 }

@@ -119,8 +119,20 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	return nil
 }
 
-// send makes a request and returns a 2xx response; other statuses become *APIError.
+// send makes a request and returns a 2xx response; other statuses become *APIError. A request
+// about a harness whose id no harness can have is not sent: the server's router would clean an
+// empty id or "..", and the answer would be "no endpoint", where the same command without a
+// daemon says what is wrong with the id.
 func (c *Client) send(ctx context.Context, method, path string, body any) (*http.Response, error) {
+	if rest, ok := strings.CutPrefix(path, "/v1/harnesses/"); ok {
+		seg, _, _ := strings.Cut(rest, "/")
+		seg, _, _ = strings.Cut(seg, "?")
+		if id, err := url.PathUnescape(seg); err != nil {
+			return nil, store.ValidID(seg)
+		} else if err := store.ValidID(id); err != nil {
+			return nil, err
+		}
+	}
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)

@@ -625,6 +625,10 @@ func (s *Server) scheduledLocked(id, then string) error {
 	if then != "" {
 		then = ", then " + then
 	}
+	if e, err := s.store.Index(id); why == ErrQueued && err == nil && e.Status == statefmt.StatusCreated {
+		// Pause refuses a harness that has not started; stop takes it off the queue.
+		return fmt.Errorf("harness %s %w in the daemon and has not started: stop it first (`harness-edge stop %s`)%s", id, why, id, then)
+	}
 	return fmt.Errorf("harness %s %w in the daemon: pause it first (`harness-edge pause %s`)%s", id, why, id, then)
 }
 

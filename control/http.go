@@ -72,13 +72,13 @@ func Handler(api API, token string) http.Handler {
 	mux.HandleFunc("GET /v1/verify", h.verify)
 	courseRoutes(mux, h)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		// A path under a harness that no harness can have is a bad id before it is a bad path.
+		// A path under a harness that no harness can have is a bad id before it is a bad path,
+		// an empty one (`delete ""`) included: the message is the one the store gives.
 		if rest, ok := strings.CutPrefix(r.URL.Path, "/v1/harnesses/"); ok {
-			if id, _, _ := strings.Cut(rest, "/"); id != "" {
-				if err := store.ValidID(id); err != nil {
-					fail(w, err)
-					return
-				}
+			id, _, _ := strings.Cut(rest, "/")
+			if err := store.ValidID(id); err != nil {
+				fail(w, err)
+				return
 			}
 		}
 		writeError(w, http.StatusNotFound, fmt.Errorf("no endpoint %s %s (see docs/daemon.md)", r.Method, r.URL.Path))

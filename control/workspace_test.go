@@ -111,7 +111,8 @@ func TestAChangeOfCourseOnAQueuedHarnessSaysItIsQueued(t *testing.T) {
 	_, errRollback := c.Rollback(ctx2, "second", control.RollbackRequest{To: "1"})
 	_, errRetry := c.Retry(ctx2, "second", control.RetryRequest{})
 	for what, err := range map[string]error{"delete": errDelete, "replan": errReplan, "rollback": errRollback, "retry": errRetry} {
-		if err == nil || !strings.Contains(err.Error(), "harness second is queued in the daemon: pause it first (`harness-edge pause second`)") {
+		// It has not started: pause would refuse it, stop takes it off the queue.
+		if err == nil || !strings.Contains(err.Error(), "harness second is queued in the daemon and has not started: stop it first (`harness-edge stop second`)") {
 			t.Errorf("%s of a queued harness: %v", what, err)
 		}
 	}
