@@ -611,20 +611,7 @@ func TestShortHarnessesOneAfterAnotherShareTheirStreamEncoders(t *testing.T) {
 	s := openStore(t, t.TempDir(), nil, bridge.ChainPolicy{})
 	defer s.Close()
 	r := rand.New(rand.NewPCG(8, 8))
-	run := func(id string) {
-		st := stategen.Reference(r, 0)
-		st.HarnessID, st.Status = id, statefmt.StatusRunning
-		for range 3 { // a keyframe, then deltas in the stream
-			step(r, st)
-			if _, err := s.Persist(st); err != nil {
-				t.Fatal(err)
-			}
-		}
-		st.Status = statefmt.StatusCompleted
-		if _, err := s.Persist(st); err != nil {
-			t.Fatal(err)
-		}
-	}
+	run := func(id string) { shortHarness(t, s, r, id) }
 	run("first") // makes the encoder
 	const n = 20
 	var before, after runtime.MemStats
@@ -655,20 +642,7 @@ func TestAnIdleStoreGivesBackItsCompressors(t *testing.T) {
 	}
 	defer s.Close()
 	r := rand.New(rand.NewPCG(9, 9))
-	run := func(id string) {
-		st := stategen.Reference(r, 0)
-		st.HarnessID, st.Status = id, statefmt.StatusRunning
-		for range 3 {
-			step(r, st)
-			if _, err := s.Persist(st); err != nil {
-				t.Fatal(err)
-			}
-		}
-		st.Status = statefmt.StatusCompleted
-		if _, err := s.Persist(st); err != nil {
-			t.Fatal(err)
-		}
-	}
+	run := func(id string) { shortHarness(t, s, r, id) }
 	heap := func() uint64 {
 		runtime.GC()
 		var m runtime.MemStats
@@ -706,5 +680,23 @@ func TestAnIdleStoreGivesBackItsCompressors(t *testing.T) {
 		if st, err := s.Restore(id); err != nil || st.Status != statefmt.StatusCompleted {
 			t.Fatalf("%s reads back: %v", id, err)
 		}
+	}
+}
+
+// shortHarness persists a harness of three checkpoints (a keyframe, then deltas in its stream)
+// that then completes, which gives its stream encoder back to the store.
+func shortHarness(t *testing.T, s *store.Store, r *rand.Rand, id string) {
+	t.Helper()
+	st := stategen.Reference(r, 0)
+	st.HarnessID, st.Status = id, statefmt.StatusRunning
+	for range 3 { // a keyframe, then deltas in the stream
+		step(r, st)
+		if _, err := s.Persist(st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Status = statefmt.StatusCompleted
+	if _, err := s.Persist(st); err != nil {
+		t.Fatal(err)
 	}
 }
