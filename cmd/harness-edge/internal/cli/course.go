@@ -148,8 +148,9 @@ func newPruneCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Short: "Delete the harnesses that ended long ago (with their sub-agents), and give the disk back",
 		Long: `Delete every top-level harness in the given statuses (default completed and failed) that last
 changed longer ago than --older-than (30d, 2w, 36h), with its sub-agents, in one synced batch,
-then compact so the disk is given back. Harnesses that run, are queued, wait for a human or
-were interrupted are skipped and listed. --dry-run lists what would go and changes nothing.`,
+then compact so the disk is given back. Harnesses in those statuses that are queued or wait for
+a human are skipped and listed; running and interrupted ones (status running) are never
+pruned. --dry-run lists what would go and changes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if strings.TrimSpace(req.OlderThan) == "" {
