@@ -201,6 +201,9 @@ func TestAPruneRemovesWorktreesWithoutHoldingUpTheServer(t *testing.T) {
 	if _, err := os.Stat(wt); !os.IsNotExist(err) {
 		t.Fatalf("the worktree of harness a after the prune: %v", err)
 	}
+	if entries, err := os.ReadDir(filepath.Dir(wt)); err != nil || len(entries) != 0 {
+		t.Fatalf("the worktrees' directory after the prune holds %v (%v): want nothing, its lock file neither", entries, err)
+	}
 	if srv.Manager().Reserved("a") {
 		t.Fatal("harness a is still reserved after its deletion")
 	}

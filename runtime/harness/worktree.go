@@ -162,6 +162,7 @@ func (m *Manager) RemoveWorktree(id string) (string, error) {
 	}
 	dir := WorktreeDir(w.Repo, id)
 	if _, err := os.Lstat(dir); err != nil {
+		removeLockFile(dir)
 		return "", nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -173,5 +174,15 @@ func (m *Manager) RemoveWorktree(id string) (string, error) {
 	if err := repo.Run(ctx, nil, "worktree", "remove", "--force", dir); err != nil {
 		return "", fmt.Errorf("removing the worktree %s: %w", dir, err)
 	}
+	removeLockFile(dir)
 	return dir, nil
+}
+
+// removeLockFile removes the workspace lock file of a removed worktree (beside it, in the
+// worktrees' directory), which would otherwise stay there, empty, for every harness deleted.
+// Nothing holds it: its harness is being deleted, and the worktree was its alone.
+func removeLockFile(worktree string) {
+	if lock, err := WorkspaceLockFile(worktree); err == nil {
+		_ = os.Remove(lock)
+	}
 }
