@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // What a killed iteration left running. Pdeathsig kills the process harness-edge started when
@@ -59,11 +61,12 @@ func killMarked(token string, leader int) int {
 		}
 	}
 	n := 0
+	buf := make([]byte, 64<<10)
 	for _, pid := range pids {
 		if pid == os.Getpid() {
 			continue
 		}
-		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		env, err := environOf(pid, buf)
 		if err != nil || !bytes.Contains(append(env, 0), mark) {
 			continue
 		}
@@ -75,6 +78,69 @@ func killMarked(token string, leader int) int {
 		}
 	}
 	return n
+}
+
+// environOf reads a process's environment. A process in the middle of an exec has none, or a
+// part of one, for a moment (its old memory is going, its new one has no arguments and
+// environment yet), and one of an iteration's processes that exec'd as the scan passed (a
+// shell's `exec sleep 60`) was missed. The environment is read in one call, and read again, a
+// few times a millisecond apart, while it is empty (unless the process is a kernel thread,
+// which never has one) or does not end as a whole one does, with a NUL.
+// buf is the caller's, reused from process to process.
+func environOf(pid int, buf []byte) ([]byte, error) {
+	path := "/proc/" + strconv.Itoa(pid) + "/environ"
+	for try := 0; ; try++ {
+		env, err := readOnce(path, buf)
+		if err != nil {
+			return nil, err
+		}
+		whole := len(env) > 0 && env[len(env)-1] == 0
+		if whole || try == 5 || (len(env) == 0 && kernelThread(pid)) {
+			return env, nil
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// readOnce reads the file at path with one read into buf (the whole file with os.ReadFile when
+// it fills buf).
+func readOnce(path string, buf []byte) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	n, err := f.Read(buf)
+	if err == io.EOF {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if n == len(buf) {
+		return os.ReadFile(path)
+	}
+	return buf[:n], nil
+}
+
+// kernelThread reports whether pid is a kernel thread (PF_KTHREAD in the flags of
+// /proc/PID/stat, the ninth field, the seventh after the command name's parenthesis).
+func kernelThread(pid int) bool {
+	const pfKthread = 0x00200000
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 7 {
+		return false
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&pfKthread != 0
 }
 
 // readDirNames lists a directory's names, unsorted.
