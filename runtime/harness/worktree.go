@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/harness-edge/harness-edge/runtime/agent"
@@ -103,14 +104,27 @@ func (h *Harness) ensureWorktreeLocked() error {
 	if err := os.MkdirAll(filepath.Dir(w.Path), 0o755); err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
-	_ = repo.Run(ctx, nil, "worktree", "prune") // a directory removed by hand
+	defer lockRepo(w.Repo)()
 	branch := BranchPrefix + h.ID()
-	args := []string{"worktree", "add", "--quiet", w.Path, branch}
-	if err := repo.Run(ctx, nil, "rev-parse", "--verify", "--quiet", "refs/heads/"+branch); err != nil {
-		args = []string{"worktree", "add", "--quiet", "-b", branch, w.Path, cmp.Or(w.Ref, "HEAD")}
+	add := func() error {
+		args := []string{"worktree", "add", "--quiet", w.Path, branch}
+		if err := repo.Run(ctx, nil, "rev-parse", "--verify", "--quiet", "refs/heads/"+branch); err != nil {
+			args = []string{"worktree", "add", "--quiet", "-b", branch, w.Path, cmp.Or(w.Ref, "HEAD")}
+		}
+		return repo.Run(ctx, nil, args...)
 	}
-	if err := repo.Run(ctx, nil, args...); err != nil {
-		return fmt.Errorf("workspace: the harness's worktree: %w", err)
+	if err := add(); err != nil {
+		// A worktree directory removed by hand is still registered, and git refuses to add
+		// one there: prune the registrations whose directories are gone, then try again (the
+		// branch may have been made meanwhile). Not before every add: a prune deletes the
+		// half-made registration of a worktree another process is adding at that moment.
+		if !strings.Contains(err.Error(), "already registered") {
+			return fmt.Errorf("workspace: the harness's worktree: %w", err)
+		}
+		_ = repo.Run(ctx, nil, "worktree", "prune")
+		if err := add(); err != nil {
+			return fmt.Errorf("workspace: the harness's worktree: %w", err)
+		}
 	}
 	h.emit(event.Event{Type: event.Warning, Message: fmt.Sprintf("working in worktree %s on branch %s (from %s of %s)", w.Path, branch, cmp.Or(w.Ref, "HEAD"), w.Repo)})
 	return nil
@@ -171,11 +185,28 @@ func (m *Manager) RemoveWorktree(id string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("workspace.repo: %w", err)
 	}
-	if err := repo.Run(ctx, nil, "worktree", "remove", "--force", dir); err != nil {
+	unlock := lockRepo(w.Repo)
+	err = repo.Run(ctx, nil, "worktree", "remove", "--force", dir)
+	unlock()
+	if err != nil {
 		return "", fmt.Errorf("removing the worktree %s: %w", dir, err)
 	}
 	removeLockFile(dir)
 	return dir, nil
+}
+
+// repoLocks serialise this process's changes to a repository's worktrees (lockRepo).
+var repoLocks sync.Map // cleaned repository path → *sync.Mutex
+
+// lockRepo locks the worktrees of repo against this process's other changes to them, and
+// returns what unlocks them. Harnesses that start at once in a daemon each add a worktree, and a
+// deletion removes them meanwhile: git's worktree commands share the repository's bookkeeping
+// (.git/worktrees), and an add run beside another's prune or remove lost its registration
+// ("could not open .git/worktrees/ID/locked"), which left its harness created and never run.
+func lockRepo(repo string) (unlock func()) {
+	mu, _ := repoLocks.LoadOrStore(filepath.Clean(repo), new(sync.Mutex))
+	mu.(*sync.Mutex).Lock()
+	return mu.(*sync.Mutex).Unlock
 }
 
 // removeLockFile removes the workspace lock file of a removed worktree (beside it, in the
