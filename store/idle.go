@@ -22,8 +22,8 @@ const DefaultIdleRelease = 30 * time.Second
 // later: 40 MB, where it stayed at 243 MB before.
 
 // wrote notes a checkpoint, and arms the idle release if it is not armed. It costs a
-// checkpoint two atomic operations: the timer is not reset at each, it looks at the time of
-// the last when it fires.
+// checkpoint a clock read and two atomic operations: the timer is not reset at each, it looks
+// at the time of the last when it fires.
 func (s *Store) wrote() {
 	s.lastWrite.Store(time.Now().UnixNano())
 	if s.idleArmed.Load() {
