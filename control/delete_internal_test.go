@@ -36,6 +36,32 @@ func (f *gatedFS) Create(name string, cat vfs.DiskWriteCategory) (vfs.File, erro
 	return f.FS.Create(name, cat)
 }
 
+// deletion is what a Delete or a Prune run in the background returned.
+type deletion struct {
+	res DeleteResult
+	err error
+}
+
+// answersMeanwhile fails the test unless the server answers a request (health) within 5 s while
+// what holds the deletion holds it; release lets the deletion go on should it not.
+func answersMeanwhile(t *testing.T, srv *Server, while string, release func()) {
+	t.Helper()
+	answered := make(chan error, 1)
+	go func() {
+		_, err := srv.Health(context.Background())
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		release()
+		t.Fatalf("the server did not answer while %s", while)
+	}
+}
+
 // A deletion gives the disk back by compacting once it has let go of the server: compacting a
 // large store takes seconds, and every other request (a command's first call, ls, the console)
 // waited for it. Here the compaction is held at its first table while the server answers.
@@ -62,14 +88,10 @@ func TestADeletionsCompactionHoldsUpNothingElse(t *testing.T) {
 		}
 	}
 	fs.armed.Store(true)
-	type result struct {
-		res DeleteResult
-		err error
-	}
-	done := make(chan result, 1)
+	done := make(chan deletion, 1)
 	go func() {
 		res, err := srv.Delete(context.Background(), "a", false)
-		done <- result{res, err}
+		done <- deletion{res, err}
 	}()
 	select {
 	case <-fs.hit:
@@ -79,20 +101,7 @@ func TestADeletionsCompactionHoldsUpNothingElse(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the deletion's compaction did not start")
 	}
-	answered := make(chan error, 1)
-	go func() {
-		_, err := srv.Health(context.Background())
-		answered <- err
-	}()
-	select {
-	case err := <-answered:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		close(fs.release)
-		t.Fatal("the server did not answer while a deletion compacted")
-	}
+	answersMeanwhile(t, srv, "a deletion compacted", func() { close(fs.release) })
 	if _, err := db.Index("a"); err == nil {
 		t.Fatal("harness a is still listed while its keys are compacted")
 	}
@@ -129,6 +138,7 @@ exec %q "$@"
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) }) // a test that failed holding it
 	return hit, release
 }
 
@@ -140,14 +150,10 @@ func TestAPruneRemovesWorktreesWithoutHoldingUpTheServer(t *testing.T) {
 	srv, db, repo := isolatedStore(t, "a")
 	wt := harness.WorktreeDir(repo, "a")
 	hit, release := heldGit(t)
-	type result struct {
-		res DeleteResult
-		err error
-	}
-	done := make(chan result, 1)
+	done := make(chan deletion, 1)
 	go func() {
 		res, err := srv.Prune(context.Background(), PruneRequest{OlderThan: "0s"})
-		done <- result{res, err}
+		done <- deletion{res, err}
 	}()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if _, err := os.Stat(hit); err == nil {
@@ -162,20 +168,7 @@ func TestAPruneRemovesWorktreesWithoutHoldingUpTheServer(t *testing.T) {
 			t.Fatal("the prune did not start removing the worktree")
 		}
 	}
-	answered := make(chan error, 1)
-	go func() {
-		_, err := srv.Health(context.Background())
-		answered <- err
-	}()
-	select {
-	case err := <-answered:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		_ = os.WriteFile(release, nil, 0o644)
-		t.Fatal("the server did not answer while a prune removed a worktree")
-	}
+	answersMeanwhile(t, srv, "a prune removed a worktree", func() { _ = os.WriteFile(release, nil, 0o644) })
 	if _, err := srv.Retry(context.Background(), "a", RetryRequest{}); !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "being deleted") {
 		t.Errorf("a retry of the harness being deleted: %v", err)
 	}
