@@ -55,23 +55,28 @@ func (s *Store) releaseIdleLocked() bool {
 	if s.idleClosed {
 		return false
 	}
-	if wait := time.Duration(s.lastWrite.Load()+int64(s.idleAfter)-time.Now().UnixNano()) + time.Millisecond; wait > time.Millisecond {
+	if wait := time.Duration(s.lastWrite.Load() + int64(s.idleAfter) - time.Now().UnixNano()); wait > 0 {
 		s.idleTimer.Reset(wait)
 		return false
 	}
 	s.idleArmed.Store(false)
+	s.closeIdle()
+	return true
+}
+
+// closeIdle closes the compressors and decompressors the store keeps idle (the idle release,
+// and Close); those in use are not touched.
+func (s *Store) closeIdle() {
 	s.keyframes.releaseIdle()
 	for {
 		select {
 		case enc := <-s.streamEncs:
 			enc.Close()
-			continue
 		case dec := <-s.streamDecs:
 			dec.Close()
-			continue
 		default:
+			return
 		}
-		return true
 	}
 }
 

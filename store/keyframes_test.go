@@ -11,7 +11,7 @@ import (
 
 func TestKeyframeEncodersMakeOneForOneHarnessAndMoreOnlyWhenBusy(t *testing.T) {
 	var k keyframeEncoders
-	defer k.close()
+	defer k.releaseIdle()
 	src := bytes.Repeat([]byte("a keyframe of text, "), 5000)
 	dec, _ := zstd.NewReader(nil)
 	defer dec.Close()

@@ -331,16 +331,6 @@ func (k *keyframeEncoders) put(enc *zstd.Encoder) {
 	k.mu.Unlock()
 }
 
-// close releases the encoders; every keyframe has been compressed.
-func (k *keyframeEncoders) close() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for _, enc := range k.idle {
-		enc.Close()
-	}
-	k.idle, k.made = nil, 0
-}
-
 // keyframeFrame is the raw size of each independent zstd frame of a keyframe: larger keyframes
 // compress and decompress on every core. A frame finds its matches only within itself, and a
 // keyframe is most of what a finished harness keeps: 1 MiB frames stored a 1,000-step harness
@@ -645,13 +635,7 @@ func (s *Store) Close() error {
 		h.mu.Unlock()
 	}
 	s.zdec.Close()
-	for len(s.streamDecs) > 0 {
-		(<-s.streamDecs).Close()
-	}
-	for len(s.streamEncs) > 0 {
-		(<-s.streamEncs).Close()
-	}
-	s.keyframes.close()
+	s.closeIdle() // every harness has let go of its own
 	s.headsWG.Wait()
 	var herr error
 	if !s.readOnly {
