@@ -127,9 +127,11 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (*http
 	if rest, ok := strings.CutPrefix(path, "/v1/harnesses/"); ok {
 		seg, _, _ := strings.Cut(rest, "/")
 		seg, _, _ = strings.Cut(seg, "?")
-		if id, err := url.PathUnescape(seg); err != nil {
-			return nil, store.ValidID(seg)
-		} else if err := store.ValidID(id); err != nil {
+		id, err := url.PathUnescape(seg)
+		if err != nil {
+			id = seg // a stray '%': no id has one
+		}
+		if err := store.ValidID(id); err != nil {
 			return nil, err
 		}
 	}

@@ -371,7 +371,7 @@ func (s *Server) chooseFamily(id string, force bool) (DeleteResult, func(), erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m.Reserved(id) {
-		return DeleteResult{}, nil, fmt.Errorf("harness %s is being deleted: %w", id, store.ErrNotFound)
+		return DeleteResult{}, nil, store.BeingDeleted(id)
 	}
 	list, err := s.store.List()
 	if err != nil {

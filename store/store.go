@@ -959,6 +959,12 @@ func (s *Store) keyframeDue(h *harness) bool {
 	return head.Seq > 0 && head.Seq-min(head.Seq, h.index.KeyframeSeq) >= bound
 }
 
+// BeingDeleted is the refusal of a harness whose deletion is under way (here, or in a daemon
+// that reserved it): it wraps ErrNotFound, as the refusal of one already gone does.
+func BeingDeleted(id string) error {
+	return fmt.Errorf("harness %s is being deleted: %w", id, ErrNotFound)
+}
+
 // open returns the in-memory harness for id, replaying its chain from the store the first time.
 // create says whether a harness the store does not hold may be started.
 func (s *Store) open(id string, create bool) (*harness, error) {
@@ -968,7 +974,7 @@ func (s *Store) open(id string, create bool) (*harness, error) {
 		return nil, errors.New("store is closed")
 	}
 	if s.deleting[id] > 0 {
-		return nil, fmt.Errorf("harness %s is being deleted: %w", id, ErrNotFound)
+		return nil, BeingDeleted(id)
 	}
 	if h, ok := s.harnesses[id]; ok {
 		return h, nil

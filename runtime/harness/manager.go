@@ -215,7 +215,7 @@ func (m *Manager) Get(id string) (*Harness, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.deleting[id] {
-		return nil, fmt.Errorf("harness %s is being deleted: %w", id, store.ErrNotFound)
+		return nil, store.BeingDeleted(id)
 	}
 	if h, ok := m.harnesses[id]; ok {
 		return h, nil
@@ -234,16 +234,15 @@ func (m *Manager) Get(id string) (*Harness, error) {
 }
 
 // Reserve marks harnesses as being deleted until done is called: Get refuses them meanwhile
-// (with an error wrapping store.ErrNotFound, as it does once they are gone), so that nothing
-// loads, resumes, retries or changes them while their deletion removes their worktrees without
-// holding its caller's lock. It reserves nothing, and says so, when one of them is reserved
-// already.
+// (store.BeingDeleted), so that nothing loads, resumes, retries or changes them while their
+// deletion removes their worktrees without holding its caller's lock. It reserves nothing, and
+// says so, when one of them is reserved already.
 func (m *Manager) Reserve(ids []string) (done func(), err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, id := range ids {
 		if m.deleting[id] {
-			return nil, fmt.Errorf("harness %s is being deleted: %w", id, store.ErrNotFound)
+			return nil, store.BeingDeleted(id)
 		}
 	}
 	for _, id := range ids {
@@ -271,6 +270,10 @@ func (m *Manager) storedTask(id string) (*task.Task, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseStoredTask(id, raw)
+}
+
+func parseStoredTask(id string, raw []byte) (*task.Task, error) {
 	return task.Parse("the stored task of harness "+id, raw)
 }
 
@@ -284,7 +287,7 @@ func (m *Manager) storedWorkspace(id string) (task.Workspace, error) {
 	if w, ok := task.StoredWorkspace(raw); ok {
 		return w, nil
 	}
-	t, err := task.Parse("the stored task of harness "+id, raw)
+	t, err := parseStoredTask(id, raw)
 	if err != nil {
 		return task.Workspace{}, err
 	}
