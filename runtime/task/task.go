@@ -1031,9 +1031,7 @@ func (t *Task) applyDefaults() {
 	if t.Retry.Factor == 0 {
 		t.Retry.Factor = DefaultRetryFactor
 	}
-	if t.Workspace.Path == "" && !t.Workspace.Isolated() {
-		t.Workspace.Path = DefaultWorkspace
-	}
+	t.Workspace.applyDefaults()
 	for _, a := range t.Agents {
 		a.applyDefaults()
 	}

@@ -122,10 +122,16 @@ func StoredWorkspace(data []byte) (w Workspace, ok bool) {
 	if doc.Workspace != nil {
 		w = *doc.Workspace
 	}
+	w.applyDefaults()
+	return w, true
+}
+
+// applyDefaults gives a workspace without a path (and not isolated: a worktree's path is the
+// harness's) the default one.
+func (w *Workspace) applyDefaults() {
 	if w.Path == "" && !w.Isolated() {
 		w.Path = DefaultWorkspace
 	}
-	return w, true
 }
 
 // validateWorkspace checks the workspace's options, and that agents of a read-only workspace
