@@ -132,10 +132,11 @@ func TestFleetAdoptMovesAKilledDevicesHarness(t *testing.T) {
 
 	js := hubStream(t, url)
 	ctx := context.Background()
-	// The hub holds a's harness with some steps done.
+	// The hub holds a's harness with some steps done. Its first record may be the harness's
+	// creation, before the owner agent has made the plan.
 	var hubEntry store.IndexEntry
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if s, err := fleet.Show(ctx, js, nil, "a", "job"); err == nil && s.State.Plan.Steps[3].Status == statefmt.StepCompleted {
+		if s, err := fleet.Show(ctx, js, nil, "a", "job"); err == nil && s.State.Plan != nil && len(s.State.Plan.Steps) == steps && s.State.Plan.Steps[3].Status == statefmt.StepCompleted {
 			hubEntry = s.Entry
 			break
 		}
