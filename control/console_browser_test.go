@@ -103,6 +103,12 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.Click("#signin-button"),
 		chromedp.WaitVisible("#signin-error"),
 	)
+	// Signed out, the page offers nothing but the sign-in: no nav, no "Sign out".
+	var navShown bool
+	run("the nav while signed out", chromedp.Evaluate(`getComputedStyle(document.getElementById("nav")).display !== "none"`, &navShown))
+	if navShown {
+		t.Error("the sign-in page shows the nav (Harnesses, Submit, Report, Sign out) to a visitor not signed in")
+	}
 	run("sign in",
 		shot("console-signin.png"),
 		chromedp.SetValue("#token", tok),
