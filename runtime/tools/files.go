@@ -166,15 +166,16 @@ func writeRegular(root *os.Root, p string, data []byte, perm fs.FileMode) error 
 }
 
 // MaxGrepFileSize is the largest file grep searches; MaxGrepLine the longest line it matches
-// (a file with a longer line is searched up to that line).
+// (a longer line is skipped, and the lines after it are searched).
 const (
 	MaxGrepFileSize = 16 << 20
 	MaxGrepLine     = 1 << 20
 )
 
 // grepFile appends a file's matching lines to out as "path:line:text", streaming it with a
-// bounded line buffer. It skips binary and unreadable files, and reports stop once out holds
-// more than limit bytes; the error is the context's when the call was cancelled.
+// bounded line buffer. It skips binary and unreadable files and lines over MaxGrepLine, and
+// reports stop once out holds more than limit bytes; the error is the context's when the call
+// was cancelled.
 func grepFile(ctx context.Context, root *os.Root, p string, re *regexp.Regexp, out *strings.Builder, limit int) (stop bool, err error) {
 	f, err := openRegular(root, p, os.O_RDONLY, 0)
 	if err != nil {
@@ -185,17 +186,39 @@ func grepFile(ctx context.Context, root *os.Root, p string, re *regexp.Regexp, o
 	if head, _ := br.Peek(8000); bytes.IndexByte(head, 0) >= 0 {
 		return false, ctx.Err() // binary
 	}
-	sc := bufio.NewScanner(br)
-	sc.Buffer(make([]byte, 0, 64<<10), MaxGrepLine)
-	for n := 1; sc.Scan(); n++ {
-		if line := sc.Bytes(); re.Match(line) {
-			fmt.Fprintf(out, "%s:%d:%s\n", p, n, line)
-			if out.Len() > limit {
-				return true, nil
+	var line []byte // the line so far, when it is longer than the reader's buffer
+	long := false   // the line so far is over MaxGrepLine: it is read to its end and skipped
+	for n := 1; ; {
+		chunk, err := br.ReadSlice('\n')
+		whole := err == nil || (errors.Is(err, io.EOF) && (len(chunk) > 0 || len(line) > 0))
+		switch {
+		case long:
+		case len(line)+len(chunk) > MaxGrepLine+1: // +1: the newline is not the line's
+			long, line = true, line[:0]
+		case !whole || len(line) > 0:
+			line = append(line, chunk...)
+			chunk = line
+		}
+		if !whole {
+			if errors.Is(err, bufio.ErrBufferFull) {
+				continue
+			}
+			return false, ctx.Err() // the end of the file, or a read error: the rest is not read
+		}
+		if !long {
+			text := bytes.TrimSuffix(bytes.TrimSuffix(chunk, []byte("\n")), []byte("\r"))
+			if re.Match(text) {
+				fmt.Fprintf(out, "%s:%d:%s\n", p, n, text)
+				if out.Len() > limit {
+					return true, nil
+				}
 			}
 		}
+		if err != nil {
+			return false, ctx.Err()
+		}
+		n, line, long = n+1, line[:0], false
 	}
-	return false, ctx.Err()
 }
 
 // ctxFS fails every open once its context is done, so that a walk over a large tree stops

@@ -73,6 +73,32 @@ func TestReadFileIsBoundedOnHugeFiles(t *testing.T) {
 	}
 }
 
+// grep skips a line over MaxGrepLine and goes on with the lines after it, numbering them as
+// they are in the file; a line of exactly MaxGrepLine bytes is matched whole, and a CRLF
+// line is matched without its CR.
+func TestGrepSkipsALongLineAndSearchesTheRest(t *testing.T) {
+	s := newSandbox(t)
+	content := "alpha\n" + strings.Repeat("needle ", MaxGrepLine/3) + "\n" + "needle after\r\n" +
+		strings.Repeat("x", MaxGrepLine-len("needle")) + "needle\n" + "no match\n" + "last needle"
+	if err := os.WriteFile(filepath.Join(s.ws, "long.txt"), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var res statefmt.ToolResult
+	if n := allocated(func() {
+		res = s.run("grep", map[string]any{"pattern": "needle after|last needle|^needle", "path": "long.txt"})
+	}); n > 8<<20 {
+		t.Fatalf("grep over a file with a 2 MiB line allocated %d bytes", n)
+	}
+	if want := "long.txt:3:needle after\nlong.txt:6:last needle\n"; !res.Success || res.Output != want {
+		t.Fatalf("grep: success=%v, output %d bytes, want %q: %.120q", res.Success, len(res.Output), want, res.Output)
+	}
+	// The line of exactly MaxGrepLine bytes (longer than the output's cap, so it is cut).
+	res = s.run("grep", map[string]any{"pattern": "^x+needle$", "path": "long.txt"})
+	if !res.Success || !strings.HasPrefix(res.Output, "long.txt:4:xxxx") {
+		t.Fatalf("grep of the line of MaxGrepLine bytes: success=%v, output %.80q", res.Success, res.Output)
+	}
+}
+
 // A cancelled call stops reading: a scan through a huge file ends with the context.
 func TestReadFileIsCancellable(t *testing.T) {
 	s := newSandbox(t)
