@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,30 +90,70 @@ func decodeFile(name string, data []byte, t *Task) (*yaml.Node, []lineErr, error
 
 // syntaxErr turns the parser's error ("yaml: line 3: ...") into an Error with its line. The
 // parser names no line for a problem on the first one, so a document of one line (a JSON task
-// written without newlines) gets line 1.
+// written without newlines) gets line 1. A file that starts as JSON is named at the line and
+// column where encoding/json finds it invalid: a comma too many or too few, a quote missing,
+// which is what to fix; YAML, which reads it then, fails further on or around it.
 func syntaxErr(name string, data []byte, err error) error {
 	first, _, _ := strings.Cut(err.Error(), "\n")
 	e := &Error{File: name, Msg: strings.TrimPrefix(first, "yaml: ")}
 	if m := yamlLine().FindStringSubmatch(first); m != nil {
 		e.Line, _ = strconv.Atoi(m[1])
 		e.Msg = m[2]
+		if yamlParserProblem(e.Msg) {
+			// The parser (not the scanner) counts its lines from 0 in its messages: it named the
+			// line before the mapping or list it was reading.
+			e.Line++
+		}
+		// At the end of a file without a last newline, that line is one past the last.
+		e.Line = min(e.Line, 1+bytes.Count(bytes.TrimRight(data, "\r\n"), []byte("\n")))
 	} else if !bytes.Contains(bytes.TrimRight(data, "\r\n"), []byte("\n")) {
 		e.Line = 1
 	}
-	if strings.HasSuffix(e.Msg, "found invalid Unicode character escape code") {
-		if where, why, ok := notJSON(data); ok {
-			// JSON but for a slip (a comma too many or too few): that slip is what to fix.
-			e.Msg += fmt.Sprintf(": the file starts as JSON but is not valid JSON (%s: %s), so it was read as YAML, where a \\u escape is a code point "+
-				"and \\uD800-\\uDFFF (UTF-16 surrogates) are none; once it is valid JSON, its surrogate pairs (\\ud83d\\ude80) read as their characters", where, why)
-		} else {
-			e.Msg += ": a \\u escape in a double-quoted string is a code point, and \\uD800-\\uDFFF (UTF-16 surrogates) are none; " +
-				"write a character outside the Basic Multilingual Plane as itself or as \\U0001F680"
+	surrogate := strings.HasSuffix(e.Msg, "found invalid Unicode character escape code")
+	if line, col, why, ok := notJSON(data); ok && looksJSON(name, data) {
+		yamlSays := e.Msg
+		if e.Line > 0 {
+			yamlSays = fmt.Sprintf("line %d: %s", e.Line, e.Msg)
 		}
+		e.Line = line
+		e.Msg = fmt.Sprintf("column %d: not valid JSON: %s (a file that is not valid JSON is read as YAML, and that fails too, at %s)", col, why, yamlSays)
+		if surrogate {
+			e.Msg += "; once it is valid JSON, its surrogate pairs (\\ud83d\\ude80) read as their characters"
+		}
+		return e
+	}
+	if surrogate {
+		e.Msg += ": a \\u escape in a double-quoted string is a code point, and \\uD800-\\uDFFF (UTF-16 surrogates) are none; " +
+			"write a character outside the Basic Multilingual Plane as itself or as \\U0001F680"
 	}
 	return e
 }
 
-// fail reports a value at path that could not be decoded (it is left out of the task).
+// yamlParserProblems are the YAML parser's messages (a mapping or list not closed or not
+// indented as it should be), as against its scanner's (a character that cannot be there).
+var yamlParserProblems = []string{
+	"did not find expected ',' or ']'", "did not find expected ',' or '}'", "did not find expected '-' indicator",
+	"did not find expected <document start>", "did not find expected <stream-start>", "did not find expected key",
+	"did not find expected node content", "found duplicate %TAG directive", "found duplicate %YAML directive",
+	"found incompatible YAML document", "found undefined tag handle",
+}
+
+func yamlParserProblem(msg string) bool { return slices.Contains(yamlParserProblems, msg) }
+
+// looksJSON says whether a task file is meant as JSON: named .json, or a mapping or list whose
+// first key or item is a JSON string (a YAML flow mapping, {id: x}, is not).
+func looksJSON(name string, data []byte) bool {
+	if strings.EqualFold(filepath.Ext(name), ".json") {
+		return true
+	}
+	t := bytes.TrimLeft(data, " \t\r\n")
+	if len(t) == 0 || (t[0] != '{' && t[0] != '[') {
+		return false
+	}
+	t = bytes.TrimLeft(t[1:], " \t\r\n")
+	return len(t) > 0 && strings.IndexByte(`"{}[]`, t[0]) >= 0
+}
+
 func (d *decoder) fail(n *yaml.Node, path []string, msg string) {
 	d.errs = append(d.errs, lineErr{fieldErr{append([]string(nil), path...), msg}, n.Line, true})
 }

@@ -222,17 +222,17 @@ func position(data []byte, at int) (line, col int) {
 
 // notJSON says, of a document that starts as JSON ({ or [) but is not valid JSON, where (line
 // and column) and why encoding/json refuses it.
-func notJSON(data []byte) (where, why string, ok bool) {
+func notJSON(data []byte) (line, col int, why string, ok bool) {
 	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || (t[0] != '{' && t[0] != '[') {
-		return "", "", false
+		return 0, 0, "", false
 	}
 	var v any
 	var se *json.SyntaxError
 	if err := json.Unmarshal(data, &v); !errors.As(err, &se) {
-		return "", "", false
+		return 0, 0, "", false
 	}
-	line, col := position(data, min(max(int(se.Offset)-1, 0), len(data)))
-	return fmt.Sprintf("line %d, column %d", line, col), se.Error(), true
+	line, col = position(data, min(max(int(se.Offset)-1, 0), len(data)))
+	return line, col, se.Error(), true
 }
 
 // hasSurrogateEscape says whether data holds "\u" followed by D8-DF, in either case.

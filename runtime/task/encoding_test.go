@@ -159,18 +159,46 @@ func TestJSONSurrogatePairEscapesReadAsTheirCharacters(t *testing.T) {
 		"at the end":    {"{\"prompt\": \"\\ud83d\"}", `lone.json:1: column 13: \ud83d is half`},
 		"in a key":      {"{\"\\ud83d\": 1}", `lone.json:1: column 3: \ud83d is half`},
 		"YAML's escape": {"id: y\nprompt: \"rocket \\ud83d\\ude80\"\n", `lone.json:2: found invalid Unicode character escape code: a \u escape in a double-quoted string is a code point`},
-		"one line":      {`{"id": "x", "prompt": "a"`, `lone.json:1: did not find expected`},
+		"one line":      {`{"id": "x", "prompt": "a"`, `lone.json:1: column 25: not valid JSON: unexpected end of JSON input`},
 		// Columns count characters, as editors do: 日本語 is three, not nine bytes.
 		"after CJK": {`{"prompt": "日本語 \ud800"}`, `lone.json:1: column 17: \ud800 is half`},
-		// JSON with a slip is read as YAML, which refuses the pair: the slip is named.
+		// JSON with a slip is read as YAML, which refuses the pair: the slip is named first.
 		"a comma too many": {"{\"id\": \"x\",\n \"prompt\": \"\\ud83d\\ude80\",\n}\n",
-			`lone.json:2: found invalid Unicode character escape code: the file starts as JSON but is not valid JSON (line 3, column 1: invalid character '}' looking for beginning of object key string)`},
+			`lone.json:3: column 1: not valid JSON: invalid character '}' looking for beginning of object key string (a file that is not valid JSON is read as YAML, and that fails too, at line 2: found invalid Unicode character escape code); once it is valid JSON`},
 		"a comma too few": {`{"id": "x", "prompt": "\ud83d\ude80" "agent": "A"}`,
-			`lone.json:1: found invalid Unicode character escape code: the file starts as JSON but is not valid JSON (line 1, column 38: invalid character '"' after object key:value pair)`},
+			`lone.json:1: column 38: not valid JSON: invalid character '"' after object key:value pair`},
 	} {
 		_, err := task.Parse("lone.json", []byte(c.src))
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q...", name, err, c.want)
+		}
+	}
+}
+
+// A syntax error names the line to look at: for a file meant as JSON, the line and column
+// where encoding/json finds it invalid; for YAML, the line of the mapping or list the parser
+// was reading when it found something missing (its messages count lines from 0), and the line
+// of a character that cannot be there.
+func TestSyntaxErrorsNameTheLineOfTheMistake(t *testing.T) {
+	for name, want := range map[string]string{
+		// { opened on line 4 and never closed.
+		"flow.yaml:id: x\nagent: A\nagents:\n  A: {driver: script, tools: [read_file]\n  B: 1\n": "flow.yaml:4: did not find expected ',' or '}'",
+		// [ opened on line 6 and never closed.
+		"list.yaml:id: x\nagent: A\nagents:\n  A:\n    driver: script\n    tools: [read_file\n    x: 1\n": "list.yaml:6: did not find expected ',' or ']'",
+		// A list begun on line 4 and a key in it on line 5.
+		"mix.yaml:id: x\nagent: A\nagents:\n  - a\n  b: 2\n": "mix.yaml:4: did not find expected '-' indicator",
+		// A flow mapping of YAML (not JSON) whose } is missing.
+		"flowtop.yaml:{id: x,\nagent: A\n":            "flowtop.yaml:2: did not find expected ',' or '}'",
+		"tab.yaml:id: x\nagent: A\nagents:\n\tA: 1\n": "tab.yaml:4: found character that cannot start any token",
+		// A comma missing at the end of line 3: JSON finds it at the next key.
+		"comma.json:{\n  \"id\": \"x\",\n  \"agent\": \"A\"\n  \"prompt\": \"p\"\n}\n": "comma.json:4: column 3: not valid JSON: invalid character '\"' after object key:value pair",
+		// The same in a file not named .json that starts as JSON.
+		"comma.task:{\"id\": \"x\",\n\"agent\": \"A\" \"prompt\": \"p\"}\n": "comma.task:2: column 14: not valid JSON",
+	} {
+		file, src, _ := strings.Cut(name, ":")
+		_, err := task.Parse(file, []byte(src))
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: %v, want %q...", file, err, want)
 		}
 	}
 }
