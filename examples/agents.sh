@@ -20,12 +20,13 @@ echo "   (each iteration pauses 1s; the process is killed with SIGKILL in iterat
 export FAKE_AGENT_PAUSE=1
 "$bin" --store "$work/store" run --progress "$work/examples/ralph.yaml" > "$work/ralph.out" 2>&1 &
 pid=$!
+disown "$pid" # else the shell prints its own "Killed" line for it
 until [ -e "$work/examples/ralph-workspace/working.2" ]; do
 	kill -0 "$pid" 2>/dev/null || { echo "the run ended before the kill"; cat "$work/ralph.out"; exit 1; }
 	sleep 0.02
 done
 kill -9 "$pid"
-wait "$pid" 2>/dev/null || true
+while kill -0 "$pid" 2>/dev/null; do sleep 0.01; done
 sed 's/^/   /' "$work/ralph.out"
 echo "   -- killed pid $pid in iteration 2; resuming:"
 he resume --progress ralph-example | sed 's/^/   /'

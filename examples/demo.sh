@@ -14,12 +14,14 @@ he() { "$bin" --store "$work/store" "$@"; }
 echo "== 1. run the task; kill -9 the process once two steps have completed"
 "$bin" --store "$work/store" run "$work/demo.yaml" --json > "$work/events.jsonl" &
 pid=$!
+# Not a job of this shell's any more: the shell would print its own "Killed" line for it.
+disown "$pid"
 until [ "$(grep -c '"type":"step_completed"' "$work/events.jsonl" || true)" -ge 2 ]; do
 	kill -0 "$pid" 2>/dev/null || { echo "the run ended before the kill"; cat "$work/events.jsonl"; exit 1; }
 	sleep 0.02
 done
 kill -9 "$pid"
-wait "$pid" 2>/dev/null || true
+while kill -0 "$pid" 2>/dev/null; do sleep 0.01; done
 echo "   killed pid $pid after: $(grep -o '"type":"step_completed","harnessId":"demo","ts":"[^"]*","n":[0-9]*,"stepId":"[a-z]*"' "$work/events.jsonl" | sed 's/.*"stepId":"\([a-z]*\)"/\1/' | tr '\n' ' ')"
 echo "   what the store holds now:"
 he show demo | sed 's/^/   /'
