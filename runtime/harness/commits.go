@@ -284,7 +284,8 @@ func (h *Harness) findBase(ctx context.Context, repo *gitrepo.Repo) (string, err
 	if err != nil {
 		return "", err
 	}
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+	// Lines end with a tab when the commit has no Step-Id (the base): trim only the newlines.
+	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
 		f := strings.Split(line, "\t")
 		if len(f) == 3 && strings.TrimSpace(f[1]) == h.ID() && strings.TrimSpace(f[2]) == "" {
 			return f[0], nil
