@@ -371,10 +371,15 @@ func printReport(w io.Writer, r *control.Report, since time.Duration) {
 			}
 			fmt.Fprintf(tw, "  %s\t%s\tsteps %d/%d%s\t%s\t%s\t%s%s\tupdated %s\n", e.ID, e.Agent, e.StepsDone, e.Steps, phase,
 				plural(e.ToolCalls, "tool call"), plural(e.Checkpoints, "checkpoint"), sysinfo.FormatBytes(uint64(e.StoredBytes)), cost, e.UpdatedAt.Local().Format("Jan 2 15:04"))
-			if e.Reason != "" && group != statefmt.StatusCompleted {
+			reason := e.Reason != "" && group != statefmt.StatusCompleted
+			if reason {
 				fmt.Fprintf(tw, "    %s\n", clip(e.Reason))
 			}
 			for _, f := range e.Failures {
+				// A harness that failed with its step says so in its reason already.
+				if id, msg, ok := strings.Cut(strings.TrimPrefix(f, "step "), ": "); ok && reason && e.Reason == "step "+id+" failed: "+msg {
+					continue
+				}
 				fmt.Fprintf(tw, "    %s\n", resultCell(f))
 			}
 		}

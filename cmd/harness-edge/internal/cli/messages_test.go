@@ -129,3 +129,32 @@ func TestInvalidIDsSayTheRule(t *testing.T) {
 		t.Errorf("oversized submit: exit %d: %s", code, stderr)
 	}
 }
+
+// TestReportNamesAFailedStepsErrorOnce: a harness that failed with its step says so in its
+// reason; the report does not list the same error again among the failed steps.
+func TestReportNamesAFailedStepsErrorOnce(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "store")
+	f := writeTask(t, dir, "f.yaml", fmt.Sprintf(`id: f
+agent: A
+autonomy: 5
+retry: {maxRetries: 0}
+workspace: %s
+agents:
+  A:
+    driver: script
+    tools: [read_file]
+    script:
+      plan:
+        - {id: a, description: read a file that is not there, agent: A}
+      steps:
+        a: [{tool: read_file, args: {path: nope.txt}}]
+`, filepath.Join(dir, "ws")))
+	if code, out, stderr := run(t, "--store", db, "run", f); code != ExitError {
+		t.Fatalf("run: exit %d: %s%s", code, out, stderr)
+	}
+	code, out, stderr := run(t, "--store", db, "report", "--since", "0")
+	if code != ExitOK || strings.Count(out, "nope.txt") != 1 || !strings.Contains(out, "step a failed: tool read_file:") {
+		t.Fatalf("report: exit %d: %s%s", code, out, stderr)
+	}
+}
