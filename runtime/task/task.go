@@ -900,9 +900,11 @@ func CheckPlan(steps []PlanStep, knownAgent func(string) bool) []StepError {
 		}
 	}
 	errs = append(errs, checkPhases(steps, index)...)
-	if len(errs) > 0 {
-		return errs
+	if len(index) < len(steps) {
+		return errs // a step without an id of its own: its dependencies cannot be followed
 	}
+	// A cycle is looked for among the dependencies that name other steps of the plan, so that
+	// it is reported with the unknown ones, not after they are mended.
 	if cycle := findCycle(steps, index); cycle != nil {
 		errs = append(errs, StepError{index[cycle[0]] - 1, "dependsOn", "dependency cycle: " + idlist.Cycle(cycle, "step")})
 	}
@@ -981,6 +983,9 @@ func findCycle(steps []PlanStep, index map[string]int) []string {
 		stack = append(stack, steps[i].ID)
 		for _, d := range steps[i].DependsOn {
 			j := index[d] - 1
+			if j < 0 || j == i {
+				continue // not a step of the plan, or the step itself: reported as such
+			}
 			switch mark[j] {
 			case active:
 				start := slices.Index(stack, d)

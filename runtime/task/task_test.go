@@ -102,6 +102,8 @@ func TestBadFilesNameFileLineAndField(t *testing.T) {
 			[]string{"t.yaml:5: plan[0].dependsOn: dependency cycle: a -> b -> a"}},
 		{"plan unknown dependency", "agent: A\nagents:\n  A: {driver: script, script: {}}\nplan:\n  - {id: a, description: x, agent: A, dependsOn: [zz]}\n",
 			[]string{"t.yaml:5: plan[0].dependsOn:", `"zz" is not a step`}},
+		{"plan cycle and unknown dependency at once", "agent: A\nagents:\n  A: {driver: script, script: {}}\nplan:\n  - {id: a, description: x, agent: A, dependsOn: [c]}\n  - {id: b, description: y, agent: A, dependsOn: [a, nosuch, b]}\n  - {id: c, description: z, agent: A, dependsOn: [b]}\n",
+			[]string{"t.yaml:6: plan[1].dependsOn:", `"nosuch" is not a step`, "a step cannot depend on itself", "t.yaml:5: plan[0].dependsOn: dependency cycle: a -> c -> b -> a"}},
 		{"plan duplicate id and agent", "agent: A\nagents:\n  A: {driver: script, script: {}}\nplan:\n  - {id: a, description: x, agent: A}\n  - {id: a, description: y, agent: Q}\n",
 			[]string{"plan[1].id:", "also the id of step 0", "plan[1].agent:", `"Q" is not an agent`}},
 		{"two actions in one", "agent: A\nagents:\n  A:\n    driver: script\n    script:\n      steps:\n        s: [{output: a, sleep: 1s}]\n",
