@@ -77,7 +77,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	e := &env{t: t, dir: t.TempDir(), fs: vfs.NewMem(), clock: fakeclock.New(), rec: &recorder{}}
 	e.open()
-	t.Cleanup(func() { e.store.Close() })
+	t.Cleanup(e.close)
 	return e
 }
 
@@ -85,8 +85,18 @@ func newEnv(t *testing.T) *env {
 func newDiskEnv(t *testing.T) *env {
 	e := &env{t: t, dir: t.TempDir(), clock: fakeclock.New(), rec: &recorder{}}
 	e.open()
-	t.Cleanup(func() { e.store.Close() })
+	t.Cleanup(e.close)
 	return e
+}
+
+// close closes the store, once: a property's case closes its own when it ends (a hundred
+// cases' stores open until the test's end took gigabytes), and the test's cleanup closes what
+// is left.
+func (e *env) close() {
+	if e.store != nil {
+		e.store.Close()
+		e.store, e.fs, e.m = nil, nil, nil
+	}
 }
 
 // Open (re)opens the store and a fresh manager, as a restarted process does.

@@ -31,6 +31,7 @@ func TestPropertyInMemoryStoreRunsLikePebble(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 7))
 			src := randomTask(r, "x", "WS", r.IntN(4) == 0, true)
 			ref := newEnv(t)
+			defer ref.close()
 			want, err := ref.m.Dispatch(context.Background(), parseTask(t, strings.ReplaceAll(src, "WS", t.TempDir())))
 			if err != nil {
 				return err.Error()

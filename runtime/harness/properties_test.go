@@ -81,6 +81,7 @@ func TestPropertyCallsOutsidePermittedToolsAreRefused(t *testing.T) {
 			}
 			ws := workspace(t)
 			e := newEnv(t)
+			defer e.close()
 			h, err := e.m.Create(parseTask(t, fmt.Sprintf("id: p6\nagent: A\nautonomy: 5\nworkspace: %s\nagents:\n  A:\n    driver: script\n    tools: [%s]\n    script:\n      plan: [{id: s, description: calls, agent: A}]\n      steps:\n        s:\n%s",
 				ws, strings.Join(permitted, ", "), actions.String())))
 			if err != nil {
@@ -148,6 +149,7 @@ func TestPropertyEveryCallIsRecordedAndEvented(t *testing.T) {
 				fmt.Fprintf(&steps, "          - {output: done}\n")
 			}
 			e := newEnv(t)
+			defer e.close()
 			h, err := e.m.Create(parseTask(t, fmt.Sprintf("id: p7\nagent: A\nautonomy: 5\nworkspace: %s\nagents:\n  A:\n    driver: script\n    tools: [%s]\n    script:\n      plan:\n%s      steps:\n%s",
 				workspace(t), strings.Join(allTools, ", "), plan.String(), steps.String())))
 			if err != nil {
@@ -192,6 +194,7 @@ func TestPropertyTransientFailuresRetryWithGrowingBackoff(t *testing.T) {
 		return proptest.Report(t, func() string {
 			ws := workspace(t)
 			e := newEnv(t)
+			defer e.close()
 			h, err := e.m.Create(parseTask(t, fmt.Sprintf(`id: p8
 agent: A
 autonomy: 5
@@ -251,6 +254,7 @@ func TestPropertyToolCallBudgetIsEnforced(t *testing.T) {
 				fmt.Fprintf(&actions, "          - {tool: write_file, args: {path: f%d.txt, content: x}}\n", i)
 			}
 			e := newEnv(t)
+			defer e.close()
 			h, err := e.m.Create(parseTask(t, fmt.Sprintf("id: p9\nagent: A\nautonomy: %d\nbudget: {toolCalls: %d}\nworkspace: %s\nagents:\n  A:\n    driver: script\n    tools: [write_file]\n    script:\n      plan: [{id: s, description: calls, agent: A}]\n      steps:\n        s:\n%s          - {output: done}\n",
 				autonomy, limit, workspace(t), actions.String())))
 			if err != nil {
@@ -334,6 +338,7 @@ func TestPropertyGatesArePlacedByAutonomy(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 10))
 			src, critical := randomGatedPlan(r, "p10", autonomy, t.TempDir())
 			e := newEnv(t)
+			defer e.close()
 			h, err := e.m.Create(parseTask(t, src))
 			if err != nil {
 				return err.Error()
@@ -397,6 +402,7 @@ func TestPropertyGatesSuspendPersistAndSurviveRestarts(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 11))
 			src, _ := randomGatedPlan(r, "p11", 2, t.TempDir())
 			e := newEnv(t)
+			defer e.close()
 			h, err := e.m.Create(parseTask(t, src))
 			if err != nil {
 				return err.Error()
@@ -519,6 +525,7 @@ func TestPropertySubAgentsRunInPersistedChildHarnesses(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 15))
 			src, agentOf := delegatingTask(r, "p15", t.TempDir(), 0)
 			e := newEnv(t)
+			defer e.close()
 			h, err := e.m.Create(parseTask(t, src))
 			if err != nil {
 				return err.Error()
@@ -587,6 +594,7 @@ func TestPropertyFailedSubAgentIsRetriedOnce(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 17))
 			src, agentOf := delegatingTask(r, "p17", t.TempDir(), failB)
 			e := newEnv(t)
+			defer e.close()
 			h, err := e.m.Create(parseTask(t, src))
 			if err != nil {
 				return err.Error()
@@ -660,6 +668,7 @@ func TestPropertySubAgentDepthIsLimited(t *testing.T) {
 				fmt.Fprintf(&agents, "      steps:\n        own%d: [{tool: write_file, args: {path: l%d.txt, content: x}}, {output: level %d}]\n", i, i, i)
 			}
 			e := newEnv(t)
+			defer e.close()
 			h, err := e.m.Create(parseTask(t, fmt.Sprintf("id: p18\nagent: L0\nautonomy: 5\nmaxDepth: %d\nworkspace: %s\nagents:\n%s", maxDepth, t.TempDir(), agents.String())))
 			if chain > maxDepth {
 				list, _ := e.m.List()

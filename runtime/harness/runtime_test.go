@@ -152,6 +152,7 @@ func TestAHarnessCheckpointsEachStepAndTwiceBesides(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
+			defer e.close()
 			// The real clock, and a step's start checkpointed only when the step runs long
 			// (the default): these steps take microseconds.
 			e.m = harness.NewManager(e.store, harness.Options{Sinks: []event.Sink{e.rec}})
@@ -289,6 +290,7 @@ func TestPropertyInterruptResumeMatchesUninterrupted(t *testing.T) {
 			src := randomTask(r, "x", "WS", r.IntN(4) == 0, true)
 			// Uninterrupted.
 			ref := newEnv(t)
+			defer ref.close()
 			tk := parseTask(t, strings.ReplaceAll(src, "WS", t.TempDir()))
 			want, err := ref.m.Dispatch(context.Background(), tk)
 			if err != nil {
@@ -303,6 +305,7 @@ func TestPropertyInterruptResumeMatchesUninterrupted(t *testing.T) {
 			}
 			// Interrupted at a random step start, then resumed (possibly several times).
 			e := newEnv(t)
+			defer e.close()
 			tk = parseTask(t, strings.ReplaceAll(src, "WS", t.TempDir()))
 			h, err := e.m.Create(tk)
 			if err != nil {
@@ -426,6 +429,7 @@ func TestPropertyCreation(t *testing.T) {
 	p.Property("creation invariants", prop.ForAll(func(agents []int) bool {
 		return proptest.Report(t, func() string {
 			e := newEnv(t)
+			defer e.close()
 			e.m = harness.NewManager(e.store, harness.Options{Clock: e.clock}) // real id source
 			ids := map[string]bool{}
 			for _, a := range agents {
@@ -470,6 +474,7 @@ func TestPropertyDispatchPaths(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 3))
 			src := randomTask(r, "d", "WS", false, false) // the direct path does not retry
 			e := newEnv(t)
+			defer e.close()
 			harness, err := e.m.Dispatch(context.Background(), parseTask(t, strings.ReplaceAll(src, "WS", t.TempDir())))
 			if err != nil {
 				return err.Error()
