@@ -99,6 +99,9 @@ func TestUsageMessages(t *testing.T) {
 func TestInvalidIDsSayTheRule(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "store")
+	if code, out, stderr := run(t, "--store", db, "run", writeTask(t, dir, "once.yaml", daemonTask("once", filepath.Join(dir, "ws"), 1, "1ms", false))); code != ExitOK {
+		t.Fatalf("run: exit %d: %s%s", code, out, stderr)
+	}
 	for _, args := range [][]string{{"show", "a b"}, {"events", "x y"}, {"pause", "a/b"}, {"stop", "é"}} {
 		code, _, stderr := run(t, append([]string{"--store", db}, args...)...)
 		if code != ExitError || !strings.Contains(stderr, "is not valid: use 1-128 letters") {

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -63,11 +65,25 @@ func TestReadCommandsLeaveTheStoresFilesAsTheyWere(t *testing.T) {
 		t.Fatal("a named checkpoint changed nothing in the store")
 	}
 
+	// A path that holds no store (mistyped, or nothing has run with it) is said to, and a
+	// reader makes nothing there: not the directory, not an empty store to show.
 	fresh := filepath.Join(t.TempDir(), "new-store")
-	if code, out, errOut := run(t, "--store", fresh, "ls"); code != ExitOK || out != "ID  AGENT  STATUS  PARENT  CHECKPOINTS  UPDATED\n" {
-		t.Fatalf("ls of a new store: exit %d: %q %s", code, out, errOut)
+	for _, args := range [][]string{{"ls"}, {"show", "rd"}, {"report"}, {"verify"}} {
+		if code, out, errOut := run(t, append([]string{"--store", fresh}, args...)...); code != ExitError || !strings.Contains(errOut, fresh+" does not exist: no task has been run with it") {
+			t.Fatalf("%v of a path with no store: exit %d: %q %s", args, code, out, errOut)
+		}
 	}
-	if _, err := os.Stat(filepath.Join(fresh, "db")); err != nil {
-		t.Fatalf("ls of a new store made no database: %v", err)
+	if _, err := os.Stat(fresh); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("reading a path with no store made it: %v", err)
+	}
+	other := t.TempDir()
+	if err := os.WriteFile(filepath.Join(other, "notes.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := run(t, "--store", other, "ls"); code != ExitError || !strings.Contains(errOut, other+" holds no harness-edge store") {
+		t.Fatalf("ls of a directory with no store: exit %d: %s", code, errOut)
+	}
+	if entries, _ := os.ReadDir(other); len(entries) != 1 {
+		t.Fatalf("ls of a directory with no store left %d entries there", len(entries))
 	}
 }
