@@ -276,7 +276,7 @@ func EntryOf(st *statefmt.HarnessState, subs []*statefmt.HarnessState) ReportEnt
 				if step.Error != nil {
 					msg = *step.Error
 				}
-				re.Failures = append(re.Failures, fmt.Sprintf("step %s: %s", step.ID, msg))
+				re.Failures = append(re.Failures, harness.StepFailure(step.ID, msg))
 			}
 		}
 	}

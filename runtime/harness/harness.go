@@ -741,7 +741,7 @@ func (h *Harness) outcomeLocked() (statefmt.Status, string) {
 	var why []string
 	for _, id := range failed[:min(len(failed), idlist.Max)] {
 		s := h.st.Plan.Steps[h.plan().step(id)]
-		why = append(why, fmt.Sprintf("step %s failed: %s", id, deref(s.Error)))
+		why = append(why, StepFailure(id, deref(s.Error)))
 	}
 	if n := len(failed) - idlist.Max; n > 0 {
 		more := "and " + idlist.Count(n) + " more failed step"
@@ -755,6 +755,10 @@ func (h *Harness) outcomeLocked() (statefmt.Status, string) {
 	}
 	return statefmt.StatusFailed, strings.Join(why, "; ")
 }
+
+// StepFailure is how a failed step is named with its error, in a failed harness's reason and in
+// the report's list of failed steps alike (so that the one can be found in the other).
+func StepFailure(id, msg string) string { return fmt.Sprintf("step %s failed: %s", id, msg) }
 
 func deref(s *string) string {
 	if s == nil {

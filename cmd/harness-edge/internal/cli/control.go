@@ -371,16 +371,20 @@ func printReport(w io.Writer, r *control.Report, since time.Duration) {
 			}
 			fmt.Fprintf(tw, "  %s\t%s\tsteps %d/%d%s\t%s\t%s\t%s%s\tupdated %s\n", e.ID, e.Agent, e.StepsDone, e.Steps, phase,
 				plural(e.ToolCalls, "tool call"), plural(e.Checkpoints, "checkpoint"), sysinfo.FormatBytes(uint64(e.StoredBytes)), cost, e.UpdatedAt.Local().Format("Jan 2 15:04"))
-			reason := e.Reason != "" && group != statefmt.StatusCompleted
-			if reason {
-				fmt.Fprintf(tw, "    %s\n", clip(e.Reason))
+			reason := ""
+			if group != statefmt.StatusCompleted {
+				reason = e.Reason
 			}
+			if reason != "" {
+				fmt.Fprintf(tw, "    %s\n", clip(reason))
+			}
+			// A failed harness's reason names its failed steps: those it showed whole are not
+			// listed again.
+			shownWhole := clip(reason) == oneLine(reason)
 			for _, f := range e.Failures {
-				// A harness that failed with its step says so in its reason already.
-				if id, msg, ok := strings.Cut(strings.TrimPrefix(f, "step "), ": "); ok && reason && e.Reason == "step "+id+" failed: "+msg {
-					continue
+				if !shownWhole || !strings.Contains(reason, f) {
+					fmt.Fprintf(tw, "    %s\n", resultCell(f))
 				}
-				fmt.Fprintf(tw, "    %s\n", resultCell(f))
 			}
 		}
 	}

@@ -133,12 +133,14 @@ func TestInvalidIDsSayTheRule(t *testing.T) {
 	}
 }
 
-// TestReportNamesAFailedStepsErrorOnce: a harness that failed with its step says so in its
-// reason; the report does not list the same error again among the failed steps.
+// TestReportNamesAFailedStepsErrorOnce: a harness that failed with its steps names them in its
+// reason; the report does not list the same errors again among the failed steps, unless the
+// reason was too long to show whole.
 func TestReportNamesAFailedStepsErrorOnce(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "store")
-	f := writeTask(t, dir, "f.yaml", fmt.Sprintf(`id: f
+	task := func(id, missing string) string {
+		return fmt.Sprintf(`id: %s
 agent: A
 autonomy: 5
 retry: {maxRetries: 0}
@@ -150,14 +152,39 @@ agents:
     script:
       plan:
         - {id: a, description: read a file that is not there, agent: A}
+        - {id: b, description: read another, agent: A}
       steps:
         a: [{tool: read_file, args: {path: nope.txt}}]
-`, filepath.Join(dir, "ws")))
-	if code, out, stderr := run(t, "--store", db, "run", f); code != ExitError {
-		t.Fatalf("run: exit %d: %s%s", code, out, stderr)
+        b: [{tool: read_file, args: {path: %s}}]
+`, id, filepath.Join(dir, "ws"), missing)
+	}
+	long := strings.Repeat("x", 400) + ".txt"
+	for id, src := range map[string]string{"f": task("f", "gone.txt"), "g": task("g", long)} {
+		if code, out, stderr := run(t, "--store", db, "run", writeTask(t, dir, id+".yaml", src)); code != ExitError {
+			t.Fatalf("run %s: exit %d: %s%s", id, code, out, stderr)
+		}
 	}
 	code, out, stderr := run(t, "--store", db, "report", "--since", "0")
-	if code != ExitOK || strings.Count(out, "nope.txt") != 1 || !strings.Contains(out, "step a failed: tool read_file:") {
+	// Each harness's lines: its row (two spaces in) and the lines under it (four).
+	of := func(id string) string {
+		var b strings.Builder
+		in := false
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "  ") && !strings.HasPrefix(l, "    ") {
+				in = strings.HasPrefix(l, "  "+id+" ")
+			}
+			if in {
+				b.WriteString(l + "\n")
+			}
+		}
+		return b.String()
+	}
+	f, g := of("f"), of("g")
+	if code != ExitOK || strings.Count(f, "nope.txt") != 1 || strings.Count(f, "gone.txt") != 1 || !strings.Contains(f, "step a failed: tool read_file:") {
 		t.Fatalf("report: exit %d: %s%s", code, out, stderr)
+	}
+	// g's reason is cut at the table's width: its failed steps are listed under it.
+	if !strings.Contains(g, "bytes in all)") || strings.Count(g, "nope.txt") != 2 {
+		t.Fatalf("report of a harness whose reason is cut:\n%s", g)
 	}
 }
