@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -96,6 +95,7 @@ func decodeFile(name string, data []byte, t *Task) (*yaml.Node, []lineErr, error
 func syntaxErr(name string, data []byte, err error) error {
 	first, _, _ := strings.Cut(err.Error(), "\n")
 	e := &Error{File: name, Msg: strings.TrimPrefix(first, "yaml: ")}
+	lines := 1 + bytes.Count(bytes.TrimRight(data, "\r\n"), []byte("\n"))
 	if m := yamlLine().FindStringSubmatch(first); m != nil {
 		e.Line, _ = strconv.Atoi(m[1])
 		e.Msg = m[2]
@@ -105,12 +105,12 @@ func syntaxErr(name string, data []byte, err error) error {
 			e.Line++
 		}
 		// At the end of a file without a last newline, that line is one past the last.
-		e.Line = min(e.Line, 1+bytes.Count(bytes.TrimRight(data, "\r\n"), []byte("\n")))
-	} else if !bytes.Contains(bytes.TrimRight(data, "\r\n"), []byte("\n")) {
+		e.Line = min(e.Line, lines)
+	} else if lines == 1 {
 		e.Line = 1
 	}
 	surrogate := strings.HasSuffix(e.Msg, "found invalid Unicode character escape code")
-	if line, col, why, ok := notJSON(data); ok && looksJSON(name, data) {
+	if line, col, why, ok := notJSON(name, data); ok {
 		yamlSays := e.Msg
 		if e.Line > 0 {
 			yamlSays = fmt.Sprintf("line %d: %s", e.Line, e.Msg)
@@ -140,20 +140,7 @@ var yamlParserProblems = []string{
 
 func yamlParserProblem(msg string) bool { return slices.Contains(yamlParserProblems, msg) }
 
-// looksJSON says whether a task file is meant as JSON: named .json, or a mapping or list whose
-// first key or item is a JSON string (a YAML flow mapping, {id: x}, is not).
-func looksJSON(name string, data []byte) bool {
-	if strings.EqualFold(filepath.Ext(name), ".json") {
-		return true
-	}
-	t := bytes.TrimLeft(data, " \t\r\n")
-	if len(t) == 0 || (t[0] != '{' && t[0] != '[') {
-		return false
-	}
-	t = bytes.TrimLeft(t[1:], " \t\r\n")
-	return len(t) > 0 && strings.IndexByte(`"{}[]`, t[0]) >= 0
-}
-
+// fail reports a value at path that could not be decoded (it is left out of the task).
 func (d *decoder) fail(n *yaml.Node, path []string, msg string) {
 	d.errs = append(d.errs, lineErr{fieldErr{append([]string(nil), path...), msg}, n.Line, true})
 }

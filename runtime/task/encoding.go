@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -220,10 +221,16 @@ func position(data []byte, at int) (line, col int) {
 	return 1 + bytes.Count(data[:start], []byte("\n")), utf8.RuneCount(data[start:at]) + 1
 }
 
-// notJSON says, of a document that starts as JSON ({ or [) but is not valid JSON, where (line
-// and column) and why encoding/json refuses it.
-func notJSON(data []byte) (line, col int, why string, ok bool) {
-	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || (t[0] != '{' && t[0] != '[') {
+// notJSON says, of a task file meant as JSON (named .json, or a mapping or list whose first key
+// or item is a JSON string: a YAML flow mapping, {id: x}, is not) that is not valid JSON, where
+// (line and column) and why encoding/json refuses it.
+func notJSON(name string, data []byte) (line, col int, why string, ok bool) {
+	t := bytes.TrimLeft(data, " \t\r\n")
+	if len(t) == 0 || (t[0] != '{' && t[0] != '[') {
+		return 0, 0, "", false
+	}
+	if next := bytes.TrimLeft(t[1:], " \t\r\n"); !strings.EqualFold(filepath.Ext(name), ".json") &&
+		(len(next) == 0 || strings.IndexByte(`"{}[]`, next[0]) < 0) {
 		return 0, 0, "", false
 	}
 	var v any
