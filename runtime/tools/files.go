@@ -186,38 +186,39 @@ func grepFile(ctx context.Context, root *os.Root, p string, re *regexp.Regexp, o
 	if head, _ := br.Peek(8000); bytes.IndexByte(head, 0) >= 0 {
 		return false, ctx.Err() // binary
 	}
-	var line []byte // the line so far, when it is longer than the reader's buffer
-	long := false   // the line so far is over MaxGrepLine: it is read to its end and skipped
-	for n := 1; ; {
-		chunk, err := br.ReadSlice('\n')
-		whole := err == nil || (errors.Is(err, io.EOF) && (len(chunk) > 0 || len(line) > 0))
-		switch {
-		case long:
-		case len(line)+len(chunk) > MaxGrepLine+1: // +1: the newline is not the line's
-			long, line = true, line[:0]
-		case !whole || len(line) > 0:
-			line = append(line, chunk...)
-			chunk = line
-		}
-		if !whole {
-			if errors.Is(err, bufio.ErrBufferFull) {
-				continue
-			}
+	var buf []byte
+	for n := 1; ; n++ {
+		line, kept, err := nextLine(br, buf[:0], MaxGrepLine)
+		buf = line
+		if len(line) == 0 && kept && err != nil {
 			return false, ctx.Err() // the end of the file, or a read error: the rest is not read
 		}
-		if !long {
-			text := bytes.TrimSuffix(bytes.TrimSuffix(chunk, []byte("\n")), []byte("\r"))
-			if re.Match(text) {
-				fmt.Fprintf(out, "%s:%d:%s\n", p, n, text)
-				if out.Len() > limit {
-					return true, nil
-				}
+		if text := bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r")); kept && re.Match(text) {
+			fmt.Fprintf(out, "%s:%d:%s\n", p, n, text)
+			if out.Len() > limit {
+				return true, nil
 			}
 		}
 		if err != nil {
 			return false, ctx.Err()
 		}
-		n, line, long = n+1, line[:0], false
+	}
+}
+
+// nextLine appends br's next line (with its newline) to buf. A line of more than most bytes
+// (its newline aside) is read to its end and not kept: kept is false and line empty.
+func nextLine(br *bufio.Reader, buf []byte, most int) (line []byte, kept bool, err error) {
+	kept = true
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if kept && len(buf)+len(chunk) > most+1 {
+			kept, buf = false, buf[:0]
+		} else if kept {
+			buf = append(buf, chunk...)
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return buf, kept, err
+		}
 	}
 }
 
