@@ -525,11 +525,8 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 // recovers them into a table once, after which reads replay nothing.
 const ReadOnlyLogLimit = 1 << 20
 
-// ErrNoStore is what OpenToRead's refusal of a directory that holds no store wraps: nothing has
-// been run with it, or the path is mistyped.
-var ErrNoStore = errors.New("no store there")
-
-// NoStoreError is OpenToRead's refusal of Dir, which holds no store (Exists: Dir exists).
+// NoStoreError is OpenToRead's refusal of Dir, which holds no store (Exists: Dir exists):
+// nothing has been run with it, or the path is mistyped.
 type NoStoreError struct {
 	Dir    string
 	Exists bool
@@ -543,15 +540,13 @@ func (e *NoStoreError) Error() string {
 	return fmt.Sprintf("%s %s: no task has been run with it (check --store or HARNESS_EDGE_STORE; `harness-edge run TASK` or `serve` makes a store)", e.Dir, what)
 }
 
-func (e *NoStoreError) Unwrap() error { return ErrNoStore }
-
 // OpenToRead opens the store in dir for reading only: read-only (ReadOnly) when its database
 // exists and its write-ahead logs hold at most ReadOnlyLogLimit bytes; else as OpenStore opens
 // it, which recovers the logs into a table so that the next reads have nothing to replay (and
 // makes the database of a store whose creation was cut short).
 //
-// A directory that holds no store at all (no database, no heads file) is refused with
-// ErrNoStore, and nothing is made there: a reader given a mistyped path says so, rather than
+// A directory that holds no store at all (no database, no heads file) is refused with a
+// *NoStoreError, and nothing is made there: a reader given a mistyped path says so, rather than
 // make an empty store and show it.
 //
 // On a read-only file system it opens read-only whatever the logs hold: nothing can be recovered
