@@ -249,7 +249,20 @@ func (s *Store) damageOf(id string) error {
 // the log, so the heads file is not rewritten from the index after it (see saveHeads).
 // Pebble's fatal commit errors panic through here, and the flag is set then too. settling
 // says whether the commit may use most of the disk reserve (see checkRoom).
-func (s *Store) commit(b *pebble.Batch, settling bool) (err error) {
+func (s *Store) commit(b *pebble.Batch, settling bool) error {
+	if err := s.apply(b, settling); err != nil {
+		return err
+	}
+	if err := b.SyncWait(); err != nil {
+		s.commitFailed.Store(true)
+		return err
+	}
+	return nil
+}
+
+// apply is commit without the wait for the fsync: the batch is in the write-ahead log and
+// visible when it returns, and b.SyncWait says when it is durable (the caller then closes b).
+func (s *Store) apply(b *pebble.Batch, settling bool) (err error) {
 	if s.readOnly {
 		return ErrReadOnly
 	}
@@ -262,7 +275,7 @@ func (s *Store) commit(b *pebble.Batch, settling bool) (err error) {
 			s.commitFailed.Store(true)
 		}
 	}()
-	err = b.Commit(pebble.Sync)
+	err = s.db.ApplyNoSyncWait(b, pebble.Sync)
 	done = true
 	return err
 }

@@ -94,6 +94,9 @@ func (s *Store) StoredRecord(id string, seq uint64) ([]byte, error) {
 	}
 	v, closer, err := s.db.Get(chainKey(id, seq))
 	if errors.Is(err, pebble.ErrNotFound) {
+		if r, ok := s.released.Load(id); ok && r.(releasedRecord).seq == seq {
+			return bytes.Clone(r.(releasedRecord).env), nil
+		}
 		return nil, fmt.Errorf("%w: harness %s record %d", ErrNotFound, id, seq)
 	}
 	if err != nil {

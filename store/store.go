@@ -101,6 +101,71 @@ type Checkpoint struct {
 	// Pebble commit (incremental encode, delta, compression, envelope, index, batch). The bench
 	// suite reports it per step.
 	Prepare time.Duration
+
+	// pending is the fsync still to wait for (Extras.NoSyncWait), nil once durable.
+	pending *pending
+}
+
+// Wait waits until the checkpoint is durable and returns it. A checkpoint persisted with
+// Extras.NoSyncWait is in the log but perhaps not on the disk until Wait returns nil; for any
+// other, Wait returns it at once. An error means the fsync failed: the checkpoint may be lost,
+// and the store has dropped what it held in memory for the harness.
+func (c Checkpoint) Wait() (Checkpoint, error) {
+	if c.pending == nil {
+		return c, nil
+	}
+	p := c.pending
+	p.h.mu.Lock()
+	defer p.h.mu.Unlock()
+	if err := p.finishLocked(); err != nil {
+		return Checkpoint{}, err
+	}
+	c.pending = nil
+	return c, nil
+}
+
+// releasedRecord is a record released before its owner announced it (see Store.released).
+type releasedRecord struct {
+	seq uint64
+	env []byte
+}
+
+// pending is a checkpoint whose batch is in the log, visible to readers, and whose fsync is
+// under way: Pebble's commit pipeline makes it durable with, or before, any batch committed
+// after it.
+type pending struct {
+	s    *Store
+	h    *harness
+	b    *pebble.Batch
+	cp   Checkpoint
+	id   string
+	env  []byte // the record as stored (see released)
+	done bool
+	err  error
+}
+
+// finishLocked waits for the batch's fsync and acknowledges the checkpoint; it does so once,
+// and returns the same each time. On failure it drops the harness from memory, as a commit
+// that failed does. h.mu held.
+func (p *pending) finishLocked() error {
+	if p.done {
+		return p.err
+	}
+	p.done = true
+	if p.h.pending == p {
+		p.h.pending = nil
+	}
+	err := p.b.SyncWait()
+	p.b.Close()
+	if err != nil {
+		p.s.commitFailed.Store(true)
+		p.s.forgetLocked(p.id, p.h)
+		p.err = fmt.Errorf("harness %s: checkpoint %d not committed: %w", p.id, p.cp.Seq, err)
+		return p.err
+	}
+	p.s.acknowledge(p.id, p.cp.Seq)
+	p.s.saveHeadsSoon()
+	return nil
 }
 
 // StoreOptions configures OpenStore. Zero values take the defaults.
@@ -172,6 +237,11 @@ type Store struct {
 	acked sync.Map
 	// commitFailed says a commit failed: the index may show what the log does not hold.
 	commitFailed atomic.Bool
+	// released is, per harness (id → releasedRecord), the record a keyframe released while the
+	// checkpoint it held was still to be announced by its owner (Extras.NoSyncWait): its owner
+	// makes it known after the keyframe is written, and StoredRecord returns it until the
+	// harness's next checkpoint.
+	released sync.Map
 	// The heads file's writers (see saveHeadsSoon): one at a time, in the background.
 	headsMu   sync.Mutex
 	headsLast atomic.Int64 // when it was last written (UnixNano)
@@ -206,6 +276,12 @@ type harness struct {
 	zscratch   []byte
 
 	nextEvent uint64 // the next event's number; 0 until read from the log
+
+	// pending is the checkpoint whose fsync is under way (Extras.NoSyncWait): the next
+	// checkpoint, and anything that lets the harness go, waits for it first.
+	pending *pending
+	// heldReleased says the store's released map holds a record of this harness.
+	heldReleased bool
 
 	// restoreBuf is the replay's scratch, as large as the keyframe and already paged in: the
 	// first Restore decodes the state into it; a Persist lets it go.
@@ -1062,12 +1138,20 @@ func (s *Store) forgetLocked(id string, h *harness) {
 	}
 	s.mu.Unlock()
 	h.drop()
+	if h.heldReleased {
+		s.released.Delete(id)
+		h.heldReleased = false
+	}
 }
 
-// drop closes the harness's chain and marks it closed. h.mu held.
+// drop waits for the harness's checkpoint in flight, closes its chain and marks it closed.
+// h.mu held.
 func (h *harness) drop() {
 	if !h.closed {
 		h.closed = true
+		if p := h.pending; p != nil {
+			_ = p.finishLocked() // its error goes to the Checkpoint's Wait
+		}
 		h.close()
 	}
 }
@@ -1100,6 +1184,12 @@ type Extras struct {
 	// statefmt.BinaryEncoder.EncodeChanged): a checkpoint of a long plan then compares those
 	// steps only. The store takes the word only for the plan it encoded last.
 	Steps statefmt.StepChanges
+	// NoSyncWait returns once the batch is in the write-ahead log, before its fsync ends: the
+	// checkpoint is durable when Checkpoint.Wait returns nil. The caller may work meanwhile
+	// (the next step's reads), and must not let anything outside the process depend on the
+	// checkpoint until then. The harness's next checkpoint may be prepared meanwhile: it is
+	// written once this one is durable.
+	NoSyncWait bool
 }
 
 // PersistWith is Persist that also writes extras in the same batch.
@@ -1171,7 +1261,12 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 		return Checkpoint{}, err
 	}
 	b := s.db.NewBatch()
-	defer b.Close()
+	applied := false
+	defer func() {
+		if !applied {
+			b.Close()
+		}
+	}()
 	_ = b.Set(chainKey(id, info.Seq), envelope, nil)
 	_ = b.Set([]byte(prefixIndex+id), idxJSON, nil)
 	if info.Kind == bridge.KindKeyframe && info.Seq > 1 {
@@ -1198,17 +1293,31 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	}
 	cp.Prepare = time.Since(start)
 	settling := state.Status == statefmt.StatusPaused || state.Status == statefmt.StatusFailed || state.Status == statefmt.StatusCompleted
-	if err := s.commit(b, settling); err != nil {
+	prev := h.pending
+	if prev != nil { // this one was prepared while its fsync ran, and is written after it
+		if err := prev.finishLocked(); err != nil {
+			return Checkpoint{}, err
+		}
+	}
+	if err := s.apply(b, settling); err != nil {
 		// The chain moved on in memory but not on disk: replay from the store next time.
 		s.forgetLocked(id, h)
 		return Checkpoint{}, fmt.Errorf("harness %s: checkpoint %d not committed: %w", id, info.Seq, err)
+	}
+	applied = true
+	if prev != nil && info.Kind == bridge.KindKeyframe {
+		// Its owner hears of the previous checkpoint only now, and a sink may read its record
+		// then (a replicator does), after this keyframe released it.
+		s.released.Store(id, releasedRecord{prev.cp.Seq, prev.env})
+		h.heldReleased = true
+	} else if h.heldReleased {
+		s.released.Delete(id)
+		h.heldReleased = false
 	}
 	h.index = idx
 	if settling {
 		h.releaseStream()
 	}
-	s.acknowledge(id, info.Seq)
-	s.saveHeadsSoon()
 	s.wrote()
 	if len(events) > 0 {
 		h.nextEvent = firstEvent + uint64(len(events))
@@ -1217,6 +1326,14 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 		events[i].N = firstEvent + uint64(i)
 	}
 	cp.Events = events
+	p := &pending{s: s, h: h, b: b, cp: cp, id: id, env: envelope}
+	if x.NoSyncWait && !settling {
+		h.pending, cp.pending = p, p
+		return cp, nil
+	}
+	if err := p.finishLocked(); err != nil {
+		return Checkpoint{}, err
+	}
 	return cp, nil
 }
 

@@ -1,0 +1,234 @@
+package store_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/harness-edge/harness-edge/bridge"
+	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/store"
+)
+
+// gatedFS holds every fsync of the write-ahead log while it is closed: a checkpoint's batch is
+// then in the log (in the file system's unsynced data) and not on the disk.
+type gatedFS struct {
+	vfs.FS
+	mu     sync.Mutex
+	gate   chan struct{} // nil: open
+	waiter atomic.Int32  // fsyncs waiting at the gate
+}
+
+func (fs *gatedFS) close() {
+	fs.mu.Lock()
+	fs.gate = make(chan struct{})
+	fs.mu.Unlock()
+}
+
+func (fs *gatedFS) open() {
+	fs.mu.Lock()
+	if fs.gate != nil {
+		close(fs.gate)
+		fs.gate = nil
+	}
+	fs.mu.Unlock()
+}
+
+func (fs *gatedFS) wait() {
+	fs.mu.Lock()
+	g := fs.gate
+	fs.mu.Unlock()
+	if g != nil {
+		fs.waiter.Add(1)
+		<-g
+		fs.waiter.Add(-1)
+	}
+}
+
+func (fs *gatedFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
+	if err != nil || !strings.HasSuffix(name, ".log") {
+		return f, err
+	}
+	return &gatedFile{File: f, fs: fs}, nil
+}
+
+func (fs *gatedFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, c)
+	return fs.wrap(name, f, err)
+}
+
+func (fs *gatedFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(oldname, newname, c)
+	return fs.wrap(newname, f, err)
+}
+
+type gatedFile struct {
+	vfs.File
+	fs *gatedFS
+}
+
+func (f *gatedFile) Sync() error     { f.fs.wait(); return f.File.Sync() }
+func (f *gatedFile) SyncData() error { f.fs.wait(); return f.File.SyncData() }
+
+// A checkpoint written without waiting for its fsync returns while the fsync is held; Wait
+// returns only once it is through; and a power cut before then loses that checkpoint and keeps
+// the one before it.
+func TestACheckpointInFlightIsDurableOnlyOnceWaitReturns(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	fs := &gatedFS{FS: mem}
+	s, err := store.OpenStore("store", store.StoreOptions{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st := crashStart()
+	crashStep(st, 1)
+	if _, err := s.Persist(st); err != nil {
+		t.Fatal(err)
+	}
+	fs.close()
+	crashStep(st, 2)
+	cp, err := s.PersistWith(st, store.Extras{NoSyncWait: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for fs.waiter.Load() == 0 { // Pebble's log writer reaches the gate
+		time.Sleep(time.Millisecond)
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
+	waited := make(chan error, 1)
+	go func() { _, err := cp.Wait(); waited <- err }()
+	select {
+	case err := <-waited:
+		t.Fatalf("Wait returned (%v) while the fsync was held", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	fs.open()
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := store.OpenStore("store", store.StoreOptions{FS: crashed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, err := r.Restore(st.HarnessID)
+	if err != nil || got.CheckpointCount != 1 {
+		t.Fatalf("after a power cut with checkpoint 2 in flight: %v, %v; want checkpoint 1", got.CheckpointCount, err)
+	}
+}
+
+// A writer that persists each checkpoint without waiting for its fsync, and counts one as
+// acknowledged once the next has been written (the harness's way), loses none it acknowledged
+// to a power cut at any moment.
+func TestPowerLossWithCheckpointsInFlight(t *testing.T) {
+	var oracle crashOracle
+	for round := range 4 {
+		mem := vfs.NewCrashableMem()
+		s, err := store.OpenStore("store", store.StoreOptions{FS: mem, Policy: bridge.ChainPolicy{MaxReplay: 7}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var acked, taken atomic.Int64
+		done := make(chan error)
+		go func() {
+			st := crashStart()
+			var prev store.Checkpoint
+			for n := 1; n <= 60; n++ {
+				crashStep(st, n)
+				cp, err := s.PersistWith(st, store.Extras{NoSyncWait: true})
+				if err != nil {
+					done <- err
+					return
+				}
+				if n > 1 {
+					if _, err := prev.Wait(); err != nil {
+						done <- err
+						return
+					}
+					acked.Store(int64(n - 1))
+				}
+				prev = cp
+				for n%20 == 0 && taken.Load() < int64(n/20) {
+					time.Sleep(100 * time.Microsecond)
+				}
+			}
+			_, err := prev.Wait()
+			acked.Store(60)
+			done <- err
+		}()
+		r := rand.New(rand.NewPCG(uint64(round), 5))
+		var clones []*vfs.MemFS
+		var ackedAt []int
+		for finished := false; !finished; {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+				finished = true
+			default:
+				a := int(acked.Load())
+				clones = append(clones, mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: r.IntN(101), RNG: rand.New(rand.NewPCG(r.Uint64(), 1))}))
+				ackedAt = append(ackedAt, a)
+				taken.Add(1)
+				time.Sleep(time.Duration(r.IntN(4000)) * time.Microsecond)
+			}
+		}
+		s.Close()
+		for i, c := range clones {
+			checkRecovered(t, c, &oracle, ackedAt[i], fmt.Sprintf("round %d clone %d", round, i))
+		}
+	}
+}
+
+// The owner of a checkpoint written without waiting hears of it once the next one is written:
+// its record can be read then, even when that next checkpoint is a keyframe that released it.
+func TestTheRecordBeforeAKeyframeCanBeReadWhenItsCheckpointIsAnnounced(t *testing.T) {
+	s, err := store.OpenStore(t.TempDir(), store.StoreOptions{Policy: bridge.ChainPolicy{MaxReplay: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st := crashStart()
+	var prev store.Checkpoint
+	keyframes := 0
+	for n := 1; n <= 12; n++ {
+		crashStep(st, n)
+		cp, err := s.PersistWith(st, store.Extras{NoSyncWait: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 1 {
+			done, err := prev.Wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			env, err := s.StoredRecord(st.HarnessID, done.Seq)
+			if err != nil || len(env) != done.StoredBytes {
+				t.Fatalf("record %d, announced after record %d (%s) was written: %d bytes, %v", done.Seq, cp.Seq, cp.Kind, len(env), err)
+			}
+		}
+		if cp.Kind == statefmt.KindKeyframe && n > 1 {
+			keyframes++
+		}
+		prev = cp
+	}
+	if _, err := prev.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if keyframes < 2 {
+		t.Fatalf("%d keyframes after the first: the test did not cross one", keyframes)
+	}
+	// Once the harness writes again, the released record is gone, as any released record is.
+	if _, err := s.StoredRecord(st.HarnessID, 1); err == nil {
+		t.Fatal("record 1, released long ago, is still returned")
+	}
+}
