@@ -59,6 +59,9 @@ type Harness struct {
 	// invariants tag check that none is left out.
 	changed    []int
 	stepsKnown bool
+	// inflight is the checkpoint whose fsync is under way while the next step runs ahead (see
+	// durableLocked); nil when the last checkpoint is durable.
+	inflight *store.Checkpoint
 }
 
 // touch records that plan step i changed in place. h.mu held.
@@ -144,7 +147,14 @@ func (h *Harness) emit(e event.Event) {
 
 // checkpoint persists the state with the queued events (and the task, the first time) in one
 // synced batch, then hands the events to the live sinks. h.mu held.
-func (h *Harness) checkpoint() error {
+func (h *Harness) checkpoint() error { return h.persist(false) }
+
+// persist is checkpoint; with ahead it returns once the batch is in the store's log, and the
+// fsync goes on while the next step runs (see durableLocked). The store prepares the new
+// checkpoint while the one in flight before it syncs, and writes it once that one is durable.
+// h.mu held.
+func (h *Harness) persist(ahead bool) error {
+	prev := h.inflight
 	now := h.now()
 	if !h.runMark.IsZero() && h.st.Budget != nil {
 		h.st.Budget.WallClockUsed += now.Sub(h.runMark)
@@ -158,20 +168,64 @@ func (h *Harness) checkpoint() error {
 	h.pending = nil
 	cp, err := h.m.store.PersistWith(h.st, store.Extras{Events: events, Task: h.taskJSON,
 		Checkpoint: &event.Event{Type: event.Checkpoint, HarnessID: h.st.HarnessID, Time: now, Reason: h.cpReason},
-		Steps:      statefmt.StepChanges{Known: h.stepsKnown, Indexes: h.changed}})
+		Steps:      statefmt.StepChanges{Known: h.stepsKnown, Indexes: h.changed}, NoSyncWait: ahead})
 	h.cpReason = ""
 	if err != nil {
 		h.st.CheckpointCount--
 		return fmt.Errorf("harness %s: checkpoint: %w", h.st.HarnessID, err)
 	}
-	h.taskJSON, h.last, h.startDue = nil, cp, false
+	h.taskJSON, h.startDue = nil, false
 	h.changed, h.stepsKnown = h.changed[:0], true
+	if prev != nil {
+		if err := h.durableLocked(); err != nil {
+			return err
+		}
+	}
+	h.inflight = &cp
+	if ahead {
+		return nil
+	}
+	return h.durableLocked()
+}
+
+// durableLocked waits until the checkpoint in flight is durable, makes it the last one and
+// hands its events to the live sinks: nothing outside the process hears of a checkpoint before
+// it is on the disk. A step runs ahead of its predecessor's fsync only when it can reach
+// nothing outside the process before its own checkpoint (runsAheadLocked); everything else
+// waits here first. h.mu held.
+func (h *Harness) durableLocked() error {
+	if h.inflight == nil {
+		return nil
+	}
+	cp, err := h.inflight.Wait()
+	h.inflight = nil
+	if err != nil {
+		return fmt.Errorf("harness %s: checkpoint: %w", h.st.HarnessID, err)
+	}
+	h.last = cp
 	for _, e := range cp.Events {
 		for _, s := range h.m.sinks {
 			s.Emit(e)
 		}
 	}
 	return nil
+}
+
+// runsAheadLocked says whether step i may start while the previous checkpoint's fsync is under
+// way. It may when all it does before its own checkpoint stays inside the process: the
+// in-process script driver of the harness's own agent (no sub-agent, no subprocess, no model),
+// no tool hooks (they run commands), no commit of the workspace per step. Its tool calls with
+// side effects are journaled by a checkpoint before they run, which waits for the fsync first.
+// A crash before the fsync ends loses the step and the one that ran ahead; neither reached
+// anything outside, and both run again on resume. h.mu held.
+func (h *Harness) runsAheadLocked(i int) bool {
+	step := &h.st.Plan.Steps[i]
+	if step.AssignedAgent != h.st.AgentName || len(h.m.hooks.Pre)+len(h.m.hooks.Post) > 0 ||
+		len(h.task.Hooks.PreTool)+len(h.task.Hooks.PostTool) > 0 || h.commitsStepsLocked() || h.task.Workspace.Isolated() {
+		return false
+	}
+	cfg, ok := h.task.Agents[step.AssignedAgent]
+	return ok && cfg.Driver == "script"
 }
 
 // transitionLocked moves the harness to `to` and checkpoints. h.mu held.
@@ -295,6 +349,11 @@ func (h *Harness) Run(ctx context.Context) error {
 	for {
 		delay, done, err := h.step(ctx)
 		if done {
+			h.mu.Lock()
+			if derr := h.durableLocked(); derr != nil {
+				err = derr
+			}
+			h.mu.Unlock()
 			return h.settleDiskFull(err)
 		}
 		if delay > 0 && h.m.clock.Sleep(ctx, delay) != nil {
@@ -325,6 +384,11 @@ func (h *Harness) step(ctx context.Context) (delay time.Duration, done bool, err
 	i, ok, err := h.nextLocked(ctx)
 	if !ok {
 		return 0, true, err
+	}
+	if !h.runsAheadLocked(i) {
+		if err := h.durableLocked(); err != nil {
+			return 0, true, err
+		}
 	}
 	if h.m.governor != nil {
 		id := h.st.Plan.Steps[i].ID
@@ -530,7 +594,9 @@ func (h *Harness) settleLocked(ctx context.Context, at *runningAttempt, out stri
 			undo, ended = u, true
 		}
 	}
-	if err := h.checkpoint(); err != nil {
+	// The next step may run while this checkpoint's fsync is under way (see durableLocked),
+	// unless the harness ends here or waits out a backoff.
+	if err := h.persist(!ended && delay == 0); err != nil {
 		undo()
 		return 0, true, err
 	}

@@ -62,6 +62,9 @@ func (h *Harness) ownerReplanLocked(ctx context.Context, i int) (replanned bool,
 	if !h.ownerReplans() {
 		return false, nil // the gate asks the human
 	}
+	if err := h.durableLocked(); err != nil { // the owner agent may reach outside
+		return false, err
+	}
 	a, err := h.agent(owner)
 	if err != nil {
 		return false, nil
