@@ -13,7 +13,8 @@ func (r *Report) markdown() string {
 	fmt.Fprintf(&b, "`make bench-peers`, %s, %s, %d CPUs, harness-edge %s. Each of N sequential steps reads 20-60 lines\n",
 		r.Started.Format("2006-01-02 15:04 UTC"), r.GoVersion, r.CPUs, or(r.Version, "(unversioned)"))
 	fmt.Fprintf(&b, "of the Go standard library's source (seed %d) and makes them durable as the step's output before the\n", r.Seed)
-	fmt.Fprintf(&b, "next step. Every system's outputs were read back from disk and matched the text read, byte for byte.\n")
+	fmt.Fprintf(&b, "next step's output is (harness-edge reads the next lines while the previous step's fsync runs). Every\n")
+	fmt.Fprintf(&b, "system's outputs were read back from disk and matched the text read, byte for byte.\n")
 	rounds := fmt.Sprint(r.Rounds)
 	for _, row := range r.Rows {
 		if row.Rounds > 0 && row.Rounds < r.Rounds {

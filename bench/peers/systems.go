@@ -44,7 +44,7 @@ type system struct {
 }
 
 var systems = []system{
-	{Name: "harness-edge", Durability: "every checkpoint in a pebble.Sync batch (fsync before the step goes on)",
+	{Name: "harness-edge", Durability: "every checkpoint in a pebble.Sync batch; the next read runs while it syncs, and the step is announced once it is durable",
 		Note: "a script-driver task run by runtime/harness: read_file tool calls, events, index, delta checkpoints", CanCount: true, run: runHarnessEdge},
 	{Name: "bare Pebble", Durability: "one pebble.Sync batch per step", Note: "the floor: the step's output under one key, nothing else", CanCount: true, run: runBarePebble},
 	{Name: "DBOS-Go, SQLite FULL", Durability: "SQLite WAL, synchronous=FULL (fsync per commit)",
