@@ -84,12 +84,13 @@ func (s *Store) AppendEvents(id string, events []event.Event) (uint64, error) {
 }
 
 // Events calls f with the harness's events numbered above `after`, in order, until f returns
-// false or the log ends. An event that does not decode ends it with an error naming it.
+// false or the log ends. An event that does not decode ends it with an error naming it. The
+// events of a checkpoint whose fsync is still under way (Extras.NoSyncWait) are not read yet.
 func (s *Store) Events(id string, after uint64, f func(event.Event) bool) error {
 	if err := ValidID(id); err != nil {
 		return err
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(id, after+1), UpperBound: eventKey(id, ^uint64(0))})
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(id, after+1), UpperBound: s.eventsBound(id)})
 	if err != nil {
 		return err
 	}
@@ -118,4 +119,13 @@ func (s *Store) Events(id string, after uint64, f func(event.Event) bool) error 
 		return damaged(id, what, err)
 	}
 	return nil
+}
+
+// eventsBound is the key the harness's event log is read up to: past its last event, or its
+// first event not durable yet (see Store.unsynced).
+func (s *Store) eventsBound(id string) []byte {
+	if n, ok := s.unsynced.Load(id); ok {
+		return eventKey(id, n.(uint64))
+	}
+	return eventKey(id, ^uint64(0))
 }

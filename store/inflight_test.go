@@ -3,6 +3,7 @@ package store_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/statefmt/event"
 	"github.com/harness-edge/harness-edge/store"
 )
 
@@ -76,9 +78,9 @@ type gatedFile struct {
 func (f *gatedFile) Sync() error     { f.fs.wait(); return f.File.Sync() }
 func (f *gatedFile) SyncData() error { f.fs.wait(); return f.File.SyncData() }
 
-// A checkpoint written without waiting for its fsync returns while the fsync is held; Wait
-// returns only once it is through; and a power cut before then loses that checkpoint and keeps
-// the one before it.
+// A checkpoint written without waiting for its fsync returns while the fsync is held; its
+// events are not read and Wait does not return until it is through; and a power cut before
+// then loses that checkpoint and keeps the one before it.
 func TestACheckpointInFlightIsDurableOnlyOnceWaitReturns(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	fs := &gatedFS{FS: mem}
@@ -87,14 +89,20 @@ func TestACheckpointInFlightIsDurableOnlyOnceWaitReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	defer fs.open() // before Close, which waits for the fsync, when the test fails with it held
 	st := crashStart()
+	mark := func(n int) store.Extras {
+		return store.Extras{Checkpoint: &event.Event{Type: event.Checkpoint, HarnessID: st.HarnessID, Time: time.Unix(int64(n), 0)}}
+	}
 	crashStep(st, 1)
-	if _, err := s.Persist(st); err != nil {
+	if _, err := s.PersistWith(st, mark(1)); err != nil {
 		t.Fatal(err)
 	}
 	fs.close()
 	crashStep(st, 2)
-	cp, err := s.PersistWith(st, store.Extras{NoSyncWait: true})
+	x := mark(2)
+	x.Events, x.NoSyncWait = []event.Event{{Type: event.StepCompleted, HarnessID: st.HarnessID, StepID: "s2", Time: time.Unix(2, 0)}}, true
+	cp, err := s.PersistWith(st, x)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +110,17 @@ func TestACheckpointInFlightIsDurableOnlyOnceWaitReturns(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
+	// Its events are not read before they are durable, by Events nor by StoredEvents.
+	var read []uint64
+	if err := s.Events(st.HarnessID, 0, func(e event.Event) bool { read = append(read, e.N); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StoredEvents(st.HarnessID, 0, func(n uint64, _ []byte) error { read = append(read, n); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint64{1, 1}; !slices.Equal(read, want) {
+		t.Fatalf("events read while checkpoint 2's fsync is held: %v; want checkpoint 1's only, by each reader (%v)", read, want)
+	}
 	waited := make(chan error, 1)
 	go func() { _, err := cp.Wait(); waited <- err }()
 	select {
@@ -112,6 +131,10 @@ func TestACheckpointInFlightIsDurableOnlyOnceWaitReturns(t *testing.T) {
 	fs.open()
 	if err := <-waited; err != nil {
 		t.Fatal(err)
+	}
+	read = nil
+	if err := s.Events(st.HarnessID, 0, func(e event.Event) bool { read = append(read, e.N); return true }); err != nil || !slices.Equal(read, []uint64{1, 2, 3}) {
+		t.Fatalf("events once checkpoint 2 is durable: %v, %v; want 1, 2, 3", read, err)
 	}
 
 	r, err := store.OpenStore("store", store.StoreOptions{FS: crashed})

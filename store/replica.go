@@ -31,12 +31,13 @@ func (s *Store) StoredRecords(id string, after uint64, f func(seq uint64, envelo
 }
 
 // StoredEvents calls f with each event of the harness numbered above `after`, in order, as
-// stored (the event's JSON). f owns the bytes it is given.
+// stored (the event's JSON), up to the first one that is not durable yet (see Events). f owns
+// the bytes it is given.
 func (s *Store) StoredEvents(id string, after uint64, f func(n uint64, data []byte) error) error {
 	if err := ValidID(id); err != nil {
 		return err
 	}
-	return s.scanStored(id, eventKey(id, after+1), eventKey(id, 1<<64-1), "its event log", f)
+	return s.scanStored(id, eventKey(id, after+1), s.eventsBound(id), "its event log", f)
 }
 
 func (s *Store) scanStored(id string, lo, hi []byte, what string, f func(n uint64, v []byte) error) error {

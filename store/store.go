@@ -134,14 +134,16 @@ type releasedRecord struct {
 // under way: Pebble's commit pipeline makes it durable with, or before, any batch committed
 // after it.
 type pending struct {
-	s    *Store
-	h    *harness
-	b    *pebble.Batch
-	cp   Checkpoint
-	id   string
-	env  []byte // the record as stored (see released)
-	done bool
-	err  error
+	s   *Store
+	h   *harness
+	b   *pebble.Batch
+	cp  Checkpoint
+	id  string
+	env []byte // the record as stored (see released)
+	// unsynced says the store's unsynced map holds the checkpoint's first event.
+	unsynced bool
+	done     bool
+	err      error
 }
 
 // finishLocked waits for the batch's fsync and acknowledges the checkpoint; it does so once,
@@ -157,6 +159,9 @@ func (p *pending) finishLocked() error {
 	}
 	err := p.b.SyncWait()
 	p.b.Close()
+	if p.unsynced {
+		p.s.unsynced.Delete(p.id)
+	}
 	if err != nil {
 		p.s.commitFailed.Store(true)
 		p.s.forgetLocked(p.id, p.h)
@@ -242,6 +247,10 @@ type Store struct {
 	// makes it known after the keyframe is written, and StoredRecord returns it until the
 	// harness's next checkpoint.
 	released sync.Map
+	// unsynced is, per harness (id → uint64), the number of the first event of its checkpoint
+	// whose fsync is under way (Extras.NoSyncWait): the event log is read up to it (see
+	// Events), so that nothing reads an event before it is durable.
+	unsynced sync.Map
 	// The heads file's writers (see saveHeadsSoon): one at a time, in the background.
 	headsMu   sync.Mutex
 	headsLast atomic.Int64 // when it was last written (UnixNano)
@@ -1329,6 +1338,10 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	p := &pending{s: s, h: h, b: b, cp: cp, id: id, env: envelope}
 	if x.NoSyncWait && !settling {
 		h.pending, cp.pending = p, p
+		if len(events) > 0 {
+			s.unsynced.Store(id, firstEvent)
+			p.unsynced = true
+		}
 		return cp, nil
 	}
 	if err := p.finishLocked(); err != nil {
