@@ -122,10 +122,10 @@ func (s *Store) Events(id string, after uint64, f func(event.Event) bool) error 
 }
 
 // eventsBound is the key the harness's event log is read up to: past its last event, or its
-// first event not durable yet (see Store.unsynced).
+// first event not durable yet (see Store.inflight).
 func (s *Store) eventsBound(id string) []byte {
-	if n, ok := s.unsynced.Load(id); ok {
-		return eventKey(id, n.(uint64))
+	if p, ok := s.inflight.Load(id); ok && p.(*pending).firstEvent > 0 {
+		return eventKey(id, p.(*pending).firstEvent)
 	}
 	return eventKey(id, ^uint64(0))
 }

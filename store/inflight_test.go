@@ -79,8 +79,9 @@ func (f *gatedFile) Sync() error     { f.fs.wait(); return f.File.Sync() }
 func (f *gatedFile) SyncData() error { f.fs.wait(); return f.File.SyncData() }
 
 // A checkpoint written without waiting for its fsync returns while the fsync is held; its
-// events are not read and Wait does not return until it is through; and a power cut before
-// then loses that checkpoint and keeps the one before it.
+// events are not read, and Wait and the readers of the harness's state, index and records do
+// not return, until it is through; and a power cut before then loses that checkpoint and keeps
+// the one before it.
 func TestACheckpointInFlightIsDurableOnlyOnceWaitReturns(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	fs := &gatedFS{FS: mem}
@@ -121,16 +122,57 @@ func TestACheckpointInFlightIsDurableOnlyOnceWaitReturns(t *testing.T) {
 	if want := []uint64{1, 1}; !slices.Equal(read, want) {
 		t.Fatalf("events read while checkpoint 2's fsync is held: %v; want checkpoint 1's only, by each reader (%v)", read, want)
 	}
-	waited := make(chan error, 1)
-	go func() { _, err := cp.Wait(); waited <- err }()
+	// Wait, and every reader of the harness's state, index or records, waits for the fsync,
+	// and then reads checkpoint 2.
+	readers := map[string]func() (uint64, error){
+		"Wait": func() (uint64, error) { c, err := cp.Wait(); return c.Seq, err },
+		"Restore": func() (uint64, error) {
+			st, err := s.Restore(st.HarnessID)
+			if err != nil {
+				return 0, err
+			}
+			return uint64(st.CheckpointCount), nil
+		},
+		"Index": func() (uint64, error) { e, err := s.Index(st.HarnessID); return e.HeadSeq, err },
+		"List": func() (uint64, error) {
+			l, err := s.List()
+			if err != nil || len(l) != 1 {
+				return 0, fmt.Errorf("%d entries, %v", len(l), err)
+			}
+			return l[0].HeadSeq, nil
+		},
+		"Inspect": func() (uint64, error) {
+			r, err := s.Inspect(st.HarnessID)
+			if err != nil || len(r) == 0 {
+				return 0, fmt.Errorf("%d records, %v", len(r), err)
+			}
+			return r[len(r)-1].Seq, nil
+		},
+		"StoredRecords": func() (uint64, error) {
+			var last uint64
+			err := s.StoredRecords(st.HarnessID, 0, func(seq uint64, _ []byte) error { last = seq; return nil })
+			return last, err
+		},
+	}
+	type answer struct {
+		who string
+		seq uint64
+		err error
+	}
+	answers := make(chan answer, len(readers))
+	for who, read := range readers {
+		go func() { seq, err := read(); answers <- answer{who, seq, err} }()
+	}
 	select {
-	case err := <-waited:
-		t.Fatalf("Wait returned (%v) while the fsync was held", err)
+	case a := <-answers:
+		t.Fatalf("%s returned (%d, %v) while the fsync was held", a.who, a.seq, a.err)
 	case <-time.After(50 * time.Millisecond):
 	}
 	fs.open()
-	if err := <-waited; err != nil {
-		t.Fatal(err)
+	for range readers {
+		if a := <-answers; a.err != nil || a.seq != 2 {
+			t.Fatalf("%s once the fsync was through: %d, %v; want 2", a.who, a.seq, a.err)
+		}
 	}
 	read = nil
 	if err := s.Events(st.HarnessID, 0, func(e event.Event) bool { read = append(read, e.N); return true }); err != nil || !slices.Equal(read, []uint64{1, 2, 3}) {

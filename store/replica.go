@@ -27,6 +27,7 @@ func (s *Store) StoredRecords(id string, after uint64, f func(seq uint64, envelo
 	if err := ValidID(id); err != nil {
 		return err
 	}
+	s.settle(id)
 	return s.scanStored(id, chainKey(id, after+1), chainKey(id, 1<<64-1), "its records", f)
 }
 

@@ -124,6 +124,25 @@ func (c Checkpoint) Wait() (Checkpoint, error) {
 	return c, nil
 }
 
+// settle waits for the harness's checkpoint in flight, if any, so that what is read next is
+// durable. Neither s.mu nor the harness's lock may be held.
+func (s *Store) settle(id string) {
+	if v, ok := s.inflight.Load(id); ok {
+		p := v.(*pending)
+		p.h.mu.Lock()
+		_ = p.finishLocked() // its error goes to the Checkpoint's Wait
+		p.h.mu.Unlock()
+	}
+}
+
+// settleAll is settle for every harness.
+func (s *Store) settleAll() {
+	s.inflight.Range(func(id, _ any) bool {
+		s.settle(id.(string))
+		return true
+	})
+}
+
 // releasedRecord is a record released before its owner announced it (see Store.released).
 type releasedRecord struct {
 	seq uint64
@@ -140,10 +159,10 @@ type pending struct {
 	cp  Checkpoint
 	id  string
 	env []byte // the record as stored (see released)
-	// unsynced says the store's unsynced map holds the checkpoint's first event.
-	unsynced bool
-	done     bool
-	err      error
+	// firstEvent numbers the checkpoint's first event; 0 when it has none.
+	firstEvent uint64
+	done       bool
+	err        error
 }
 
 // finishLocked waits for the batch's fsync and acknowledges the checkpoint; it does so once,
@@ -159,9 +178,7 @@ func (p *pending) finishLocked() error {
 	}
 	err := p.b.SyncWait()
 	p.b.Close()
-	if p.unsynced {
-		p.s.unsynced.Delete(p.id)
-	}
+	p.s.inflight.CompareAndDelete(p.id, p)
 	if err != nil {
 		p.s.commitFailed.Store(true)
 		p.s.forgetLocked(p.id, p.h)
@@ -247,10 +264,11 @@ type Store struct {
 	// makes it known after the keyframe is written, and StoredRecord returns it until the
 	// harness's next checkpoint.
 	released sync.Map
-	// unsynced is, per harness (id → uint64), the number of the first event of its checkpoint
-	// whose fsync is under way (Extras.NoSyncWait): the event log is read up to it (see
-	// Events), so that nothing reads an event before it is durable.
-	unsynced sync.Map
+	// inflight is, per harness (id → *pending), its checkpoint whose fsync is under way
+	// (Extras.NoSyncWait). The readers of a harness's state, index and records wait for it
+	// (settle); its event log is read up to its first event (see Events). So nothing reads a
+	// checkpoint before it is durable.
+	inflight sync.Map
 	// The heads file's writers (see saveHeadsSoon): one at a time, in the background.
 	headsMu   sync.Mutex
 	headsLast atomic.Int64 // when it was last written (UnixNano)
@@ -769,6 +787,7 @@ func (s *Store) IsAvailable() bool { return s.engine.Backend() != bridge.Backend
 
 // Index returns the harness's index entry (what `ls` shows), or an error wrapping ErrNotFound.
 func (s *Store) Index(id string) (IndexEntry, error) {
+	s.settle(id)
 	if err := ValidID(id); err != nil {
 		return IndexEntry{}, err
 	}
@@ -1339,9 +1358,9 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	if x.NoSyncWait && !settling {
 		h.pending, cp.pending = p, p
 		if len(events) > 0 {
-			s.unsynced.Store(id, firstEvent)
-			p.unsynced = true
+			p.firstEvent = firstEvent
 		}
+		s.inflight.Store(id, p)
 		return cp, nil
 	}
 	if err := p.finishLocked(); err != nil {
@@ -1376,6 +1395,12 @@ func (s *Store) Restore(id string) (*statefmt.HarnessState, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p := h.pending; p != nil { // the newest durable state, not one whose fsync is under way
+		if err := p.finishLocked(); err != nil {
+			h.mu.Unlock()
+			return nil, err
+		}
+	}
 	defer h.mu.Unlock()
 	if h.index.HeadSeq == 0 {
 		// Opened by AppendEvents or by a PersistWith that failed: no checkpoint yet.
@@ -1396,6 +1421,7 @@ func decodeHead(c bridge.Chain, buf []byte) (*statefmt.HarnessState, error) {
 // RestoreAt returns the harness's state as of record seq (which must still be stored: records
 // before the newest keyframe are released). It leaves the harness's live chain alone.
 func (s *Store) RestoreAt(id string, seq uint64) (*statefmt.HarnessState, error) {
+	s.settle(id)
 	idx, err := s.readIndex(id)
 	if err != nil {
 		return nil, err
@@ -1457,6 +1483,7 @@ func (s *Store) beginDelete(ids []string) (done func()) {
 // Damaged set; when a damaged table block hides index entries, the harnesses the heads file
 // names are listed damaged in their place.
 func (s *Store) List() ([]IndexEntry, error) {
+	s.settleAll()
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(prefixIndex), UpperBound: []byte("i0")})
 	if err != nil {
 		return nil, err
@@ -1516,6 +1543,7 @@ func (s *Store) List() ([]IndexEntry, error) {
 
 // Inspect returns the stored records of a harness, oldest first.
 func (s *Store) Inspect(id string) ([]StoredRecord, error) {
+	s.settle(id)
 	idx, err := s.readIndex(id)
 	if err != nil {
 		return nil, err
@@ -1535,6 +1563,7 @@ func (s *Store) Inspect(id string) ([]StoredRecord, error) {
 // read from the keys and values alone: nothing is decompressed or replayed, so a report of many
 // long harnesses does not rebuild their chains to add up their sizes (Inspect does).
 func (s *Store) ChainBytes(id string) (int, error) {
+	s.settle(id)
 	if err := ValidID(id); err != nil {
 		return 0, err
 	}
@@ -1583,6 +1612,11 @@ type Problem struct {
 // block's checksum) and reports what the heads file says was lost. It returns what it found
 // wrong; an empty list means all is well.
 func (s *Store) Verify(id string) ([]Problem, error) {
+	if id == "" {
+		s.settleAll()
+	} else {
+		s.settle(id)
+	}
 	var entries []IndexEntry
 	var problems []Problem
 	if id != "" {
