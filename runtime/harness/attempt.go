@@ -92,6 +92,12 @@ func (a *stepAttempt) Intent(tool string, args statefmt.JSONValue, replay string
 	return a.h.journalIntent(a.cur, tool, args, replay)
 }
 
+func (a *stepAttempt) Durable() error {
+	a.h.mu.Lock()
+	defer a.h.mu.Unlock()
+	return a.h.durableLocked()
+}
+
 func (a *stepAttempt) Receipt(entry int, res statefmt.ToolResult) error {
 	return a.h.journalReceipt(entry, res)
 }

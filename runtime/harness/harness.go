@@ -212,12 +212,12 @@ func (h *Harness) durableLocked() error {
 }
 
 // runsAheadLocked says whether step i may start while the previous checkpoint's fsync is under
-// way. It may when all it does before its own checkpoint stays inside the process: the
-// in-process script driver of the harness's own agent (no sub-agent, no subprocess, no model),
-// no tool hooks (they run commands), no commit of the workspace per step. Its tool calls with
-// side effects are journaled by a checkpoint before they run, which waits for the fsync first.
-// A crash before the fsync ends loses the step and the one that ran ahead; neither reached
-// anything outside, and both run again on resume. h.mu held.
+// way. It may when what it does stays inside the process until it calls a tool that may reach
+// outside: the in-process script driver of the harness's own agent (no sub-agent, no
+// subprocess, no model), no tool hooks (they run commands), no commit of the workspace per
+// step. Such a call waits for the fsync first (tools.ReachesOutside, stepAttempt.Durable). A
+// crash before the fsync ends loses the step and the reads of the one that ran ahead; neither
+// was announced, and both run again on resume. h.mu held.
 func (h *Harness) runsAheadLocked(i int) bool {
 	step := &h.st.Plan.Steps[i]
 	if step.AssignedAgent != h.st.AgentName || len(h.m.hooks.Pre)+len(h.m.hooks.Post) > 0 ||

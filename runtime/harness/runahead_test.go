@@ -17,22 +17,27 @@ import (
 	"github.com/harness-edge/harness-edge/store"
 )
 
-// runAheadTask reads a file at each of n steps, in a chain.
-func runAheadTask(t *testing.T, n int) string {
+// runAheadTask reads a file at each of n steps, in a chain; with bash, each step also runs a
+// command.
+func runAheadTask(t *testing.T, n int, bash bool) string {
 	ws := t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, "notes.md"), []byte(strings.Repeat("a line of notes\n", 50)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var steps, plan strings.Builder
 	for i := 1; i <= n; i++ {
-		fmt.Fprintf(&steps, "        s%d: [{tool: read_file, args: {path: notes.md, offset: %d, limit: 3}}]\n", i, i)
+		cmd := ""
+		if bash {
+			cmd = ", {tool: bash, args: {command: 'echo hi'}}"
+		}
+		fmt.Fprintf(&steps, "        s%d: [{tool: read_file, args: {path: notes.md, offset: %d, limit: 3}}%s]\n", i, i, cmd)
 		dep := ""
 		if i > 1 {
 			dep = fmt.Sprintf(", dependsOn: [s%d]", i-1)
 		}
 		fmt.Fprintf(&plan, "  - {id: s%d, description: read, agent: A%s}\n", i, dep)
 	}
-	return fmt.Sprintf("id: ahead\nagent: A\nautonomy: 5\nworkspace: {path: %s, shared: read-only}\nagents:\n  A:\n    driver: script\n    tools: [read_file]\n    script:\n      steps:\n%splan:\n%s",
+	return fmt.Sprintf("id: ahead\nagent: A\nautonomy: 5\nworkspace: {path: %s, shared: read-only}\nagents:\n  A:\n    driver: script\n    tools: [read_file, bash]\n    script:\n      steps:\n%splan:\n%s",
 		ws, steps.String(), plan.String())
 }
 
@@ -40,7 +45,7 @@ func runAheadTask(t *testing.T, n int) string {
 // checkpoint a sink hears of, it cuts the power on a copy of the file system (unsynced data
 // lost) and checks that the copy holds that checkpoint; it counts the checkpoints heard of
 // after the next one was already written (the next step ran while this one synced).
-func aheadRun(t *testing.T, hooks tools.Hooks) (ahead, heard int) {
+func aheadRun(t *testing.T, hooks tools.Hooks, bash bool) (ahead, heard int) {
 	mem := vfs.NewCrashableMem()
 	dir := "store"
 	s, err := store.OpenStore(dir, store.StoreOptions{FS: mem})
@@ -68,7 +73,7 @@ func aheadRun(t *testing.T, hooks tools.Hooks) (ahead, heard int) {
 		}
 	})
 	m := harness.NewManager(s, harness.Options{Clock: clock.RealClock{}, Sinks: []event.Sink{sink}, Hooks: hooks})
-	h, err := m.Create(parseTask(t, runAheadTask(t, 8)))
+	h, err := m.Create(parseTask(t, runAheadTask(t, 8, bash)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +92,7 @@ func aheadRun(t *testing.T, hooks tools.Hooks) (ahead, heard int) {
 // A step of the in-process script driver starts while the checkpoint of the step before it
 // syncs; nothing outside hears of a checkpoint before a power cut would keep it.
 func TestAReadOnlyStepRunsWhileThePreviousCheckpointSyncs(t *testing.T) {
-	ahead, heard := aheadRun(t, tools.Hooks{})
+	ahead, heard := aheadRun(t, tools.Hooks{}, false)
 	if ahead < 6 {
 		t.Fatalf("%d of %d checkpoints were announced after the next one was written; want the 7 steps after the first", ahead, heard)
 	}
@@ -97,7 +102,15 @@ func TestAReadOnlyStepRunsWhileThePreviousCheckpointSyncs(t *testing.T) {
 // it is durable.
 func TestAStepWithAToolHookWaitsForThePreviousCheckpoint(t *testing.T) {
 	pass := func(context.Context, tools.ToolRequest) (tools.HookDecision, string) { return tools.HookContinue, "" }
-	if ahead, heard := aheadRun(t, tools.Hooks{Pre: []tools.PreToolHook{pass}}); ahead != 0 {
+	if ahead, heard := aheadRun(t, tools.Hooks{Pre: []tools.PreToolHook{pass}}, false); ahead != 0 {
+		t.Fatalf("%d of %d checkpoints were announced after the next one was written", ahead, heard)
+	}
+}
+
+// A step may start while the checkpoint before it syncs, but a call that may reach outside the
+// process (bash here) waits until that checkpoint is durable.
+func TestACallThatMayReachOutsideWaitsForThePreviousCheckpoint(t *testing.T) {
+	if ahead, heard := aheadRun(t, tools.Hooks{}, true); ahead != 0 {
 		t.Fatalf("%d of %d checkpoints were announced after the next one was written", ahead, heard)
 	}
 }

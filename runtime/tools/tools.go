@@ -126,6 +126,21 @@ type Session interface {
 	Receipt(entry int, res statefmt.ToolResult) error
 	// Warn records a warning about a call (a post-hook's failure).
 	Warn(tool, msg string)
+	// Durable waits until every checkpoint of the harness is durable: a call that may reach
+	// outside the process (ReachesOutside) does not run before the step before it is on the
+	// disk.
+	Durable() error
+}
+
+// readers are the built-in tools that change nothing outside the process.
+var readers = []string{"read_file", "glob", "grep", "git_status", "git_diff", "git_log"}
+
+// ReachesOutside says whether a call of the tool may change something outside the process:
+// every tool but the built-in readers, and a reader the task gave a command of its own or
+// marked as having side effects.
+func ReachesOutside(t *task.Task, name string) bool {
+	cfg := Settings(t, name)
+	return !slices.Contains(readers, name) || len(cfg.Command) > 0 || cfg.SideEffects
 }
 
 // Pipeline runs one agent's tool calls within a step attempt. It is the agent.ToolCaller the
@@ -184,6 +199,11 @@ func (p *Pipeline) Call(ctx context.Context, name string, args map[string]any) (
 		res := Failed(statefmt.ErrorBudget, "%s", be.Msg)
 		record(res, 0, false)
 		return res, be
+	}
+	if ReachesOutside(p.Task, name) {
+		if err := p.Session.Durable(); err != nil {
+			return Failed(statefmt.ErrorPermanent, "%v", err), err
+		}
 	}
 	entry := -1
 	if cfg := Settings(p.Task, name); cfg.SideEffects {
@@ -246,3 +266,5 @@ func (d *Direct) Intent(string, statefmt.JSONValue, string) (int, *statefmt.Tool
 func (d *Direct) Receipt(int, statefmt.ToolResult) error { return nil }
 
 func (d *Direct) Warn(string, string) {} // nothing to warn into on the direct path
+
+func (d *Direct) Durable() error { return nil } // the direct path checkpoints nothing
