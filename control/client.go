@@ -161,7 +161,9 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (*http
 		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
 			return nil, fmt.Errorf("%w (%w): %v", ErrOwnerGone, ErrNotSent, err)
 		}
-		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+			// EPIPE: the owner died while the request was being written (its socket's file is
+			// left behind by a kill).
 			return nil, fmt.Errorf("%w: %v", ErrOwnerGone, err)
 		}
 		return nil, err

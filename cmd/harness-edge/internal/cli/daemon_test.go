@@ -469,3 +469,41 @@ func TestEventsFollowPrintsEventsBeforeTheHarnessEnds(t *testing.T) {
 		t.Fatal("events --follow did not end after the harness completed")
 	}
 }
+
+// events --follow of a harness whose daemon is killed prints what the harness wrote, then says
+// that nobody runs it any more and how to go on, and fails: it does not end as if the harness
+// had.
+func TestEventsFollowSaysSoWhenTheOwnerIsKilled(t *testing.T) {
+	dir := t.TempDir()
+	db, ws := filepath.Join(dir, "db"), filepath.Join(dir, "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, db)
+	if code, out, stderr := run(t, "--store", db, "submit", writeTask(t, dir, "k.yaml", daemonTask("k", ws, 200, "50ms", false))); code != ExitOK {
+		t.Fatalf("submit: exit %d: %s%s", code, out, stderr)
+	}
+	w := &lineWatch{want: "step s1 ", seen: make(chan struct{})}
+	seen := w.seen
+	done := make(chan int, 1)
+	var errb bytes.Buffer
+	go func() { done <- Main([]string{"--store", db, "events", "k", "--follow"}, w, &errb) }()
+	select {
+	case <-seen:
+	case code := <-done:
+		t.Fatalf("events --follow ended (exit %d) while the harness runs: %s", code, errb.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("no event of step s1 printed while following")
+	}
+	if err := d.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code == ExitOK || !strings.Contains(errb.String(), "went away") || !strings.Contains(errb.String(), "harness-edge resume k") {
+			t.Fatalf("events --follow after the daemon was killed: exit %d, stderr %q", code, errb.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("events --follow did not end after the daemon was killed")
+	}
+}

@@ -517,11 +517,24 @@ func newEventsCmd(g *globals, stdout io.Writer) *cobra.Command {
 				return api.Events(ctx, args[0], 0, follow, print)
 			})
 			if errors.Is(err, control.ErrOwnerGone) {
-				// The owner ended (a foreground run finishing, a daemon stopping): what it wrote
-				// last is in the store, which is free now.
+				// The owner ended (a foreground run finishing, a daemon stopping, or killed):
+				// what it wrote last is in the store, which is free now.
+				var status statefmt.Status
 				err = g.read(func(api *control.Conn) error {
-					return api.Events(ctx, args[0], last, false, print)
+					if err := api.Events(ctx, args[0], last, false, print); err != nil {
+						return err
+					}
+					st, err := api.State(ctx, args[0])
+					if err == nil {
+						status = st.Status
+					}
+					return err
 				})
+				if err == nil && status == statefmt.StatusRunning {
+					// Nobody runs it any more: following would wait for nothing.
+					w.Flush()
+					return fmt.Errorf("the process running harness %s went away (killed, or the machine lost power) with the harness still running; its events above are all it wrote: `harness-edge resume %s` goes on from its last checkpoint", args[0], args[0])
+				}
 			}
 			return err
 		},
