@@ -472,8 +472,8 @@ func TestEventsFollowPrintsEventsBeforeTheHarnessEnds(t *testing.T) {
 
 // events --follow of a harness whose daemon is killed prints what the harness wrote, then says
 // that nobody runs it any more and how to go on, and fails: it does not end as if the harness
-// had.
-func TestEventsFollowSaysSoWhenTheOwnerIsKilled(t *testing.T) {
+// had. ls and show say so too.
+func TestFollowLsAndShowSaySoWhenTheOwnerIsKilled(t *testing.T) {
 	dir := t.TempDir()
 	db, ws := filepath.Join(dir, "db"), filepath.Join(dir, "ws")
 	if err := os.MkdirAll(ws, 0o755); err != nil {
@@ -505,5 +505,14 @@ func TestEventsFollowSaysSoWhenTheOwnerIsKilled(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("events --follow did not end after the daemon was killed")
+	}
+	// ls and show, which open the store themselves now, say the same of it.
+	if code, out, stderr := run(t, "--store", db, "ls"); code != ExitOK || !strings.Contains(out, "running (no process)") ||
+		!strings.Contains(out, "the process that ran k was killed or lost power") {
+		t.Fatalf("ls after the daemon was killed: exit %d: %s%s", code, out, stderr)
+	}
+	if code, out, stderr := run(t, "--store", db, "show", "k"); code != ExitOK || !strings.Contains(out, "k is marked running, but no process runs it") ||
+		!strings.Contains(out, "harness-edge resume k") {
+		t.Fatalf("show after the daemon was killed: exit %d: %s%s", code, out, stderr)
 	}
 }

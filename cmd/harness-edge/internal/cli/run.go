@@ -330,12 +330,28 @@ func newShowCmd(g *globals, stdout io.Writer) *cobra.Command {
 				}
 				w := bufio.NewWriterSize(stdout, 64<<10)
 				printState(w, st)
+				if orphaned(api, st.Status) {
+					fmt.Fprintf(w, "\n%s\n", orphanNote(st.HarnessID))
+				}
 				return w.Flush()
 			})
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the HarnessState as JSON v1")
 	return c
+}
+
+// orphaned says whether a harness of this status is marked running with no process running it:
+// the store was opened here, so no process owns it, and whoever ran the harness died (a kill, a
+// power cut) before it could record that it stopped.
+func orphaned(api *control.Conn, status statefmt.Status) bool {
+	_, owned := api.Owner()
+	return !owned && status == statefmt.StatusRunning
+}
+
+// orphanNote says what an orphaned harness is and how to go on.
+func orphanNote(id string) string {
+	return fmt.Sprintf("%s is marked running, but no process runs it: the one that did was killed or lost power. `harness-edge resume %s` goes on from its last checkpoint.", id, id)
 }
 
 func printState(w io.Writer, st *statefmt.HarnessState) {

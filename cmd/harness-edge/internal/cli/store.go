@@ -128,7 +128,7 @@ func newLsCmd(g *globals, stdout io.Writer) *cobra.Command {
 				}
 				tw := newColumns(stdout)
 				fmt.Fprintln(tw, "ID\tAGENT\tSTATUS\tPARENT\tCHECKPOINTS\tUPDATED")
-				var damaged []string
+				var damaged, orphans []string
 				for _, e := range list {
 					parent := e.ParentHarnessID
 					if parent == "" {
@@ -138,6 +138,11 @@ func newLsCmd(g *globals, stdout io.Writer) *cobra.Command {
 					if e.Damaged != "" {
 						status = "DAMAGED"
 						damaged = append(damaged, e.Damaged)
+					} else if orphaned(api, e.Status) {
+						status = "running (no process)"
+						if e.ParentHarnessID == "" { // a sub-agent goes on with its parent
+							orphans = append(orphans, e.ID)
+						}
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.AgentName, status, parent, e.HeadSeq, e.UpdatedAt.Format("2006-01-02 15:04:05Z07:00"))
 				}
@@ -149,6 +154,10 @@ func newLsCmd(g *globals, stdout io.Writer) *cobra.Command {
 				}
 				if len(damaged) > 0 {
 					fmt.Fprintln(stdout)
+				}
+				if len(orphans) > 0 {
+					fmt.Fprintf(stdout, "\nrunning (no process): the process that ran %s was killed or lost power; `harness-edge resume ID` goes on from its last checkpoint\n",
+						idlist.Join(orphans, ", "))
 				}
 				return nil
 			})
