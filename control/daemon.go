@@ -38,6 +38,9 @@ type DaemonConfig struct {
 	Version string
 	// Logger receives the daemon's log (default: none).
 	Logger *slog.Logger
+	// QuietEvents logs only the events that are warnings or failures (a warning, a failed step,
+	// tool call or harness), not every event.
+	QuietEvents bool
 	// RoomPoll is how often the daemon checks whether a full disk has room again, to resume
 	// the harnesses it paused (default 5 s).
 	RoomPoll time.Duration
@@ -110,7 +113,7 @@ func StartDaemon(ctx context.Context, cfg DaemonConfig) (d *Daemon, err error) {
 	}
 	o := cfg.Options
 	live := &liveCounters{}
-	o.Sinks = append(slices.Clone(o.Sinks), event.Slog{L: log}, live)
+	o.Sinks = append(slices.Clone(o.Sinks), event.Slog{L: log, Quiet: cfg.QuietEvents}, live)
 	srv := NewServer(db, Config{Owner: OwnerDaemon, Concurrency: cfg.Concurrency, Options: o, Version: cfg.Version, Logger: log, RoomPoll: cfg.RoomPoll, RunGuard: cfg.RunGuard})
 	d = &Daemon{srv: srv, log: log, served: make(chan error, 2), stopped: make(chan struct{})}
 	// The listeners serve until ctx ends, or until a failure below stops them. A failure

@@ -156,13 +156,20 @@ func (j *JSONLines) Emit(e Event) {
 	_, _ = j.w.Write(append(b, '\n'))
 }
 
-// Slog logs each event at info level (warnings and failures at warn).
-type Slog struct{ L *slog.Logger }
+// Slog logs each event at info level (warnings and failures at warn). With Quiet it logs only
+// those at warn.
+type Slog struct {
+	L     *slog.Logger
+	Quiet bool
+}
 
 func (s Slog) Emit(e Event) {
 	level := slog.LevelInfo
 	if e.Type == Warning || e.Type == StepFailed || e.To == statefmt.StatusFailed || e.Success != nil && !*e.Success {
 		level = slog.LevelWarn
+	}
+	if s.Quiet && level < slog.LevelWarn {
+		return
 	}
 	b, _ := json.Marshal(e)
 	// Numbers stay as written (json.Number): 31739904, not 3.1739904e+07.

@@ -59,6 +59,7 @@ func newServeCmd(g *globals, stdout, stderr io.Writer) *cobra.Command {
 		maxTemp      float64
 		governorPoll time.Duration
 		logJSON      bool
+		logEvents    bool
 		retain       string
 		natsURL      string
 		natsCreds    string
@@ -87,7 +88,7 @@ memory, load per CPU or temperature is over its limit.`,
 				return err
 			}
 			cfg := control.DaemonConfig{Dir: dir, HTTPAddr: httpAddr, AllowRemote: allowRemote, MetricsPublic: metricsPub, Concurrency: concurrency,
-				Grace: grace, Version: version, Options: harness.Options{Dream: dream, GovernorPoll: governorPoll}}
+				Grace: grace, Version: version, Options: harness.Options{Dream: dream, GovernorPoll: governorPoll}, QuietEvents: !logEvents}
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
 			}
@@ -141,6 +142,7 @@ memory, load per CPU or temperature is over its limit.`,
 	f.DurationVar(&governorPoll, "governor-poll", 5*time.Second, "governor: how often to look again while waiting")
 	f.StringVar(&retain, "retain", "", "retention: prune completed and failed harnesses that last changed longer ago than this (30d, 2w, 36h), on start and then regularly")
 	f.BoolVar(&logJSON, "log-json", false, "log as JSON lines (default: text) on stderr")
+	f.BoolVar(&logEvents, "log-events", true, "log every harness event; --log-events=false logs only warnings and failures (the event log in the store keeps every event)")
 	f.StringVar(&natsURL, "nats", "", "join the fleet: replicate to JetStream at this NATS URL and answer its requests (docs/fleet.md)")
 	f.StringVar(&natsCreds, "nats-creds", "", "NATS credentials file for --nats")
 	addTLSFlags(f, &natsCA, &natsCert, &natsKey)

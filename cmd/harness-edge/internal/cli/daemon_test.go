@@ -516,3 +516,51 @@ func TestFollowLsAndShowSaySoWhenTheOwnerIsKilled(t *testing.T) {
 		t.Fatalf("show after the daemon was killed: exit %d: %s%s", code, out, stderr)
 	}
 }
+
+// serve --log-events=false logs the daemon's own messages and the events that are warnings or
+// failures, not every event; the store's event log still holds them all.
+func TestServeLogsOnlyWarningsAndFailuresWithoutLogEvents(t *testing.T) {
+	dir := t.TempDir()
+	db, ws := filepath.Join(dir, "db"), filepath.Join(dir, "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, db, "--log-events=false")
+	src := fmt.Sprintf(`id: q
+agent: A
+autonomy: 5
+workspace: %s
+agents:
+  A:
+    driver: script
+    tools: [read_file]
+    script:
+      steps:
+        ok: [{output: fine}]
+        bad: [{tool: read_file, args: {path: missing.txt}}]
+plan:
+  - {id: ok, description: ok, agent: A}
+  - {id: bad, description: bad, agent: A, dependsOn: [ok]}
+`, ws)
+	if code, out, stderr := run(t, "--store", db, "submit", writeTask(t, dir, "q.yaml", src)); code != ExitOK {
+		t.Fatalf("submit: exit %d: %s%s", code, out, stderr)
+	}
+	waitStatus(t, db, "q", statefmt.StatusFailed)
+	code, out, _ := run(t, "--store", db, "events", "q")
+	if code != ExitOK || !strings.Contains(out, "step_completed") || !strings.Contains(out, "checkpoint") {
+		t.Fatalf("events: exit %d: %s", code, out)
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	<-d.exited
+	log := d.log.String()
+	for _, want := range []string{"daemon started", "msg=tool_call", "msg=step_failed"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the daemon's log lacks %q:\n%s", want, log)
+		}
+	}
+	for _, not := range []string{"msg=step_started", "msg=step_completed", "msg=checkpoint"} {
+		if strings.Contains(log, not) {
+			t.Errorf("the daemon's log has %q with --log-events=false:\n%s", not, log)
+		}
+	}
+}
