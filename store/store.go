@@ -114,10 +114,7 @@ func (c Checkpoint) Wait() (Checkpoint, error) {
 	if c.pending == nil {
 		return c, nil
 	}
-	p := c.pending
-	p.h.mu.Lock()
-	defer p.h.mu.Unlock()
-	if err := p.finishLocked(); err != nil {
+	if err := c.pending.wait(); err != nil {
 		return Checkpoint{}, err
 	}
 	c.pending = nil
@@ -128,10 +125,7 @@ func (c Checkpoint) Wait() (Checkpoint, error) {
 // durable. Neither s.mu nor the harness's lock may be held.
 func (s *Store) settle(id string) {
 	if v, ok := s.inflight.Load(id); ok {
-		p := v.(*pending)
-		p.h.mu.Lock()
-		_ = p.finishLocked() // its error goes to the Checkpoint's Wait
-		p.h.mu.Unlock()
+		_ = v.(*pending).wait() // its error goes to the Checkpoint's Wait
 	}
 }
 
@@ -163,6 +157,13 @@ type pending struct {
 	firstEvent uint64
 	done       bool
 	err        error
+}
+
+// wait is finishLocked for a caller that does not hold h.mu.
+func (p *pending) wait() error {
+	p.h.mu.Lock()
+	defer p.h.mu.Unlock()
+	return p.finishLocked()
 }
 
 // finishLocked waits for the batch's fsync and acknowledges the checkpoint; it does so once,
@@ -1354,12 +1355,9 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 		events[i].N = firstEvent + uint64(i)
 	}
 	cp.Events = events
-	p := &pending{s: s, h: h, b: b, cp: cp, id: id, env: envelope}
+	p := &pending{s: s, h: h, b: b, cp: cp, id: id, env: envelope, firstEvent: firstEvent}
 	if x.NoSyncWait && !settling {
 		h.pending, cp.pending = p, p
-		if len(events) > 0 {
-			p.firstEvent = firstEvent
-		}
 		s.inflight.Store(id, p)
 		return cp, nil
 	}
@@ -1395,13 +1393,12 @@ func (s *Store) Restore(id string) (*statefmt.HarnessState, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer h.mu.Unlock()
 	if p := h.pending; p != nil { // the newest durable state, not one whose fsync is under way
 		if err := p.finishLocked(); err != nil {
-			h.mu.Unlock()
 			return nil, err
 		}
 	}
-	defer h.mu.Unlock()
 	if h.index.HeadSeq == 0 {
 		// Opened by AppendEvents or by a PersistWith that failed: no checkpoint yet.
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)

@@ -154,7 +154,6 @@ func (h *Harness) checkpoint() error { return h.persist(false) }
 // checkpoint while the one in flight before it syncs, and writes it once that one is durable.
 // h.mu held.
 func (h *Harness) persist(ahead bool) error {
-	prev := h.inflight
 	now := h.now()
 	if !h.runMark.IsZero() && h.st.Budget != nil {
 		h.st.Budget.WallClockUsed += now.Sub(h.runMark)
@@ -176,10 +175,8 @@ func (h *Harness) persist(ahead bool) error {
 	}
 	h.taskJSON, h.startDue = nil, false
 	h.changed, h.stepsKnown = h.changed[:0], true
-	if prev != nil {
-		if err := h.durableLocked(); err != nil {
-			return err
-		}
+	if err := h.durableLocked(); err != nil { // the store made it durable before writing cp
+		return err
 	}
 	h.inflight = &cp
 	if ahead {
@@ -215,7 +212,7 @@ func (h *Harness) durableLocked() error {
 // way. It may when what it does stays inside the process until it calls a tool that may reach
 // outside: the in-process script driver of the harness's own agent (no sub-agent, no
 // subprocess, no model), no tool hooks (they run commands), no commit of the workspace per
-// step. Such a call waits for the fsync first (tools.ReachesOutside, stepAttempt.Durable). A
+// step. Such a call waits for the fsync first (the tool pipeline asks stepAttempt.Durable). A
 // crash before the fsync ends loses the step and the reads of the one that ran ahead; neither
 // was announced, and both run again on resume. h.mu held.
 func (h *Harness) runsAheadLocked(i int) bool {

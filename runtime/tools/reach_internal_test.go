@@ -19,11 +19,11 @@ func TestOnlyTheBuiltinReadersStayInsideTheProcess(t *testing.T) {
 		"grep": true, "glob": true, "deploy": true,
 		"bash": true, "write_file": true, "edit_file": true, "git_commit": true,
 	} {
-		if got := ReachesOutside(tk, name); got != want {
+		if got := reachesOutside(name, Settings(tk, name)); got != want {
 			t.Errorf("%s: reaches outside %v, want %v", name, got, want)
 		}
 	}
-	if ReachesOutside(&task.Task{}, "grep") || ReachesOutside(&task.Task{}, "glob") {
+	if reachesOutside("grep", Settings(&task.Task{}, "grep")) || reachesOutside("glob", Settings(&task.Task{}, "glob")) {
 		t.Error("grep and glob as built in reach outside")
 	}
 }

@@ -127,7 +127,7 @@ type Session interface {
 	// Warn records a warning about a call (a post-hook's failure).
 	Warn(tool, msg string)
 	// Durable waits until every checkpoint of the harness is durable: a call that may reach
-	// outside the process (ReachesOutside) does not run before the step before it is on the
+	// outside the process (reachesOutside) does not run before the step before it is on the
 	// disk.
 	Durable() error
 }
@@ -135,11 +135,10 @@ type Session interface {
 // readers are the built-in tools that change nothing outside the process.
 var readers = []string{"read_file", "glob", "grep", "git_status", "git_diff", "git_log"}
 
-// ReachesOutside says whether a call of the tool may change something outside the process:
-// every tool but the built-in readers, and a reader the task gave a command of its own or
-// marked as having side effects.
-func ReachesOutside(t *task.Task, name string) bool {
-	cfg := Settings(t, name)
+// reachesOutside says whether a call of the tool, with its settings, may change something
+// outside the process: every tool but the built-in readers, and a reader the task gave a
+// command of its own or marked as having side effects.
+func reachesOutside(name string, cfg *task.ToolConfig) bool {
 	return !slices.Contains(readers, name) || len(cfg.Command) > 0 || cfg.SideEffects
 }
 
@@ -200,13 +199,14 @@ func (p *Pipeline) Call(ctx context.Context, name string, args map[string]any) (
 		record(res, 0, false)
 		return res, be
 	}
-	if ReachesOutside(p.Task, name) {
+	cfg := Settings(p.Task, name)
+	if reachesOutside(name, cfg) {
 		if err := p.Session.Durable(); err != nil {
 			return Failed(statefmt.ErrorPermanent, "%v", err), err
 		}
 	}
 	entry := -1
-	if cfg := Settings(p.Task, name); cfg.SideEffects {
+	if cfg.SideEffects {
 		var answer *statefmt.ToolResult
 		entry, answer, err = p.Session.Intent(name, argsJSON, cfg.Replay)
 		if err != nil {
