@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -194,64 +193,29 @@ func TestACheckpointInFlightIsDurableOnlyOnceWaitReturns(t *testing.T) {
 // acknowledged once the next has been written (the harness's way), loses none it acknowledged
 // to a power cut at any moment.
 func TestPowerLossWithCheckpointsInFlight(t *testing.T) {
-	var oracle crashOracle
-	for round := range 4 {
-		mem := vfs.NewCrashableMem()
-		s, err := store.OpenStore("store", store.StoreOptions{FS: mem, Policy: bridge.ChainPolicy{MaxReplay: 7}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var acked, taken atomic.Int64
-		done := make(chan error)
-		go func() {
-			st := crashStart()
-			var prev store.Checkpoint
-			for n := 1; n <= 60; n++ {
-				crashStep(st, n)
-				cp, err := s.PersistWith(st, store.Extras{NoSyncWait: true})
-				if err != nil {
-					done <- err
-					return
-				}
-				if n > 1 {
-					if _, err := prev.Wait(); err != nil {
-						done <- err
-						return
-					}
-					acked.Store(int64(n - 1))
-				}
-				prev = cp
-				for n%20 == 0 && taken.Load() < int64(n/20) {
-					time.Sleep(100 * time.Microsecond)
-				}
+	powerCuts(t, 4, 5, func(s *store.Store, ack func(int)) error {
+		st := crashStart()
+		var prev store.Checkpoint
+		for n := 1; n <= 60; n++ {
+			crashStep(st, n)
+			cp, err := s.PersistWith(st, store.Extras{NoSyncWait: true})
+			if err != nil {
+				return err
 			}
-			_, err := prev.Wait()
-			acked.Store(60)
-			done <- err
-		}()
-		r := rand.New(rand.NewPCG(uint64(round), 5))
-		var clones []*vfs.MemFS
-		var ackedAt []int
-		for finished := false; !finished; {
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatal(err)
+			if n > 1 {
+				if _, err := prev.Wait(); err != nil {
+					return err
 				}
-				finished = true
-			default:
-				a := int(acked.Load())
-				clones = append(clones, mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: r.IntN(101), RNG: rand.New(rand.NewPCG(r.Uint64(), 1))}))
-				ackedAt = append(ackedAt, a)
-				taken.Add(1)
-				time.Sleep(time.Duration(r.IntN(4000)) * time.Microsecond)
+				ack(n - 1)
 			}
+			prev = cp
 		}
-		s.Close()
-		for i, c := range clones {
-			checkRecovered(t, c, &oracle, ackedAt[i], fmt.Sprintf("round %d clone %d", round, i))
+		if _, err := prev.Wait(); err != nil {
+			return err
 		}
-	}
+		ack(60)
+		return nil
+	})
 }
 
 // The owner of a checkpoint written without waiting hears of it once the next one is written:

@@ -41,36 +41,31 @@ func checkRecovered(t *testing.T, fs vfs.FS, oracle *crashOracle, acked int, wha
 	}
 }
 
-// TestPowerLoss takes crash clones of Pebble's crashable in-memory file system while a writer
-// checkpoints, keeping random fractions of the unsynced data, and recovers each one.
-func TestPowerLoss(t *testing.T) {
+// powerCuts runs write, rounds times, on a fresh store over Pebble's crashable in-memory file
+// system, takes crash clones keeping random fractions of the unsynced data while it runs, and
+// recovers each one: every checkpoint acknowledged before its clone was taken must be there.
+// write calls ack with the count of checkpoints acknowledged so far; every 20, ack waits for a
+// clone taken since (an in-memory store can finish the whole run before the cloner wakes, which
+// would test nothing).
+func powerCuts(t *testing.T, rounds int, seed uint64, write func(s *store.Store, ack func(n int)) error) {
+	t.Helper()
 	var oracle crashOracle
-	for round := range 6 {
+	for round := range rounds {
 		mem := vfs.NewCrashableMem()
 		s, err := store.OpenStore("store", store.StoreOptions{FS: mem, Policy: bridge.ChainPolicy{MaxReplay: 7}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var acked, taken atomic.Int64
-		done := make(chan error)
-		go func() {
-			st := crashStart()
-			for n := 1; n <= 60; n++ {
-				crashStep(st, n)
-				if _, err := s.Persist(st); err != nil {
-					done <- err
-					return
-				}
-				acked.Store(int64(n))
-				// Every 20 steps, wait for a clone taken since: an in-memory store can finish
-				// the whole run before the cloner wakes, which would test nothing.
-				for n%20 == 0 && taken.Load() < int64(n/20) {
-					time.Sleep(100 * time.Microsecond)
-				}
+		ack := func(n int) {
+			acked.Store(int64(n))
+			for n%20 == 0 && taken.Load() < int64(n/20) {
+				time.Sleep(100 * time.Microsecond)
 			}
-			done <- nil
-		}()
-		r := rand.New(rand.NewPCG(uint64(round), 3))
+		}
+		done := make(chan error)
+		go func() { done <- write(s, ack) }()
+		r := rand.New(rand.NewPCG(uint64(round), seed))
 		var clones []*vfs.MemFS
 		var ackedAt []int
 		for finished := false; !finished; {
@@ -96,6 +91,22 @@ func TestPowerLoss(t *testing.T) {
 			t.Fatalf("round %d: only %d clones taken", round, len(clones))
 		}
 	}
+}
+
+// TestPowerLoss takes crash clones of Pebble's crashable in-memory file system while a writer
+// checkpoints, keeping random fractions of the unsynced data, and recovers each one.
+func TestPowerLoss(t *testing.T) {
+	powerCuts(t, 6, 3, func(s *store.Store, ack func(int)) error {
+		st := crashStart()
+		for n := 1; n <= 60; n++ {
+			crashStep(st, n)
+			if _, err := s.Persist(st); err != nil {
+				return err
+			}
+			ack(n)
+		}
+		return nil
+	})
 }
 
 // TestInjectedIOErrors fails every file-system operation of a run in turn (Pebble's errorfs).

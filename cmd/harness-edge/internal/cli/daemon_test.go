@@ -428,6 +428,28 @@ func (w *lineWatch) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// follow runs `events ID --follow` in this process until it has printed want, which must come
+// before the command ends; it returns what the command printed, its exit code once it ends,
+// and its standard error.
+func follow(t *testing.T, db, id, want string) (*lineWatch, <-chan int, *bytes.Buffer) {
+	t.Helper()
+	w := &lineWatch{want: want, seen: make(chan struct{})}
+	seen := w.seen
+	done := make(chan int, 1)
+	errb := &bytes.Buffer{}
+	go func() { done <- Main([]string{"--store", db, "events", id, "--follow"}, w, errb) }()
+	select {
+	case <-seen:
+	case code := <-done:
+		t.Fatalf("events --follow ended (exit %d) before it printed %q: %s", code, want, errb)
+	case <-time.After(60 * time.Second):
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		t.Fatalf("events --follow printed no %q; printed so far:\n%s", want, w.buf.String())
+	}
+	return w, done, errb
+}
+
 // events --follow prints each event as it comes: a harness waiting at a gate has its events
 // on the terminal while the command still waits for more.
 func TestEventsFollowPrintsEventsBeforeTheHarnessEnds(t *testing.T) {
@@ -441,20 +463,7 @@ func TestEventsFollowPrintsEventsBeforeTheHarnessEnds(t *testing.T) {
 		t.Fatalf("submit: exit %d: %s%s", code, out, stderr)
 	}
 	waitStatus(t, db, "g", statefmt.StatusPaused)
-	w := &lineWatch{want: "gate", seen: make(chan struct{})}
-	seen := w.seen
-	done := make(chan int, 1)
-	var errb bytes.Buffer
-	go func() { done <- Main([]string{"--store", db, "events", "g", "--follow"}, w, &errb) }()
-	select {
-	case <-seen:
-	case code := <-done:
-		t.Fatalf("events --follow ended (exit %d) while the harness waits: %s", code, errb.String())
-	case <-time.After(30 * time.Second):
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		t.Fatalf("no gate event printed while following a harness at its gate; printed so far:\n%s", w.buf.String())
-	}
+	w, done, errb := follow(t, db, "g", "gate")
 	if code, out, stderr := run(t, "--store", db, "approve", "g"); code != ExitOK {
 		t.Fatalf("approve: exit %d: %s%s", code, out, stderr)
 	}
@@ -483,18 +492,7 @@ func TestFollowLsAndShowSaySoWhenTheOwnerIsKilled(t *testing.T) {
 	if code, out, stderr := run(t, "--store", db, "submit", writeTask(t, dir, "k.yaml", daemonTask("k", ws, 200, "50ms", false))); code != ExitOK {
 		t.Fatalf("submit: exit %d: %s%s", code, out, stderr)
 	}
-	w := &lineWatch{want: "step s1 ", seen: make(chan struct{})}
-	seen := w.seen
-	done := make(chan int, 1)
-	var errb bytes.Buffer
-	go func() { done <- Main([]string{"--store", db, "events", "k", "--follow"}, w, &errb) }()
-	select {
-	case <-seen:
-	case code := <-done:
-		t.Fatalf("events --follow ended (exit %d) while the harness runs: %s", code, errb.String())
-	case <-time.After(60 * time.Second):
-		t.Fatal("no event of step s1 printed while following")
-	}
+	_, done, errb := follow(t, db, "k", "step s1 ")
 	if err := d.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
