@@ -8,21 +8,77 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/internal/stategen"
 	"github.com/harness-edge/harness-edge/store"
 )
 
+// tmpfs mounts a real tmpfs of the given size, or skips the test where that needs more rights.
+func tmpfs(t *testing.T, size string) string {
+	t.Helper()
+	mnt := t.TempDir()
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size="+size); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v): needs root on a real kernel", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	return mnt
+}
+
+// fill writes a file that leaves about left bytes free on mnt's file system.
+func fill(t *testing.T, mnt string, left int64) string {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(mnt, &st); err != nil {
+		t.Fatal(err)
+	}
+	filler := filepath.Join(mnt, "filler")
+	if err := os.WriteFile(filler, make([]byte, int64(st.Bavail)*int64(st.Bsize)-left), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return filler
+}
+
+// The store reads its disk's free space again when another process took it: a reading made
+// while the disk was nearly empty does not let checkpoints through once a big file leaves
+// little room, and the checkpoint is refused, not failed in the middle of its write.
+func TestDiskFullIsSeenAfterAnotherProcessFillsTheDisk(t *testing.T) {
+	mnt := tmpfs(t, "160m")
+	s, err := store.OpenStore(filepath.Join(mnt, "store"), store.StoreOptions{MinFree: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := rand.New(rand.NewPCG(5, 5))
+	state := stategen.Reference(r, 20)
+	for range 20 { // plenty of room: these read the disk once, or a few times
+		step(r, state)
+		if _, err := s.Persist(state); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fill(t, mnt, 6<<20)
+	time.Sleep(50 * time.Millisecond)
+	var err2 error
+	n := 0
+	for ; n < 10_000 && err2 == nil; n++ {
+		step(r, state)
+		_, err2 = s.Persist(state)
+	}
+	if !errors.Is(err2, store.ErrDiskFull) {
+		t.Fatalf("after %d checkpoints on a disk with 6 MiB left: %v, want ErrDiskFull", n, err2)
+	}
+	if _, err := s.Restore(state.HarnessID); err != nil {
+		t.Fatalf("restore after the refusal: %v", err)
+	}
+}
+
 // On a disk that fills up (a real 24 MiB tmpfs), a checkpoint is refused with ErrDiskFull
 // before anything is written, the process goes on (no panic, the store stays open and
 // readable), and checkpoints go on once there is room again.
 func TestDiskFullRefusesCheckpointsAndRecovers(t *testing.T) {
-	mnt := t.TempDir()
-	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=24m"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v): needs root on a real kernel", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	mnt := tmpfs(t, "24m")
 	e, _ := bridge.Load()
 	dir := filepath.Join(mnt, "store")
 	s, err := store.OpenStore(dir, store.StoreOptions{Engine: e, MinFree: 4 << 20})
@@ -30,15 +86,7 @@ func TestDiskFullRefusesCheckpointsAndRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	// Leave about 6 MiB: the reserve is 4 MiB.
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(mnt, &st); err != nil {
-		t.Fatal(err)
-	}
-	filler := filepath.Join(mnt, "filler")
-	if err := os.WriteFile(filler, make([]byte, int64(st.Bavail)*int64(st.Bsize)-6<<20), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	filler := fill(t, mnt, 6<<20) // the reserve is 4 MiB
 	r := rand.New(rand.NewPCG(4, 4))
 	state := stategen.Reference(r, 20)
 	var acked uint64

@@ -251,6 +251,7 @@ type Store struct {
 	fs       vfs.FS
 	readOnly bool
 	minFree  int64 // 0: no check (an in-memory file system)
+	room     roomReading
 	corrupt  *corruptionLog
 	heads    map[string]uint64 // the heads file as read at open (see damage.go)
 	headsErr error             // why the heads file could not be read
