@@ -7,9 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 const secretVar = "HARNESS_EDGE_TEST_API_KEY"
@@ -22,12 +25,15 @@ func TestMain(m *testing.M) {
 			fmt.Println("hide:", err)
 			os.Exit(2)
 		}
-		cmd := exec.CommandContext(context.Background(), "bash", "-c", `cat /proc/$PPID/environ | tr '\0' '\n'; cat /proc/$PPID/mem 2>&1 | head -c 100; echo; ps -o sid= -p $$; ps -o sid= -p $PPID`)
+		cmd := exec.CommandContext(context.Background(), "bash", "-c", `cat /proc/$PPID/environ | tr '\0' '\n'; cat /proc/$PPID/mem 2>&1 | head -c 100; echo
+echo "tool: $(ps -o sid=,pgid= -p $$)"; echo "parent: $(ps -o sid=,pgid= -p $PPID)"
+if (exec 3</dev/tty) 2>/dev/null; then echo "tool terminal: true"; else echo "tool terminal: false"; fi`)
 		cmd.Env = CleanEnv(nil)
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
 		err := Run(context.Background(), cmd)
 		fmt.Print(out.String())
+		fmt.Println("parent terminal:", HasTerminal())
 		fmt.Println("exit:", err)
 		os.Exit(0)
 	}
@@ -42,15 +48,63 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// A bash tool cannot read the secrets in harness-edge's environment through /proc, and runs in
-// a session of its own.
+// A bash tool cannot read the secrets in harness-edge's environment through /proc, runs in a
+// process group of its own, and has no way to a terminal: harness-edge has none here, and the
+// tool shares its session.
 func TestToolsCannotReadTheParentsEnvironment(t *testing.T) {
+	out := runHelper(t, nil)
+	if strings.Contains(out, "hunter2") {
+		t.Fatalf("the tool read the parent's secret:\n%s", out)
+	}
+	want(t, out, "parent terminal: false", "tool terminal: false")
+	tool, parent := field(t, out, "tool: "), field(t, out, "parent: ")
+	if tool[1] == parent[1] {
+		t.Fatalf("the tool runs in harness-edge's process group:\n%s", out)
+	}
+}
+
+// With a controlling terminal (harness-edge run from a shell), a tool runs in a session of its
+// own, which has none: it cannot read harness-edge's terminal or be stopped by it.
+func TestToolsHaveNoTerminalWhenHarnessEdgeHasOne(t *testing.T) {
+	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	defer ptm.Close()
+	if err := unix.IoctlSetPointerInt(int(ptm.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetUint32(int(ptm.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pts.Close()
+	out := runHelper(t, func(cmd *exec.Cmd) {
+		cmd.Stdin = pts
+		cmd.SysProcAttr.Setctty, cmd.SysProcAttr.Ctty = true, 0
+	})
+	want(t, out, "parent terminal: true", "tool terminal: false")
+	if tool, parent := field(t, out, "tool: "), field(t, out, "parent: "); tool[0] == parent[0] {
+		t.Fatalf("the tool runs in harness-edge's session, which has a terminal:\n%s", out)
+	}
+}
+
+// runHelper runs the test binary as a stand-in for harness-edge that runs one bash tool (see
+// TestMain), in a session of its own with no terminal unless with makes it one, and returns
+// what it printed.
+func runHelper(t *testing.T, with func(*exec.Cmd)) string {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), "HARNESS_EDGE_PROC_HELPER=1", secretVar+"=sk-live-hunter2")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if os.Geteuid() == 0 {
 		// Root may read any process's memory, whatever it sets: run the pair as nobody, from a
 		// copy of the test binary that nobody can execute.
@@ -69,7 +123,7 @@ func TestToolsCannotReadTheParentsEnvironment(t *testing.T) {
 			}
 		}
 		cmd.Path, cmd.Args[0], cmd.Dir = copyExe, copyExe, dir
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 65534, Gid: 65534}
 	}
 	// Under emulation (cross/qemu-run) the host cannot exec this binary itself: the emulator
 	// runs it, as it runs the test.
@@ -77,20 +131,39 @@ func TestToolsCannotReadTheParentsEnvironment(t *testing.T) {
 		cmd.Args = append(append([]string{w[0]}, w[1:]...), append([]string{cmd.Path}, cmd.Args[1:]...)...)
 		cmd.Path = w[0]
 	}
+	if with != nil {
+		with(cmd)
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("helper: %v\n%s", err, out)
 	}
-	if strings.Contains(string(out), "hunter2") {
-		t.Fatalf("the tool read the parent's secret:\n%s", out)
+	want(t, string(out), "exit: <nil>")
+	return string(out)
+}
+
+// want fails unless out has every line in lines.
+func want(t *testing.T, out string, lines ...string) {
+	t.Helper()
+	for _, l := range lines {
+		if !slices.Contains(strings.Split(out, "\n"), l) {
+			t.Fatalf("want %q in the helper's output:\n%s", l, out)
+		}
 	}
-	if !strings.Contains(string(out), "exit: <nil>") {
-		t.Fatalf("the tool did not run:\n%s", out)
+}
+
+// field returns the session and process group ids on the line that starts with prefix.
+func field(t *testing.T, out, prefix string) []string {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(l, prefix); ok {
+			if f := strings.Fields(rest); len(f) == 2 {
+				return f
+			}
+		}
 	}
-	f := strings.Fields(string(out))
-	if len(f) < 4 || f[len(f)-4] == f[len(f)-3] {
-		t.Fatalf("the tool runs in harness-edge's session:\n%s", out)
-	}
+	t.Fatalf("no %q line with a session and a process group in the helper's output:\n%s", prefix, out)
+	return nil
 }
 
 func copyFile(from, to string) error {
