@@ -83,8 +83,10 @@ func TestEndToEndStepsMakeOneFsyncEach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if many.fsyncs < 60 || many.fsyncs > 8*(60+2)+4 {
-		t.Fatalf("8 harnesses of 60 steps made %d fsyncs", many.fsyncs)
+	// Alone, they would make 8 × 62; at once, their commits share fsyncs (Pebble's group
+	// commit): 0.35-0.4 of that on the 2-CPU build machine, under half even on a busy one.
+	if many.fsyncs < 60 || many.fsyncs > 8*(60+2)/2 {
+		t.Fatalf("8 harnesses of 60 steps at once made %d fsyncs: they do not share them", many.fsyncs)
 	}
 	t.Logf("fsyncs: one harness %d for 60 steps, 8 harnesses %d for 480", one.fsyncs, many.fsyncs)
 }

@@ -179,7 +179,9 @@ func (p *pending) finishLocked() error {
 	}
 	err := p.b.SyncWait()
 	p.b.Close()
-	p.s.inflight.CompareAndDelete(p.id, p)
+	if p.s.inflight.CompareAndDelete(p.id, p) {
+		p.s.inflightN.Add(-1)
+	}
 	if err != nil {
 		p.s.commitFailed.Store(true)
 		p.s.forgetLocked(p.id, p.h)
@@ -271,6 +273,8 @@ type Store struct {
 	// (settle); its event log is read up to its first event (see Events). So nothing reads a
 	// checkpoint before it is durable.
 	inflight sync.Map
+	// inflightN counts inflight's checkpoints.
+	inflightN atomic.Int64
 	// The heads file's writers (see saveHeadsSoon): one at a time, in the background.
 	headsMu   sync.Mutex
 	headsLast atomic.Int64 // when it was last written (UnixNano)
@@ -1360,11 +1364,15 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	if x.NoSyncWait && !settling {
 		h.pending, cp.pending = p, p
 		s.inflight.Store(id, p)
-		// The commit woke the log's writer and queued it to run next on this goroutine's
-		// thread. Yielding lets it write and start the fsync now; otherwise it waits for
-		// another thread to wake and take it, which on the 2-CPU build machine left 90 µs
-		// between the commit and its fsync, all of it on the step's critical path.
-		runtime.Gosched()
+		if s.inflightN.Add(1) == 1 {
+			// The commit woke the log's writer and queued it to run next on this goroutine's
+			// thread. Yielding lets it write and start the fsync now; otherwise it waits for
+			// another thread to wake and take it, which on the 2-CPU build machine left 90 µs
+			// between the commit and its fsync, all of it on the step's critical path. Not
+			// when other harnesses' checkpoints are in flight too: then the writer is busy,
+			// and the commits that queue meanwhile share its next fsync (group commit).
+			runtime.Gosched()
+		}
 		return cp, nil
 	}
 	if err := p.finishLocked(); err != nil {
