@@ -358,6 +358,43 @@ func TestPropertyToldWhichStepsChangedDecodesLikeFull(t *testing.T) {
 	ps.TestingRun(t)
 }
 
+// A plan of 200 steps changed one step at a time, as a harness does, told which: the steps'
+// entry numbers pass 127 and 16,383, so that a step's number takes a byte more than it did,
+// and every encoding still decodes to the state encoded.
+func TestToldStepChangesDecodeAsEntryNumbersGrow(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	s := &statefmt.HarnessState{SchemaVersion: 1, HarnessID: "h", TaskID: "t", AgentName: "a", Status: statefmt.StatusRunning,
+		Plan: &statefmt.ExecutionPlan{TaskID: "t"}}
+	for i := range 200 {
+		s.Plan.Steps = append(s.Plan.Steps, statefmt.ExecutionStep{ID: fmt.Sprintf("s%d", i), Description: "d", AssignedAgent: "a",
+			Dependencies: []string{}, Status: statefmt.StepPending})
+	}
+	var enc statefmt.BinaryEncoder
+	for n := range 17_000 {
+		i := r.IntN(len(s.Plan.Steps))
+		if n < 150 {
+			i = n // the first steps, whose numbers took one byte, first
+		}
+		s.Plan.Steps[i].Attempts++
+		inc, err := enc.EncodeChanged(s, statefmt.StepChanges{Known: n > 0, Indexes: []int{i}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n%97 != 0 && n < 16_900 {
+			continue
+		}
+		got, err := statefmt.DecodeBinaryUnvalidated(inc.Bytes)
+		if err != nil {
+			t.Fatalf("change %d: does not decode: %v", n, err)
+		}
+		full, _ := statefmt.EncodeBinary(s)
+		want, _ := statefmt.DecodeBinaryUnvalidated(full)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("change %d (step %d): decodes to another state than the full encoding", n, i)
+		}
+	}
+}
+
 // chunks records every Write it is given; after fail writes it refuses the rest.
 type chunks struct {
 	all    bytes.Buffer
