@@ -166,9 +166,9 @@ func Run(ctx context.Context, cmd *exec.Cmd) error {
 	if HasTerminal() {
 		// Its own session then (and so its own process group): one with no controlling
 		// terminal, through which it could read harness-edge's or be stopped by it. Without
-		// a terminal there is none to reach, and a session costs more than its setsid: the
-		// kernel gives each one its own scheduling group (autogroup), which added 0.25-0.4 ms
-		// to every process that sleeps on the 2-CPU build machine.
+		// a terminal there is none to reach, and a session of its own would cost time: the
+		// kernel gives each session its own scheduling group (autogroup), which added
+		// 0.25-0.4 ms to every process that sleeps on the 2-CPU build machine.
 		cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Setsid = false, true
 	}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
