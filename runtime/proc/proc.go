@@ -153,8 +153,8 @@ func HideEnviron() error {
 }
 
 // Run runs cmd in its own process group, which it kills whole when ctx ends and again when cmd
-// exits (so nothing it started in the background outlives the call), and never with a way to a
-// terminal. The calling goroutine's thread is locked while the child runs, so that Pdeathsig
+// exits (so nothing it started in the background outlives the call), and never with a
+// controlling terminal. The calling goroutine's thread is locked while the child runs, so that Pdeathsig
 // (sent when the thread that started the child exits) fires only when the process dies.
 func Run(ctx context.Context, cmd *exec.Cmd) error {
 	goruntime.LockOSThread()
@@ -165,7 +165,8 @@ func Run(ctx context.Context, cmd *exec.Cmd) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if HasTerminal() {
 		// Its own session then (and so its own process group): one with no controlling
-		// terminal, through which it could read harness-edge's or be stopped by it. Without
+		// terminal, through which it could read harness-edge's or be stopped by it. (It can
+		// still open the terminal's device by name, as any process of the user can.) Without
 		// a terminal there is none to reach, and a session of its own would cost time: the
 		// kernel gives each session its own scheduling group (autogroup), which added
 		// 0.25-0.4 ms to every process that sleeps on the 2-CPU build machine.
