@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -21,15 +22,45 @@ type DiskFullError struct {
 	// Import is set when what was refused is an import, which the user runs again (a
 	// checkpoint's harness is resumed).
 	Import bool
+	// Open is set when what was refused is opening the store to write (see openRoom).
+	Open bool
 }
 
 func (e *DiskFullError) Error() string {
+	if e.Open {
+		return fmt.Sprintf("%v: %s has %d KiB free, and opening the store to write needs %d KiB: its database writes what its log holds (%d KiB) to a table, and starts a new log; nothing was written: free some space, then try again (ls, show and the other reads work meanwhile)",
+			ErrDiskFull, e.Dir, e.Free>>10, e.Need>>10, (e.Need-e.Reserve)>>10)
+	}
 	what, then := "a checkpoint", "resume"
 	if e.Import {
 		what, then = "the import", "import again"
 	}
 	return fmt.Sprintf("%v: %s has %d KiB free, and %s needs %d KiB with the %d KiB the store keeps free for its own work; nothing was written: free some space, then %s",
 		ErrDiskFull, e.Dir, e.Free>>10, what, e.Need>>10, e.Reserve>>10, then)
+}
+
+// openRoom is the room Pebble needs to open a database for writing, besides the bytes of its
+// write-ahead log (which it replays and writes to a table first): a new log, which it
+// preallocates at 110 % of its 4 MiB memtable, and a new manifest. On a disk without that room
+// its open retried the failing flush for as long as the disk stayed full, at full CPU.
+const openRoom = 5 << 20
+
+// checkOpenRoom refuses to open the store to write when its disk has less than openRoom free
+// besides its write-ahead log (less than the reserve, when that is set lower).
+func (s *Store) checkOpenRoom() error {
+	if s.minFree == 0 || s.readOnly {
+		return nil
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(s.dir, &st); err != nil {
+		return nil // the open itself will say what is wrong
+	}
+	reserve := min(s.minFree, openRoom)
+	free, need := int64(st.Bavail)*int64(st.Bsize), reserve+logBytes(filepath.Join(s.dir, "db"))
+	if free < need {
+		return &DiskFullError{Dir: s.dir, Free: free, Need: need, Reserve: reserve, Open: true}
+	}
+	return nil
 }
 
 func (e *DiskFullError) Unwrap() error { return ErrDiskFull }

@@ -74,6 +74,67 @@ func TestDiskFullIsSeenAfterAnotherProcessFillsTheDisk(t *testing.T) {
 	}
 }
 
+// A store whose disk has no room left is refused at once when opened to write, with the
+// disk-full error, instead of Pebble's open retrying its failing flush for as long as the disk
+// stays full. It still opens to read, and opens to write again once there is room.
+func TestAFullDiskRefusesToOpenTheStoreToWrite(t *testing.T) {
+	mnt := tmpfs(t, "24m")
+	dir := filepath.Join(mnt, "store")
+	s, err := store.OpenStore(dir, store.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(6, 6))
+	state := stategen.Reference(r, 20)
+	for range 50 {
+		step(r, state)
+		if _, err := s.Persist(state); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	filler := fill(t, mnt, 0)
+	done := make(chan error, 1)
+	go func() {
+		s, err := store.OpenStore(dir, store.StoreOptions{})
+		if err == nil {
+			s.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		var dfe *store.DiskFullError
+		if !errors.As(err, &dfe) || !errors.Is(err, store.ErrDiskFull) || !strings.Contains(err.Error(), "free some space, then try again") {
+			t.Fatalf("opening the store on a full disk: %v, want the disk-full error saying what to do", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("opening the store on a full disk did not return")
+	}
+	rs, err := store.OpenToRead(dir)
+	if err != nil {
+		t.Fatalf("opening the store to read on a full disk: %v", err)
+	}
+	if got, err := rs.Restore(state.HarnessID); err != nil || got.CheckpointCount != state.CheckpointCount {
+		t.Fatalf("reading the harness on a full disk: %v", err)
+	}
+	rs.Close()
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	s, err = store.OpenStore(dir, store.StoreOptions{})
+	if err != nil {
+		t.Fatalf("opening the store once there is room: %v", err)
+	}
+	defer s.Close()
+	step(r, state)
+	if _, err := s.Persist(state); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // On a disk that fills up (a real 24 MiB tmpfs), a checkpoint is refused with ErrDiskFull
 // before anything is written, the process goes on (no panic, the store stays open and
 // readable), and checkpoints go on once there is room again.

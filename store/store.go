@@ -614,6 +614,10 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	if errLog == nil {
 		errLog = os.Stderr
 	}
+	if err := s.checkOpenRoom(); err != nil {
+		s.unlock()
+		return nil, fmt.Errorf("cannot open the store in %s: %w", dir, err)
+	}
 	db, err := s.openDB(fs, errLog)
 	if err != nil {
 		s.unlock()
@@ -658,8 +662,8 @@ func (e *NoStoreError) Error() string {
 // *NoStoreError, and nothing is made there: a reader given a mistyped path says so, rather than
 // make an empty store and show it.
 //
-// On a read-only file system it opens read-only whatever the logs hold: nothing can be recovered
-// into a table there.
+// On a read-only file system, or a disk too full to open the store to write (ErrDiskFull), it
+// opens read-only whatever the logs hold: nothing can be recovered into a table there.
 func OpenToRead(dir string) (*Store, error) {
 	if !exists(filepath.Join(dir, "db")) && !exists(filepath.Join(dir, headsName)) {
 		return nil, &NoStoreError{Dir: dir, Exists: exists(dir)}
@@ -671,7 +675,9 @@ func OpenToRead(dir string) (*Store, error) {
 		}
 	}
 	s, err := OpenStore(dir, StoreOptions{})
-	if errors.Is(err, syscall.EROFS) {
+	if errors.Is(err, syscall.EROFS) || errors.Is(err, ErrDiskFull) {
+		// A read-only file system, or a disk too full to write the log to a table: the log is
+		// replayed into memory instead, every time.
 		return OpenStore(dir, StoreOptions{ReadOnly: true})
 	}
 	return s, err
