@@ -32,6 +32,11 @@ func (h *Harness) pauseForDiskFullLocked(cause error) error {
 		return fmt.Errorf("%w (and its last checkpoint could not be read back: %v)", cause, err)
 	}
 	h.st, h.pending, h.cpReason = st, nil, ""
+	if PausedForDiskFull(h.st) {
+		// Resumed while the disk is still full: its first checkpoint was refused, and it is
+		// paused for that reason still.
+		return fmt.Errorf("%w: %w", ErrPaused, cause)
+	}
 	if h.st.Status != statefmt.StatusRunning {
 		return cause
 	}

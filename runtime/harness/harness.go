@@ -171,7 +171,7 @@ func (h *Harness) persist(ahead bool) error {
 	h.cpReason = ""
 	if err != nil {
 		h.st.CheckpointCount--
-		return fmt.Errorf("harness %s: checkpoint: %w", h.st.HarnessID, err)
+		return checkpointError(h.st.HarnessID, err)
 	}
 	h.taskJSON, h.startDue = nil, false
 	h.changed, h.stepsKnown = h.changed[:0], true
@@ -183,6 +183,15 @@ func (h *Harness) persist(ahead bool) error {
 		return nil
 	}
 	return h.durableLocked()
+}
+
+// checkpointError says that harness id's checkpoint failed. The store's refusals of a commit
+// name the harness and the checkpoint already ("harness ID: checkpoint N not committed: ...").
+func checkpointError(id string, err error) error {
+	if strings.HasPrefix(err.Error(), "harness "+id+": ") {
+		return err
+	}
+	return fmt.Errorf("harness %s: checkpoint: %w", id, err)
 }
 
 // durableLocked waits until the checkpoint in flight is durable, makes it the last one and
@@ -197,7 +206,7 @@ func (h *Harness) durableLocked() error {
 	cp, err := h.inflight.Wait()
 	h.inflight = nil
 	if err != nil {
-		return fmt.Errorf("harness %s: checkpoint: %w", h.st.HarnessID, err)
+		return checkpointError(h.st.HarnessID, err)
 	}
 	h.last = cp
 	for _, e := range cp.Events {

@@ -1,0 +1,80 @@
+package harness_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/harness-edge/harness-edge/internal/fakeclock"
+	"github.com/harness-edge/harness-edge/runtime/harness"
+	"github.com/harness-edge/harness-edge/statefmt"
+	"github.com/harness-edge/harness-edge/store"
+)
+
+// A harness whose step fills its store's disk pauses for it; resumed while the disk is still
+// full, it stays paused for that reason and says so as a pause (ErrPaused and ErrDiskFull, the
+// harness named once), not as a failed checkpoint; resumed once there is room, it completes.
+func TestResumeOnAStillFullDiskStaysPausedForIt(t *testing.T) {
+	mnt := t.TempDir()
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=48m,mode=0700"); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v): needs root on a real kernel", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	e := &env{t: t, dir: mnt, clock: fakeclock.New(), rec: &recorder{}}
+	e.open()
+	t.Cleanup(e.close)
+	filler, once := filepath.Join(mnt, "filler"), filepath.Join(t.TempDir(), "filled")
+	// Leave 8 MiB: less than a running harness's checkpoint must leave, more than a pause needs.
+	fill := fmt.Sprintf(`[ -e %[1]s ] || { touch %[1]s; avail=$(df -k --output=avail %[2]s | tail -1); head -c $(( (avail - 8192) * 1024 )) /dev/zero > %[3]s; }`,
+		once, mnt, filler)
+	tk := parseTask(t, fmt.Sprintf(`
+id: full
+agent: A
+agents:
+  A:
+    driver: script
+    tools: [bash]
+    script:
+      steps:
+        s1: [{output: one}]
+        s2: [{tool: bash, args: {command: %q}}, {output: two}]
+        s3: [{output: three}]
+plan:
+  - {id: s1, description: one, agent: A}
+  - {id: s2, description: fills the disk, agent: A, dependsOn: [s1]}
+  - {id: s3, description: three, agent: A, dependsOn: [s2]}
+`, fill))
+	h, err := e.m.Create(tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); !errors.Is(err, harness.ErrPaused) || !errors.Is(err, store.ErrDiskFull) {
+		t.Fatalf("the run that filled the disk: %v, want a pause for the full disk", err)
+	}
+	h, err = e.m.ResumeFromCheckpoint("full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = h.Run(context.Background())
+	if !errors.Is(err, harness.ErrPaused) || !errors.Is(err, store.ErrDiskFull) || strings.Count(err.Error(), "harness full") != 1 {
+		t.Fatalf("resumed on a disk still full: %v, want a pause for the full disk that names the harness once", err)
+	}
+	if st := h.State(); !harness.PausedForDiskFull(st) {
+		t.Fatalf("resumed on a disk still full, the harness is %s (%q)", st.Status, st.StatusReason)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	h, err = e.m.ResumeFromCheckpoint("full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil || h.State().Status != statefmt.StatusCompleted {
+		t.Fatalf("resumed with room again: %v (%s)", err, h.State().Status)
+	}
+}
