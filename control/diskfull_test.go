@@ -2,6 +2,7 @@ package control_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -138,6 +139,87 @@ func TestDaemonPausesOnAFullDiskAndResumesWhenThereIsRoom(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "the store has room again: resuming") {
 		t.Fatalf("the log does not say the harness resumed:\n%s", log)
+	}
+	stop()
+}
+
+// A step that fills the disk to its last byte leaves even the pause refused: the harness stays
+// running in the store. The daemon stays up, lists it as waiting for room, and resumes it from
+// its last checkpoint once there is room, as it does a paused one; it completes.
+func TestDaemonResumesAHarnessWhosePauseTheFullDiskRefused(t *testing.T) {
+	mnt := t.TempDir()
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=48m,mode=0700"); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v): needs root on a real kernel", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	dir := filepath.Join(mnt, "store")
+	log := &logBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := control.StartDaemon(ctx, control.DaemonConfig{Dir: dir, Concurrency: 2, Grace: 20 * time.Second,
+		Version: "test", Logger: slog.New(slog.NewTextHandler(log, nil)), RoomPoll: 50 * time.Millisecond})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); d.Wait() }) }
+	t.Cleanup(stop)
+
+	filler, marker := filepath.Join(mnt, "filler"), filepath.Join(t.TempDir(), "filled")
+	fill := fmt.Sprintf(`[ -e %[1]s ] || { touch %[1]s; cat /dev/zero > %[2]s 2>/dev/null; true; }`, marker, filler)
+	src := fmt.Sprintf(`id: brim
+agent: A
+workspace: %s
+agents:
+  A:
+    driver: script
+    tools: [bash]
+    script:
+      steps:
+        s1: [{output: one}]
+        s2: [{tool: bash, args: {command: %q}}, {output: two}]
+        s3: [{output: three}]
+plan:
+  - {id: s1, description: one, agent: A}
+  - {id: s2, description: fills the disk to its last byte, agent: A, dependsOn: [s1]}
+  - {id: s3, description: three, agent: A, dependsOn: [s2]}
+`, t.TempDir(), fill)
+	c := connect(t, dir)
+	if _, err := c.Submit(context.Background(), control.Submission{Task: []byte(src), Name: "brim.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		h, err := c.Health(context.Background())
+		if err != nil {
+			t.Fatalf("health with a full disk: %v", err)
+		}
+		if slices.Equal(h.WaitingForRoom, []string{"brim"}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the harness never waited for room: %+v; log:\n%s", h, log)
+		}
+	}
+	if !strings.Contains(log.String(), "even its pause was refused") {
+		t.Fatalf("the pause was not refused (the test's disk was not full enough):\n%s", log)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	var st *statefmt.HarnessState
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if st, err = c.State(context.Background(), "brim"); err != nil {
+			t.Fatal(err)
+		}
+		if st.Status == statefmt.StatusCompleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after freeing space the harness is %s (%q); log:\n%s", st.Status, st.StatusReason, log)
+		}
+	}
+	if probs, err := c.Verify(context.Background(), ""); err != nil || len(probs) != 0 {
+		t.Fatalf("verify: %v %v", probs, err)
 	}
 	stop()
 }

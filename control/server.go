@@ -243,8 +243,8 @@ type Server struct {
 	// scheduled: a pause reaches it even before its Run has started.
 	cancels map[string]context.CancelCauseFunc
 	closing bool
-	// roomWait holds the harnesses a full disk paused: they are queued again when the store
-	// has room (see Schedule).
+	// roomWait holds the harnesses a full disk paused, or left running when it refused even
+	// their pause: they are queued again when the store has room (see Schedule).
 	roomWait map[string]bool
 	// approvedWhileRunning holds the harnesses whose last gate was approved while their run was
 	// still stopping at it: they are queued again when that run ends paused.
@@ -817,7 +817,12 @@ func (s *Server) requeueWithRoom() {
 		delete(s.roomWait, id)
 		s.mu.Unlock()
 		h, err := s.m.Get(id)
-		if err != nil || !harness.PausedForDiskFull(h.State()) {
+		if err != nil {
+			continue
+		}
+		// Paused for the full disk, or left running when even that pause was refused (the
+		// disk full past the store's reserve): resumed as after a crash.
+		if st := h.State(); !harness.PausedForDiskFull(st) && st.Status != statefmt.StatusRunning {
 			continue
 		}
 		s.log.Info("the store has room again: resuming", "harness", id)
@@ -890,6 +895,11 @@ func (s *Server) run(ctx context.Context, id string) {
 		s.mu.Unlock()
 	case err == nil || errors.Is(err, harness.ErrPaused):
 		s.log.Info("harness ended", "harness", id, "status", st.Status, "reason", event.LogText(st.StatusReason))
+	case errors.Is(err, store.ErrDiskFull) && st.Status == statefmt.StatusRunning && ctx.Err() == nil:
+		s.log.Error("harness stopped: the store's disk is full past its reserve, and even its pause was refused; it resumes from its last checkpoint when there is room", "harness", id, "err", err)
+		s.mu.Lock()
+		s.roomWait[id] = true
+		s.mu.Unlock()
 	default:
 		s.log.Error("harness run failed", "harness", id, "err", err)
 	}
