@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/harness-edge/harness-edge/internal/idlist"
 	"github.com/harness-edge/harness-edge/runtime/agent"
 	"github.com/harness-edge/harness-edge/runtime/clock"
 	"github.com/harness-edge/harness-edge/runtime/tools"
@@ -154,8 +153,8 @@ func runDirect(ctx context.Context, t *task.Task, clk clock.Clock, hooks tools.H
 		x.complete(step.ID, out)
 	}
 	st.TotalToolCalls = session.Calls
-	if done, failed, _ := planOutcome(p); !done {
-		return finish(statefmt.StatusFailed, fmt.Sprintf("failed steps: %s", idlist.Join(failed, ", ")))
+	if !planDone(p) {
+		return finish(statefmt.StatusFailed, failureReason(p))
 	}
 	return finish(statefmt.StatusCompleted, "")
 }

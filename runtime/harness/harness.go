@@ -801,8 +801,7 @@ func (h *Harness) finishLocked() error {
 // outcomeLocked is how a plan with nothing left to run ends: completed (its phase and the plan
 // reported completed, an isolated worktree merged), or failed naming why. h.mu held.
 func (h *Harness) outcomeLocked() (statefmt.Status, string) {
-	done, failed, blocked := planOutcome(h.st.Plan)
-	if done {
+	if planDone(h.st.Plan) {
 		if h.st.Phase != "" {
 			h.emit(event.Event{Type: event.Phase, Phase: h.st.Phase, Action: "completed"})
 		}
@@ -810,12 +809,25 @@ func (h *Harness) outcomeLocked() (statefmt.Status, string) {
 		h.mergeWorktreeLocked()
 		return statefmt.StatusCompleted, ""
 	}
-	var why []string
-	for _, id := range failed[:min(len(failed), idlist.Max)] {
-		s := h.st.Plan.Steps[h.plan().step(id)]
-		why = append(why, StepFailure(id, deref(s.Error)))
+	return statefmt.StatusFailed, failureReason(h.st.Plan)
+}
+
+// failureReason is why a plan that cannot complete failed: its failed steps with their errors
+// (the first idlist.Max), and the steps they blocked.
+func failureReason(p *statefmt.ExecutionPlan) string {
+	var why, blocked []string
+	failed := 0
+	for i := range p.Steps {
+		switch s := &p.Steps[i]; s.Status {
+		case statefmt.StepFailed:
+			if failed++; failed <= idlist.Max {
+				why = append(why, StepFailure(s.ID, deref(s.Error)))
+			}
+		case statefmt.StepBlocked:
+			blocked = append(blocked, s.ID)
+		}
 	}
-	if n := len(failed) - idlist.Max; n > 0 {
+	if n := failed - idlist.Max; n > 0 {
 		more := "and " + idlist.Count(n) + " more failed step"
 		if n > 1 {
 			more += "s"
@@ -825,7 +837,7 @@ func (h *Harness) outcomeLocked() (statefmt.Status, string) {
 	if len(blocked) > 0 {
 		why = append(why, "blocked: "+idlist.Join(blocked, ", "))
 	}
-	return statefmt.StatusFailed, strings.Join(why, "; ")
+	return strings.Join(why, "; ")
 }
 
 // StepFailure is how a failed step is named with its error, in a failed harness's reason and in
@@ -902,7 +914,7 @@ func (h *Harness) stopWithLocked(reason string) error {
 		}
 	}
 	if h.st.Plan != nil {
-		if done, _, _ := planOutcome(h.st.Plan); done && h.st.Status == statefmt.StatusRunning {
+		if planDone(h.st.Plan) && h.st.Status == statefmt.StatusRunning {
 			return h.transitionLocked(statefmt.StatusCompleted, "")
 		}
 		h.touchAll()

@@ -198,20 +198,12 @@ func finished(s statefmt.StepStatus) bool {
 	return s == statefmt.StepCompleted || s == statefmt.StepFailed || s == statefmt.StepBlocked
 }
 
-// planOutcome summarises a plan with nothing ready or running: done says every step completed;
-// otherwise failed and blocked list what stopped it.
-func planOutcome(p *statefmt.ExecutionPlan) (done bool, failed, blocked []string) {
-	done = true
+// planDone says whether every step of the plan completed.
+func planDone(p *statefmt.ExecutionPlan) bool {
 	for _, s := range p.Steps {
-		switch s.Status {
-		case statefmt.StepCompleted:
-		case statefmt.StepFailed:
-			failed, done = append(failed, s.ID), false
-		case statefmt.StepBlocked:
-			blocked, done = append(blocked, s.ID), false
-		default:
-			done = false
+		if s.Status != statefmt.StepCompleted {
+			return false
 		}
 	}
-	return done, failed, blocked
+	return true
 }

@@ -159,7 +159,7 @@ func TestPropertyDependencyResolution(t *testing.T) {
 					return msg
 				}
 			}
-			done, _, _ := planOutcome(plan)
+			done := planDone(plan)
 			if done != (len(completed) == len(steps)) {
 				return fmt.Sprintf("done=%v with %d of %d completed", done, len(completed), len(steps))
 			}

@@ -465,7 +465,8 @@ func TestPropertyCreation(t *testing.T) {
 }
 
 // A long-running task runs in a harness (the store holds it), any other on the
-// direct path (the store holds nothing); both report the same steps and output.
+// direct path (the store holds nothing); both report the same steps, output, status and reason
+// (a failed plan's failed steps with their errors, and the steps they blocked).
 func TestPropertyDispatchPaths(t *testing.T) {
 	t.Parallel() // each case has its own store, clock and workspace
 	p := proptest.Props(t, 100)
@@ -487,7 +488,8 @@ func TestPropertyDispatchPaths(t *testing.T) {
 			if harness.Path != "harness" || direct.Path != "direct" || direct.HarnessID != "" || len(list) != 1 || list[0].ID != "d" {
 				return fmt.Sprintf("paths %s/%s, %d harnesses stored", harness.Path, direct.Path, len(list))
 			}
-			if !reflect.DeepEqual(harness.Steps, direct.Steps) || harness.Output != direct.Output || harness.Status != direct.Status {
+			if !reflect.DeepEqual(harness.Steps, direct.Steps) || harness.Output != direct.Output || harness.Status != direct.Status ||
+				harness.Reason != direct.Reason {
 				return fmt.Sprintf("outputs differ:\n%+v\n%+v", harness, direct)
 			}
 			return ""
