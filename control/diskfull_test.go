@@ -14,22 +14,19 @@ import (
 	"time"
 
 	"github.com/harness-edge/harness-edge/control"
+	"github.com/harness-edge/harness-edge/internal/tmpfs"
 	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/statefmt/event"
 )
 
-// On a store whose disk fills up (a real 48 MiB tmpfs), the daemon pauses the harness with the
-// reason, stays up and answers, goes on when space returns without anyone resuming it, and
-// stops when asked; the harness completes every step once.
-func TestDaemonPausesOnAFullDiskAndResumesWhenThereIsRoom(t *testing.T) {
-	mnt := t.TempDir()
-	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=48m,mode=0700"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v): needs root on a real kernel", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
-	dir := filepath.Join(mnt, "store")
-	log := &logBuffer{}
+// daemonOnTmpfs starts a daemon on a store in a real 48 MiB tmpfs (mnt), which checks for room
+// every 50 ms; stop stops it, once (the test's end does too).
+func daemonOnTmpfs(t *testing.T) (mnt, dir string, log *logBuffer, stop func()) {
+	t.Helper()
+	mnt = tmpfs.Mount(t, "48m")
+	dir = filepath.Join(mnt, "store")
+	log = &logBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	d, err := control.StartDaemon(ctx, control.DaemonConfig{Dir: dir, Concurrency: 2, Grace: 20 * time.Second,
 		Version: "test", Logger: slog.New(slog.NewTextHandler(log, nil)), RoomPoll: 50 * time.Millisecond})
@@ -38,8 +35,33 @@ func TestDaemonPausesOnAFullDiskAndResumesWhenThereIsRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 	var once sync.Once
-	stop := func() { once.Do(func() { cancel(); d.Wait() }) }
+	stop = func() { once.Do(func() { cancel(); d.Wait() }) }
 	t.Cleanup(stop)
+	return mnt, dir, log, stop
+}
+
+// waitForRoom waits until the daemon lists harness id, and only it, as waiting for room.
+func waitForRoom(t *testing.T, c *control.Conn, id string, log *logBuffer) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		h, err := c.Health(context.Background())
+		if err != nil {
+			t.Fatalf("health with a full disk: %v", err)
+		}
+		if slices.Equal(h.WaitingForRoom, []string{id}) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the harness never waited for room: %+v; log:\n%s", h, log)
+		}
+	}
+}
+
+// On a store whose disk fills up (a real 48 MiB tmpfs), the daemon pauses the harness with the
+// reason, stays up and answers, goes on when space returns without anyone resuming it, and
+// stops when asked; the harness completes every step once.
+func TestDaemonPausesOnAFullDiskAndResumesWhenThereIsRoom(t *testing.T) {
+	mnt, dir, log, stop := daemonOnTmpfs(t)
 
 	const steps = 60
 	src := scriptTaskSource(t, "full", steps, "30ms")
@@ -60,20 +82,9 @@ func TestDaemonPausesOnAFullDiskAndResumesWhenThereIsRoom(t *testing.T) {
 	if err := os.WriteFile(filler, make([]byte, int64(fs.Bavail)*int64(fs.Bsize)-8<<20), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var st *statefmt.HarnessState
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		h, err := c.Health(context.Background())
-		if err != nil {
-			t.Fatalf("health with a full disk: %v", err)
-		}
-		if slices.Equal(h.WaitingForRoom, []string{"full"}) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the harness never waited for room: %+v; log:\n%s", h, log)
-		}
-	}
-	if st, err = c.State(context.Background(), "full"); err != nil {
+	waitForRoom(t, c, "full", log)
+	st, err := c.State(context.Background(), "full")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if !harness.PausedForDiskFull(st) || !strings.Contains(st.StatusReason, "KiB free, a checkpoint needs") {
@@ -147,23 +158,7 @@ func TestDaemonPausesOnAFullDiskAndResumesWhenThereIsRoom(t *testing.T) {
 // running in the store. The daemon stays up, lists it as waiting for room, and resumes it from
 // its last checkpoint once there is room, as it does a paused one; it completes.
 func TestDaemonResumesAHarnessWhosePauseTheFullDiskRefused(t *testing.T) {
-	mnt := t.TempDir()
-	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=48m,mode=0700"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v): needs root on a real kernel", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
-	dir := filepath.Join(mnt, "store")
-	log := &logBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	d, err := control.StartDaemon(ctx, control.DaemonConfig{Dir: dir, Concurrency: 2, Grace: 20 * time.Second,
-		Version: "test", Logger: slog.New(slog.NewTextHandler(log, nil)), RoomPoll: 50 * time.Millisecond})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	var once sync.Once
-	stop := func() { once.Do(func() { cancel(); d.Wait() }) }
-	t.Cleanup(stop)
+	mnt, dir, log, stop := daemonOnTmpfs(t)
 
 	filler, marker := filepath.Join(mnt, "filler"), filepath.Join(t.TempDir(), "filled")
 	fill := fmt.Sprintf(`[ -e %[1]s ] || { touch %[1]s; cat /dev/zero > %[2]s 2>/dev/null; true; }`, marker, filler)
@@ -188,27 +183,16 @@ plan:
 	if _, err := c.Submit(context.Background(), control.Submission{Task: []byte(src), Name: "brim.yaml"}); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		h, err := c.Health(context.Background())
-		if err != nil {
-			t.Fatalf("health with a full disk: %v", err)
-		}
-		if slices.Equal(h.WaitingForRoom, []string{"brim"}) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the harness never waited for room: %+v; log:\n%s", h, log)
-		}
-	}
+	waitForRoom(t, c, "brim", log)
 	if !strings.Contains(log.String(), "even its pause was refused") {
 		t.Fatalf("the pause was not refused (the test's disk was not full enough):\n%s", log)
 	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	var st *statefmt.HarnessState
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if st, err = c.State(context.Background(), "brim"); err != nil {
+		st, err := c.State(context.Background(), "brim")
+		if err != nil {
 			t.Fatal(err)
 		}
 		if st.Status == statefmt.StatusCompleted {

@@ -12,19 +12,9 @@ import (
 
 	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/internal/stategen"
+	"github.com/harness-edge/harness-edge/internal/tmpfs"
 	"github.com/harness-edge/harness-edge/store"
 )
-
-// tmpfs mounts a real tmpfs of the given size, or skips the test where that needs more rights.
-func tmpfs(t *testing.T, size string) string {
-	t.Helper()
-	mnt := t.TempDir()
-	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size="+size); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v): needs root on a real kernel", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
-	return mnt
-}
 
 // fill writes a file that leaves about left bytes free on mnt's file system.
 func fill(t *testing.T, mnt string, left int64) string {
@@ -44,7 +34,7 @@ func fill(t *testing.T, mnt string, left int64) string {
 // while the disk was nearly empty does not let checkpoints through once a big file leaves
 // little room, and the checkpoint is refused, not failed in the middle of its write.
 func TestDiskFullIsSeenAfterAnotherProcessFillsTheDisk(t *testing.T) {
-	mnt := tmpfs(t, "160m")
+	mnt := tmpfs.Mount(t, "160m")
 	s, err := store.OpenStore(filepath.Join(mnt, "store"), store.StoreOptions{MinFree: 4 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +68,7 @@ func TestDiskFullIsSeenAfterAnotherProcessFillsTheDisk(t *testing.T) {
 // disk-full error, instead of Pebble's open retrying its failing flush for as long as the disk
 // stays full. It still opens to read, and opens to write again once there is room.
 func TestAFullDiskRefusesToOpenTheStoreToWrite(t *testing.T) {
-	mnt := tmpfs(t, "24m")
+	mnt := tmpfs.Mount(t, "24m")
 	dir := filepath.Join(mnt, "store")
 	s, err := store.OpenStore(dir, store.StoreOptions{})
 	if err != nil {
@@ -139,7 +129,7 @@ func TestAFullDiskRefusesToOpenTheStoreToWrite(t *testing.T) {
 // before anything is written, the process goes on (no panic, the store stays open and
 // readable), and checkpoints go on once there is room again.
 func TestDiskFullRefusesCheckpointsAndRecovers(t *testing.T) {
-	mnt := tmpfs(t, "24m")
+	mnt := tmpfs.Mount(t, "24m")
 	e, _ := bridge.Load()
 	dir := filepath.Join(mnt, "store")
 	s, err := store.OpenStore(dir, store.StoreOptions{Engine: e, MinFree: 4 << 20})

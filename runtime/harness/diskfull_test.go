@@ -7,10 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/harness-edge/harness-edge/internal/fakeclock"
+	"github.com/harness-edge/harness-edge/internal/tmpfs"
 	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/store"
@@ -20,11 +20,7 @@ import (
 // full, it stays paused for that reason and says so as a pause (ErrPaused and ErrDiskFull, the
 // harness named once), not as a failed checkpoint; resumed once there is room, it completes.
 func TestResumeOnAStillFullDiskStaysPausedForIt(t *testing.T) {
-	mnt := t.TempDir()
-	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=48m,mode=0700"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v): needs root on a real kernel", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	mnt := tmpfs.Mount(t, "48m")
 	e := &env{t: t, dir: mnt, clock: fakeclock.New(), rec: &recorder{}}
 	e.open()
 	t.Cleanup(e.close)
