@@ -68,7 +68,7 @@ func TestDiskFullIsSeenAfterAnotherProcessFillsTheDisk(t *testing.T) {
 // disk-full error, instead of Pebble's open retrying its failing flush for as long as the disk
 // stays full. It still opens to read, and opens to write again once there is room.
 func TestAFullDiskRefusesToOpenTheStoreToWrite(t *testing.T) {
-	mnt := tmpfs.Mount(t, "24m")
+	mnt := tmpfs.Mount(t, "64m")
 	dir := filepath.Join(mnt, "store")
 	s, err := store.OpenStore(dir, store.StoreOptions{})
 	if err != nil {
@@ -76,7 +76,7 @@ func TestAFullDiskRefusesToOpenTheStoreToWrite(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(6, 6))
 	state := stategen.Reference(r, 20)
-	for range 50 {
+	for range 10 {
 		step(r, state)
 		if _, err := s.Persist(state); err != nil {
 			t.Fatal(err)
