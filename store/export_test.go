@@ -27,3 +27,6 @@ func (s *Store) IdleCompressors() (keyframe, stream int) {
 	defer s.keyframes.mu.Unlock()
 	return len(s.keyframes.idle), len(s.streamEncs)
 }
+
+// InFlight counts the checkpoints whose fsync the store has not seen through.
+func (s *Store) InFlight() int64 { return s.inflightN.Load() }

@@ -189,6 +189,79 @@ func TestACheckpointInFlightIsDurableOnlyOnceWaitReturns(t *testing.T) {
 	}
 }
 
+// A harness released while its checkpoint's fsync is held stays the store's until the fsync is
+// through: a Restore and a checkpoint meanwhile wait for it, rather than replay from the log a
+// checkpoint not durable yet (and, for the checkpoint, write over its fsync); afterwards the
+// store counts no checkpoint in flight.
+func TestAReleaseWaitsForTheCheckpointInFlightBeforeLettingGo(t *testing.T) {
+	fs := &gatedFS{FS: vfs.NewMem()}
+	s, err := store.OpenStore("store", store.StoreOptions{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	defer fs.open()
+	st := crashStart()
+	crashStep(st, 1)
+	if _, err := s.Persist(st); err != nil {
+		t.Fatal(err)
+	}
+	fs.close()
+	crashStep(st, 2)
+	cp2, err := s.PersistWith(st, store.Extras{NoSyncWait: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for fs.waiter.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	released := make(chan struct{})
+	go func() { s.Release(st.HarnessID); close(released) }()
+	time.Sleep(20 * time.Millisecond) // the release holds the harness, waiting for the fsync
+	restored := make(chan int, 1)
+	go func() {
+		got, err := s.Restore(st.HarnessID)
+		if err != nil {
+			t.Error(err)
+			restored <- -1
+			return
+		}
+		restored <- got.CheckpointCount
+	}()
+	next := clone(t, st)
+	crashStep(next, 3)
+	persisted := make(chan store.Checkpoint, 1)
+	go func() {
+		cp, err := s.PersistWith(next, store.Extras{NoSyncWait: true})
+		if err != nil {
+			t.Error(err)
+		}
+		persisted <- cp
+	}()
+	select {
+	case n := <-restored:
+		t.Fatalf("Restore returned checkpoint %d while checkpoint 2's fsync was held", n)
+	case <-persisted:
+		t.Fatal("a checkpoint was written on the released harness while checkpoint 2's fsync was held")
+	case <-time.After(50 * time.Millisecond):
+	}
+	fs.open()
+	<-released
+	if n := <-restored; n != 2 && n != 3 { // 3 when the checkpoint after the release went first
+		t.Fatalf("Restore once the fsync was through: checkpoint %d, want 2 or 3", n)
+	}
+	cp3, err := (<-persisted).Wait()
+	if err != nil || cp3.Seq != 3 {
+		t.Fatalf("the checkpoint after the release: %d, %v; want 3", cp3.Seq, err)
+	}
+	if _, err := cp2.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.InFlight(); n != 0 {
+		t.Fatalf("the store counts %d checkpoints in flight, want 0", n)
+	}
+}
+
 // A writer that persists each checkpoint without waiting for its fsync, and counts one as
 // acknowledged once the next has been written (the harness's way), loses none it acknowledged
 // to a power cut at any moment.

@@ -155,8 +155,10 @@ type pending struct {
 	env []byte // the record as stored (see released)
 	// firstEvent numbers the checkpoint's first event; 0 when it has none.
 	firstEvent uint64
-	done       bool
-	err        error
+	// counted says the store's inflightN counts it, until it is finished.
+	counted bool
+	done    bool
+	err     error
 }
 
 // wait is finishLocked for a caller that does not hold h.mu.
@@ -179,7 +181,9 @@ func (p *pending) finishLocked() error {
 	}
 	err := p.b.SyncWait()
 	p.b.Close()
-	if p.s.inflight.CompareAndDelete(p.id, p) {
+	p.s.inflight.CompareAndDelete(p.id, p)
+	if p.counted {
+		p.counted = false
 		p.s.inflightN.Add(-1)
 	}
 	if err != nil {
@@ -273,7 +277,8 @@ type Store struct {
 	// (settle); its event log is read up to its first event (see Events). So nothing reads a
 	// checkpoint before it is durable.
 	inflight sync.Map
-	// inflightN counts inflight's checkpoints.
+	// inflightN counts the checkpoints whose fsync is under way: inflight's, and one it no
+	// longer holds because the harness was dropped and reopened meanwhile.
 	inflightN atomic.Int64
 	// The heads file's writers (see saveHeadsSoon): one at a time, in the background.
 	headsMu   sync.Mutex
@@ -1170,8 +1175,14 @@ func (s *Store) forget(id string) {
 	}
 }
 
-// forgetLocked is forget for a caller that holds h.mu.
+// forgetLocked is forget for a caller that holds h.mu. A checkpoint in flight is seen through
+// before h leaves the map, for the same reason: whoever wants the harness meanwhile waits for
+// h, rather than replay from the log a checkpoint that is not durable yet (and write the next
+// one over it).
 func (s *Store) forgetLocked(id string, h *harness) {
+	if p := h.pending; p != nil {
+		_ = p.finishLocked() // its error goes to the Checkpoint's Wait
+	}
 	s.mu.Lock()
 	if s.harnesses[id] == h {
 		delete(s.harnesses, id)
@@ -1370,6 +1381,7 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	if x.NoSyncWait && !settling {
 		h.pending, cp.pending = p, p
 		s.inflight.Store(id, p)
+		p.counted = true
 		if s.inflightN.Add(1) == 1 {
 			// The commit woke the log's writer and queued it to run next on this goroutine's
 			// thread. Yielding lets it write and start the fsync now; otherwise it waits for
