@@ -207,3 +207,55 @@ plan:
 	}
 	stop()
 }
+
+// A harness a person paused and resumed while the disk is full is queued, and its start is
+// refused: the daemon lists it as waiting for room and starts it once there is room.
+func TestDaemonStartsAResumedHarnessOnceTheFullDiskHasRoom(t *testing.T) {
+	mnt, dir, log, stop := daemonOnTmpfs(t)
+	c := connect(t, dir)
+	if _, err := c.Submit(context.Background(), control.Submission{Task: []byte(scriptTaskSource(t, "q", 60, "30ms")), Name: "q.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	n := waitStepStarted(t, dir, "q", 0, log)
+	waitStepStarted(t, dir, "q", n, log)
+	if err := c.Pause(context.Background(), "q"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if st, err := c.State(context.Background(), "q"); err == nil && st.Status == statefmt.StatusPaused {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the harness did not pause; log:\n%s", log)
+		}
+	}
+	// Leave 8 MiB: room for the queued mark (a settling checkpoint), not for the start.
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(mnt, &fs); err != nil {
+		t.Fatal(err)
+	}
+	filler := filepath.Join(mnt, "filler")
+	if err := os.WriteFile(filler, make([]byte, int64(fs.Bavail)*int64(fs.Bsize)-8<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Resume(context.Background(), "q"); err != nil {
+		t.Fatal(err)
+	}
+	waitForRoom(t, c, "q", log)
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		st, err := c.State(context.Background(), "q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Status == statefmt.StatusCompleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after freeing space the harness is %s (%q); log:\n%s", st.Status, st.StatusReason, log)
+		}
+	}
+	stop()
+}

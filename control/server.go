@@ -243,8 +243,8 @@ type Server struct {
 	// scheduled: a pause reaches it even before its Run has started.
 	cancels map[string]context.CancelCauseFunc
 	closing bool
-	// roomWait holds the harnesses a full disk paused, or left running when it refused even
-	// their pause: they are queued again when the store has room (see Schedule).
+	// roomWait holds the harnesses a full disk stopped (see waitsForRoom): they are queued
+	// again when the store has room (see Schedule).
 	roomWait map[string]bool
 	// approvedWhileRunning holds the harnesses whose last gate was approved while their run was
 	// still stopping at it: they are queued again when that run ends paused.
@@ -800,6 +800,20 @@ func (s *Server) Schedule(ctx context.Context, grace time.Duration) {
 	}
 }
 
+// waitsForRoom says whether the daemon resumes a harness the full disk stopped once there is
+// room: one paused for the disk; one left running when even that pause was refused (resumed
+// as after a crash); one still queued to run, or to resume after a shutdown, whose start the
+// disk refused.
+func waitsForRoom(st *statefmt.HarnessState) bool {
+	switch {
+	case harness.PausedForDiskFull(st), st.Status == statefmt.StatusRunning:
+		return true
+	case st.Status == statefmt.StatusPaused:
+		return st.StatusReason == harness.ReasonQueued || st.StatusReason == harness.ReasonShutdown
+	}
+	return false
+}
+
 // requeueWithRoom queues the harnesses a full disk paused, when the store has room again and
 // they are still paused for it (a human may have stopped or resumed one meanwhile).
 func (s *Server) requeueWithRoom() {
@@ -820,9 +834,7 @@ func (s *Server) requeueWithRoom() {
 		if err != nil {
 			continue
 		}
-		// Paused for the full disk, or left running when even that pause was refused (the
-		// disk full past the store's reserve): resumed as after a crash.
-		if st := h.State(); !harness.PausedForDiskFull(st) && st.Status != statefmt.StatusRunning {
+		if !waitsForRoom(h.State()) { // a human stopped or resumed it meanwhile
 			continue
 		}
 		s.log.Info("the store has room again: resuming", "harness", id)
@@ -895,8 +907,12 @@ func (s *Server) run(ctx context.Context, id string) {
 		s.mu.Unlock()
 	case err == nil || errors.Is(err, harness.ErrPaused):
 		s.log.Info("harness ended", "harness", id, "status", st.Status, "reason", event.LogText(st.StatusReason))
-	case errors.Is(err, store.ErrDiskFull) && st.Status == statefmt.StatusRunning && ctx.Err() == nil:
-		s.log.Error("harness stopped: the store's disk is full past its reserve, and even its pause was refused; it resumes from its last checkpoint when there is room", "harness", id, "err", err)
+	case errors.Is(err, store.ErrDiskFull) && ctx.Err() == nil && waitsForRoom(st):
+		if st.Status == statefmt.StatusRunning {
+			s.log.Error("harness stopped: the store's disk is full past its reserve, and even its pause was refused; it resumes from its last checkpoint when there is room", "harness", id, "err", err)
+		} else {
+			s.log.Warn("harness could not start: the store's disk is full; it starts when there is room", "harness", id, "err", err)
+		}
 		s.mu.Lock()
 		s.roomWait[id] = true
 		s.mu.Unlock()
