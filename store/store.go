@@ -155,11 +155,24 @@ type pending struct {
 	env []byte // the record as stored (see released)
 	// firstEvent numbers the checkpoint's first event; 0 when it has none.
 	firstEvent uint64
-	// counted says the store's inflightN counts it, until it is finished.
-	counted bool
-	done    bool
-	err     error
+	done       bool
+	err        error
 }
+
+// CommitError is a checkpoint the store could not commit, or whose fsync failed: the harness's
+// chain in memory was dropped (the next use replays it from the store), and its last durable
+// checkpoint stands.
+type CommitError struct {
+	ID  string
+	Seq uint64
+	Err error
+}
+
+func (e *CommitError) Error() string {
+	return fmt.Sprintf("harness %s: checkpoint %d not committed: %v", e.ID, e.Seq, e.Err)
+}
+
+func (e *CommitError) Unwrap() error { return e.Err }
 
 // wait is finishLocked for a caller that does not hold h.mu.
 func (p *pending) wait() error {
@@ -181,15 +194,13 @@ func (p *pending) finishLocked() error {
 	}
 	err := p.b.SyncWait()
 	p.b.Close()
-	p.s.inflight.CompareAndDelete(p.id, p)
-	if p.counted {
-		p.counted = false
+	if p.s.inflight.CompareAndDelete(p.id, p) {
 		p.s.inflightN.Add(-1)
 	}
 	if err != nil {
 		p.s.commitFailed.Store(true)
 		p.s.forgetLocked(p.id, p.h)
-		p.err = fmt.Errorf("harness %s: checkpoint %d not committed: %w", p.id, p.cp.Seq, err)
+		p.err = &CommitError{ID: p.id, Seq: p.cp.Seq, Err: err}
 		return p.err
 	}
 	p.s.acknowledge(p.id, p.cp.Seq)
@@ -277,8 +288,8 @@ type Store struct {
 	// (settle); its event log is read up to its first event (see Events). So nothing reads a
 	// checkpoint before it is durable.
 	inflight sync.Map
-	// inflightN counts the checkpoints whose fsync is under way: inflight's, and one it no
-	// longer holds because the harness was dropped and reopened meanwhile.
+	// inflightN counts inflight's checkpoints. (A harness leaves the store's map only once its
+	// checkpoint in flight is through, see forgetLocked, so none is stored over another.)
 	inflightN atomic.Int64
 	// The heads file's writers (see saveHeadsSoon): one at a time, in the background.
 	headsMu   sync.Mutex
@@ -804,10 +815,10 @@ func (s *Store) IsAvailable() bool { return s.engine.Backend() != bridge.Backend
 
 // Index returns the harness's index entry (what `ls` shows), or an error wrapping ErrNotFound.
 func (s *Store) Index(id string) (IndexEntry, error) {
-	s.settle(id)
 	if err := ValidID(id); err != nil {
 		return IndexEntry{}, err
 	}
+	s.settle(id)
 	return s.readIndex(id)
 }
 
@@ -1353,7 +1364,7 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	if err := s.apply(b, settling); err != nil {
 		// The chain moved on in memory but not on disk: replay from the store next time.
 		s.forgetLocked(id, h)
-		return Checkpoint{}, fmt.Errorf("harness %s: checkpoint %d not committed: %w", id, info.Seq, err)
+		return Checkpoint{}, &CommitError{ID: id, Seq: info.Seq, Err: err}
 	}
 	applied = true
 	if prev != nil && info.Kind == bridge.KindKeyframe {
@@ -1381,7 +1392,6 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	if x.NoSyncWait && !settling {
 		h.pending, cp.pending = p, p
 		s.inflight.Store(id, p)
-		p.counted = true
 		if s.inflightN.Add(1) == 1 {
 			// The commit woke the log's writer and queued it to run next on this goroutine's
 			// thread. Yielding lets it write and start the fsync now; otherwise it waits for
@@ -1592,10 +1602,10 @@ func (s *Store) Inspect(id string) ([]StoredRecord, error) {
 // read from the keys and values alone: nothing is decompressed or replayed, so a report of many
 // long harnesses does not rebuild their chains to add up their sizes (Inspect does).
 func (s *Store) ChainBytes(id string) (int, error) {
-	s.settle(id)
 	if err := ValidID(id); err != nil {
 		return 0, err
 	}
+	s.settle(id)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: chainKey(id, 0), UpperBound: chainKey(id, 1<<64-1)})
 	if err != nil {
 		return 0, err

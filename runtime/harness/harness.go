@@ -185,10 +185,10 @@ func (h *Harness) persist(ahead bool) error {
 	return h.durableLocked()
 }
 
-// checkpointError says that harness id's checkpoint failed. The store's refusals of a commit
-// name the harness and the checkpoint already ("harness ID: checkpoint N not committed: ...").
+// checkpointError says that harness id's checkpoint failed. A commit the store refused names
+// the harness and the checkpoint already.
 func checkpointError(id string, err error) error {
-	if strings.HasPrefix(err.Error(), "harness "+id+": ") {
+	if ce := (*store.CommitError)(nil); errors.As(err, &ce) {
 		return err
 	}
 	return fmt.Errorf("harness %s: checkpoint: %w", id, err)
