@@ -39,6 +39,8 @@ func (e *DiskFullError) Error() string {
 		ErrDiskFull, e.Dir, e.Free>>10, what, e.Need>>10, e.Reserve>>10, then)
 }
 
+func (e *DiskFullError) Unwrap() error { return ErrDiskFull }
+
 // openRoom is the room Pebble needs to open a database for writing, besides the bytes of its
 // write-ahead log (which it replays and writes to a table first): a new log, which it
 // preallocates at 110 % of its 4 MiB memtable, and a new manifest. On a disk without that room
@@ -62,8 +64,6 @@ func (s *Store) checkOpenRoom() error {
 	}
 	return nil
 }
-
-func (e *DiskFullError) Unwrap() error { return ErrDiskFull }
 
 // roomProbe is the size of checkpoint CheckRoom asks room for: a step's usual one, with room
 // to spare.
