@@ -830,11 +830,7 @@ func (s *Server) requeueWithRoom() {
 		s.mu.Lock()
 		delete(s.roomWait, id)
 		s.mu.Unlock()
-		h, err := s.m.Get(id)
-		if err != nil {
-			continue
-		}
-		if !waitsForRoom(h.State()) { // a human stopped or resumed it meanwhile
+		if h, err := s.m.Get(id); err != nil || !waitsForRoom(h.State()) { // a human stopped or resumed it meanwhile
 			continue
 		}
 		s.log.Info("the store has room again: resuming", "harness", id)
@@ -900,22 +896,20 @@ func (s *Server) run(ctx context.Context, id string) {
 	// full disk.
 	paused = st.Status == statefmt.StatusPaused && ctx.Err() == nil && !harness.PausedForDiskFull(st)
 	switch {
-	case harness.PausedForDiskFull(st):
-		s.log.Warn("harness paused: the store's disk is full; it resumes when there is room", "harness", id, "err", err)
+	case harness.PausedForDiskFull(st) || errors.Is(err, store.ErrDiskFull) && ctx.Err() == nil && waitsForRoom(st):
+		why := "harness paused: the store's disk is full; it resumes when there is room"
+		switch {
+		case st.Status == statefmt.StatusRunning:
+			why = "harness stopped: the store's disk is full past its reserve, and even its pause was refused; it resumes from its last checkpoint when there is room"
+		case !harness.PausedForDiskFull(st):
+			why = "harness could not start: the store's disk is full; it starts when there is room"
+		}
+		s.log.Warn(why, "harness", id, "err", err)
 		s.mu.Lock()
 		s.roomWait[id] = true
 		s.mu.Unlock()
 	case err == nil || errors.Is(err, harness.ErrPaused):
 		s.log.Info("harness ended", "harness", id, "status", st.Status, "reason", event.LogText(st.StatusReason))
-	case errors.Is(err, store.ErrDiskFull) && ctx.Err() == nil && waitsForRoom(st):
-		if st.Status == statefmt.StatusRunning {
-			s.log.Error("harness stopped: the store's disk is full past its reserve, and even its pause was refused; it resumes from its last checkpoint when there is room", "harness", id, "err", err)
-		} else {
-			s.log.Warn("harness could not start: the store's disk is full; it starts when there is room", "harness", id, "err", err)
-		}
-		s.mu.Lock()
-		s.roomWait[id] = true
-		s.mu.Unlock()
 	default:
 		s.log.Error("harness run failed", "harness", id, "err", err)
 	}
