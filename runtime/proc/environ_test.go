@@ -33,7 +33,7 @@ if (exec 3</dev/tty) 2>/dev/null; then echo "tool terminal: true"; else echo "to
 		cmd.Stdout, cmd.Stderr = &out, &out
 		err := Run(context.Background(), cmd)
 		fmt.Print(out.String())
-		fmt.Println("parent terminal:", HasTerminal())
+		fmt.Println("parent terminal:", hasTerminal())
 		fmt.Println("exit:", err)
 		os.Exit(0)
 	}

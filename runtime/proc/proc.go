@@ -129,9 +129,9 @@ func executable(path string) bool {
 	return err == nil && !fi.IsDir() && fi.Mode().Perm()&0o111 != 0
 }
 
-// HasTerminal says whether this process has a controlling terminal, which its children would
+// hasTerminal says whether this process has a controlling terminal, which its children would
 // share unless they start a session of their own.
-func HasTerminal() bool {
+func hasTerminal() bool {
 	fd, err := unix.Open("/dev/tty", unix.O_RDONLY|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return !errors.Is(err, unix.ENXIO) // no terminal says ENXIO; in doubt, say there is one
@@ -154,8 +154,9 @@ func HideEnviron() error {
 
 // Run runs cmd in its own process group, which it kills whole when ctx ends and again when cmd
 // exits (so nothing it started in the background outlives the call), and never with a
-// controlling terminal. The calling goroutine's thread is locked while the child runs, so that Pdeathsig
-// (sent when the thread that started the child exits) fires only when the process dies.
+// controlling terminal. The calling goroutine's thread is locked while the child runs, so
+// that Pdeathsig (sent when the thread that started the child exits) fires only when the
+// process dies.
 func Run(ctx context.Context, cmd *exec.Cmd) error {
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
@@ -163,7 +164,7 @@ func Run(ctx context.Context, cmd *exec.Cmd) error {
 	// instead of running on unobserved. (Its own children are not signalled: see killMarked.)
 	// Setpgid: its own process group, whose id is its pid.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if HasTerminal() {
+	if hasTerminal() {
 		// Its own session then (and so its own process group): one with no controlling
 		// terminal, through which it could read harness-edge's or be stopped by it. (It can
 		// still open the terminal's device by name, as any process of the user can.) Without
