@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -57,6 +56,23 @@ func waitForRoom(t *testing.T, c *control.Conn, id string, log *logBuffer) {
 	}
 }
 
+// waitStatus waits up to limit for harness id to reach status want.
+func waitStatus(t *testing.T, c *control.Conn, id string, want statefmt.Status, limit time.Duration, log *logBuffer) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); ; time.Sleep(20 * time.Millisecond) {
+		st, err := c.State(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Status == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("harness %s is %s (%q) after %v, want %s; log:\n%s", id, st.Status, st.StatusReason, limit, want, log)
+		}
+	}
+}
+
 // On a store whose disk fills up (a real 48 MiB tmpfs), the daemon pauses the harness with the
 // reason, stays up and answers, goes on when space returns without anyone resuming it, and
 // stops when asked; the harness completes every step once.
@@ -74,14 +90,7 @@ func TestDaemonPausesOnAFullDiskAndResumesWhenThereIsRoom(t *testing.T) {
 
 	// Leave 8 MiB: less than the 16 MiB a running harness's checkpoint must leave free, more
 	// than a pause needs.
-	var fs syscall.Statfs_t
-	if err := syscall.Statfs(mnt, &fs); err != nil {
-		t.Fatal(err)
-	}
-	filler := filepath.Join(mnt, "filler")
-	if err := os.WriteFile(filler, make([]byte, int64(fs.Bavail)*int64(fs.Bsize)-8<<20), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	filler := tmpfs.Fill(t, mnt, 8<<20)
 	waitForRoom(t, c, "full", log)
 	st, err := c.State(context.Background(), "full")
 	if err != nil {
@@ -115,17 +124,7 @@ func TestDaemonPausesOnAFullDiskAndResumesWhenThereIsRoom(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if st, err = c.State(context.Background(), "full"); err != nil {
-			t.Fatal(err)
-		}
-		if st.Status == statefmt.StatusCompleted {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after freeing space the harness is %s (%q); log:\n%s", st.Status, st.StatusReason, log)
-		}
-	}
+	waitStatus(t, c, "full", statefmt.StatusCompleted, 60*time.Second, log)
 	completed := map[string]int{}
 	warned := 0
 	err = c.Events(context.Background(), "full", 0, false, func(e event.Event) error {
@@ -190,18 +189,7 @@ plan:
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		st, err := c.State(context.Background(), "brim")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Status == statefmt.StatusCompleted {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after freeing space the harness is %s (%q); log:\n%s", st.Status, st.StatusReason, log)
-		}
-	}
+	waitStatus(t, c, "brim", statefmt.StatusCompleted, 60*time.Second, log)
 	if probs, err := c.Verify(context.Background(), ""); err != nil || len(probs) != 0 {
 		t.Fatalf("verify: %v %v", probs, err)
 	}
@@ -221,23 +209,9 @@ func TestDaemonStartsAResumedHarnessOnceTheFullDiskHasRoom(t *testing.T) {
 	if err := c.Pause(context.Background(), "q"); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if st, err := c.State(context.Background(), "q"); err == nil && st.Status == statefmt.StatusPaused {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the harness did not pause; log:\n%s", log)
-		}
-	}
+	waitStatus(t, c, "q", statefmt.StatusPaused, 30*time.Second, log)
 	// Leave 8 MiB: room for the queued mark (a settling checkpoint), not for the start.
-	var fs syscall.Statfs_t
-	if err := syscall.Statfs(mnt, &fs); err != nil {
-		t.Fatal(err)
-	}
-	filler := filepath.Join(mnt, "filler")
-	if err := os.WriteFile(filler, make([]byte, int64(fs.Bavail)*int64(fs.Bsize)-8<<20), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	filler := tmpfs.Fill(t, mnt, 8<<20)
 	if err := c.Resume(context.Background(), "q"); err != nil {
 		t.Fatal(err)
 	}
@@ -245,17 +219,6 @@ func TestDaemonStartsAResumedHarnessOnceTheFullDiskHasRoom(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		st, err := c.State(context.Background(), "q")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Status == statefmt.StatusCompleted {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after freeing space the harness is %s (%q); log:\n%s", st.Status, st.StatusReason, log)
-		}
-	}
+	waitStatus(t, c, "q", statefmt.StatusCompleted, 60*time.Second, log)
 	stop()
 }

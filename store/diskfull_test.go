@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,20 +14,6 @@ import (
 	"github.com/harness-edge/harness-edge/internal/tmpfs"
 	"github.com/harness-edge/harness-edge/store"
 )
-
-// fill writes a file that leaves about left bytes free on mnt's file system.
-func fill(t *testing.T, mnt string, left int64) string {
-	t.Helper()
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(mnt, &st); err != nil {
-		t.Fatal(err)
-	}
-	filler := filepath.Join(mnt, "filler")
-	if err := os.WriteFile(filler, make([]byte, int64(st.Bavail)*int64(st.Bsize)-left), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return filler
-}
 
 // The store reads its disk's free space again when another process took it: a reading made
 // while the disk was nearly empty does not let checkpoints through once a big file leaves
@@ -48,7 +33,7 @@ func TestDiskFullIsSeenAfterAnotherProcessFillsTheDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fill(t, mnt, 6<<20)
+	tmpfs.Fill(t, mnt, 6<<20)
 	time.Sleep(50 * time.Millisecond)
 	var err2 error
 	n := 0
@@ -85,7 +70,7 @@ func TestAFullDiskRefusesToOpenTheStoreToWrite(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	filler := fill(t, mnt, 0)
+	filler := tmpfs.Fill(t, mnt, 0)
 	done := make(chan error, 1)
 	go func() {
 		s, err := store.OpenStore(dir, store.StoreOptions{})
@@ -137,7 +122,7 @@ func TestDiskFullRefusesCheckpointsAndRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	filler := fill(t, mnt, 6<<20) // the reserve is 4 MiB
+	filler := tmpfs.Fill(t, mnt, 6<<20) // the reserve is 4 MiB
 	r := rand.New(rand.NewPCG(4, 4))
 	state := stategen.Reference(r, 20)
 	var acked uint64

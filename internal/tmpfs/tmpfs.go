@@ -2,6 +2,8 @@
 package tmpfs
 
 import (
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 )
@@ -17,4 +19,19 @@ func Mount(t testing.TB, size string) string {
 	}
 	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
 	return mnt
+}
+
+// Fill writes a file that leaves about left bytes free on mnt's file system, and returns its
+// path: remove it to give the room back.
+func Fill(t testing.TB, mnt string, left int64) string {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(mnt, &st); err != nil {
+		t.Fatal(err)
+	}
+	filler := filepath.Join(mnt, "filler")
+	if err := os.WriteFile(filler, make([]byte, int64(st.Bavail)*int64(st.Bsize)-left), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return filler
 }
