@@ -153,7 +153,7 @@ func (cgoEngine) NewChain(p ChainPolicy) (Chain, error) {
 	return c, nil
 }
 
-func (c *cgoChain) Append(state []byte, prefixHint int) (RecordInfo, []byte, error) {
+func (c *cgoChain) Append(state []byte, prefixHint, insertHint int) (RecordInfo, []byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.c == nil {
@@ -163,7 +163,7 @@ func (c *cgoChain) Append(state []byte, prefixHint int) (RecordInfo, []byte, err
 	var info RecordInfo
 	var out, msg *C.uint8_t
 	var outN, msgN C.size_t
-	st := C.eternal_chain_append(c.c, sp, sn, C.size_t(max(prefixHint, 0)), (*C.eternal_record_info)(unsafe.Pointer(&info)), &out, &outN, &msg, &msgN)
+	st := C.eternal_chain_append(c.c, sp, sn, C.size_t(max(prefixHint, 0)), C.size_t(max(insertHint, 0)), (*C.eternal_record_info)(unsafe.Pointer(&info)), &out, &outN, &msg, &msgN)
 	runtime.KeepAlive(state)
 	if st != C.ETERNAL_STATUS_OK {
 		return RecordInfo{}, nil, cgoError(st, msg, msgN)

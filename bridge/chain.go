@@ -48,8 +48,11 @@ type ChainPolicy struct {
 type Chain interface {
 	// Append makes the next record for state. prefixHint is how many leading bytes are known
 	// to be unchanged since the previous state (0 when unknown; statefmt's BinaryEncoder
-	// reports it); a wrong hint corrupts the chain. The payload is Go memory.
-	Append(state []byte, prefixHint int) (RecordInfo, []byte, error)
+	// reports it); a wrong hint corrupts the chain. insertHint is how many bytes after that
+	// prefix are known to be new, the rest of the previous state following them (the
+	// encoder's Inserted; 0 when unknown): the delta's search starts after them. It is advice:
+	// a wrong one costs only bytes. The payload is Go memory.
+	Append(state []byte, prefixHint, insertHint int) (RecordInfo, []byte, error)
 	// Push replays one record: a keyframe may start an empty chain, every other record must
 	// follow the head, and hashes must match. On error (StatusInvalidRecord) the chain is reset
 	// to empty.
@@ -94,7 +97,7 @@ type fallbackChain struct {
 
 func (fallbackEngine) NewChain(ChainPolicy) (Chain, error) { return &fallbackChain{}, nil }
 
-func (c *fallbackChain) Append(state []byte, _ int) (RecordInfo, []byte, error) {
+func (c *fallbackChain) Append(state []byte, _, _ int) (RecordInfo, []byte, error) {
 	seq := c.head.Seq + 1
 	info := RecordInfo{Kind: KindKeyframe, Seq: seq, BaseSeq: seq, StateHash: xxhash.Sum64(state),
 		RawLen: uint64(len(state)), StateLen: uint64(len(state))}

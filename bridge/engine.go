@@ -25,7 +25,7 @@ import (
 
 // ABIVersion is the engine ABI this package speaks. A library reporting another version is
 // refused at load.
-const ABIVersion uint32 = 1
+const ABIVersion uint32 = 2
 
 // DefaultMaxTarget is the largest target ApplyDelta accepts unless told otherwise (1 GiB): a
 // forged length can never make the engine allocate more.

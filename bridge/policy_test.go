@@ -25,7 +25,7 @@ func TestTheDefaultReplayBoundIsDefaultMaxReplay(t *testing.T) {
 			state := make([]byte, 64<<10, 128<<10)
 			for i := range bridge.DefaultMaxReplay + 2 {
 				state = append(state, byte(i), byte(i>>8), 'x')
-				info, _, err := c.Append(state, 0)
+				info, _, err := c.Append(state, 0, 0)
 				if err != nil {
 					t.Fatal(err)
 				}

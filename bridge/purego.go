@@ -292,7 +292,7 @@ func (e *puregoEngine) NewChain(p ChainPolicy) (Chain, error) {
 	return c, nil
 }
 
-func (c *puregoChain) Append(state []byte, prefixHint int) (RecordInfo, []byte, error) {
+func (c *puregoChain) Append(state []byte, prefixHint, insertHint int) (RecordInfo, []byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.c == 0 {
@@ -306,7 +306,7 @@ func (c *puregoChain) Append(state []byte, prefixHint int) (RecordInfo, []byte, 
 	o := pn.out()
 	ob, obn := o.bufArgs()
 	om, omn := o.msgArgs()
-	st := Status(uint32(c.e.call("eternal_chain_append", c.c, sp, sn, uintptr(max(prefixHint, 0)), uintptr(unsafe.Pointer(info)), ob, obn, om, omn)))
+	st := Status(uint32(c.e.call("eternal_chain_append", c.c, sp, sn, uintptr(max(prefixHint, 0)), uintptr(max(insertHint, 0)), uintptr(unsafe.Pointer(info)), ob, obn, om, omn)))
 	if st != StatusOK {
 		return RecordInfo{}, nil, c.e.err(st, o.msg, o.msgLen)
 	}

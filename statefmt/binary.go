@@ -452,6 +452,10 @@ type Incremental struct {
 	Prefix int
 	// PrevTail is the previous encoding from Prefix to its end.
 	PrevTail []byte
+	// Inserted is how many bytes after Prefix are new (0 when Prefix is): the log entries this
+	// encoding added. What follows them is the rest of the state, which PrevTail held before,
+	// changed only where the state's fields and plan changed.
+	Inserted int
 }
 
 // BinaryEncoder encodes the successive states of one harness. It remembers the previous
@@ -599,7 +603,11 @@ func (e *BinaryEncoder) EncodeChanged(s *HarnessState, changes StepChanges) (Inc
 		e.Reset()
 		return Incremental{}, err
 	}
-	return Incremental{Bytes: e.w.b, Prefix: prefix, PrevTail: e.prevTail}, nil
+	inc := Incremental{Bytes: e.w.b, Prefix: prefix, PrevTail: e.prevTail}
+	if prefix > 0 {
+		inc.Inserted = e.histEnd - prefix
+	}
+	return inc, nil
 }
 
 // planEntries gives each plan step its entry number, appending to the log the steps that the

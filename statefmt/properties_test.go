@@ -2,6 +2,7 @@ package statefmt_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -253,7 +254,14 @@ func TestPropertyIncrementalDecodesLikeFull(t *testing.T) {
 					t.Logf("step %d: Prefix/PrevTail do not describe the previous encoding", step)
 					return false
 				}
-			} else if inc.PrevTail != nil || !bytes.Equal(inc.Bytes, full) {
+				// The new bytes are the log's new entries: the rest starts where the trailer
+				// says the log ends.
+				logEnd := binary.LittleEndian.Uint64(inc.Bytes[len(inc.Bytes)-16:])
+				if inc.Inserted < 0 || uint64(inc.Prefix+inc.Inserted) != logEnd {
+					t.Logf("step %d: %d bytes inserted after a prefix of %d, the log ends at %d", step, inc.Inserted, inc.Prefix, logEnd)
+					return false
+				}
+			} else if inc.PrevTail != nil || inc.Inserted != 0 || !bytes.Equal(inc.Bytes, full) {
 				t.Logf("step %d: an encoder starting over did not write the full encoding", step)
 				return false
 			}

@@ -1291,7 +1291,7 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 		info, err = bridge.AppendKeyframe(h.chain, inc.Bytes)
 		payload = inc.Bytes
 	} else {
-		info, payload, err = h.chain.Append(inc.Bytes, inc.Prefix)
+		info, payload, err = h.chain.Append(inc.Bytes, inc.Prefix, inc.Inserted)
 	}
 	if err != nil {
 		s.forgetLocked(id, h)

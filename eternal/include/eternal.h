@@ -13,7 +13,7 @@
  The ABI version. Both Go backends check it at load and refuse any other value. It grows by one
  whenever an export changes signature or meaning.
  */
-#define ETERNAL_ABI_VERSION 1
+#define ETERNAL_ABI_VERSION 2
 
 /*
  Record kinds; the values are those of the record envelope (statefmt.RecordKind).
@@ -260,7 +260,9 @@ void eternal_chain_free(eternal_chain *chain);
 
  Arguments: `chain`; the new state's canonical bytes (borrowed for the call); `prefix_hint`,
  how many leading bytes the caller knows are unchanged since the previous state (0 when it
- knows nothing; a wrong hint corrupts the chain); `out_info` receives the record's header;
+ knows nothing; a wrong hint corrupts the chain); `insert_hint`, how many bytes after that
+ prefix the caller knows are new, the rest of the previous state following them (0 when it
+ knows nothing; advice: a wrong hint costs only bytes); `out_info` receives the record's header;
  `out_payload`/`out_payload_len` receive the payload (Rust-owned: free it with
  [`eternal_buffer_free`]); `out_err`/`out_err_len` (may be null) receive a message on failure.
  Returns: `Ok`, `NullParameter`, or `Panic`.
@@ -270,6 +272,7 @@ EternalStatus eternal_chain_append(eternal_chain *chain,
                                    const uint8_t *state,
                                    uintptr_t state_len,
                                    uintptr_t prefix_hint,
+                                   uintptr_t insert_hint,
                                    eternal_record_info *out_info,
                                    uint8_t **out_payload,
                                    uintptr_t *out_payload_len,

@@ -150,6 +150,19 @@ impl Chain {
     /// and payload. The hint is a promise: state encoders that lay out append-only data first
     /// (statefmt's BinaryEncoder) can make it; a wrong hint corrupts the chain.
     pub fn append(&mut self, new: &[u8], prefix_hint: usize) -> (eternal_record_info, Vec<u8>) {
+        self.append_inserted(new, prefix_hint, 0)
+    }
+
+    /// Appends as [`Chain::append`] does, told also that the `insert_hint` bytes after the
+    /// unchanged prefix are new and the rest of the previous state follows them (the state's log
+    /// grew at its end, and what came after it moved along). A wrong insert hint costs only
+    /// bytes; a wrong prefix hint corrupts the chain.
+    pub fn append_inserted(
+        &mut self,
+        new: &[u8],
+        prefix_hint: usize,
+        insert_hint: usize,
+    ) -> (eternal_record_info, Vec<u8>) {
         let seq = self.head.seq + 1;
         let keep = prefix_hint.min(new.len()).min(self.state.len());
         debug_assert!(new[..keep] == self.state[..keep], "prefix hint is wrong");
@@ -161,8 +174,12 @@ impl Chain {
         let mut payload = Vec::new();
         let mut keyframe = !self.has_state || self.deltas_since_key >= self.policy.max_replay;
         if !keyframe {
-            self.encoder
-                .encode(&self.state[keep..], &new[keep..], &mut payload);
+            self.encoder.encode_inserted(
+                &self.state[keep..],
+                &new[keep..],
+                insert_hint,
+                &mut payload,
+            );
             let total = self.delta_bytes_since_key + payload.len() as u64;
             keyframe = total * 100 > self.policy.max_delta_pct as u64 * new.len() as u64;
         }
@@ -347,6 +364,27 @@ mod tests {
             assert_eq!(r.state(), &ss[49][..]);
             assert_eq!(r.head(), w.head());
         }
+    }
+
+    #[test]
+    fn a_wrong_insert_hint_still_replays() {
+        let ss = states(40);
+        let mut w = Chain::new(Policy {
+            max_replay: 1000,
+            max_delta_pct: u32::MAX,
+        });
+        let mut recs = Vec::new();
+        for (i, s) in ss.iter().enumerate() {
+            recs.push(w.append_inserted(s, 0, [0, 3, 1 << 20, i * 37][i % 4]));
+            assert_eq!(w.state(), &s[..]);
+        }
+        assert!(recs[1..].iter().all(|r| r.0.kind == KIND_DELTA));
+        let mut r = Chain::new(Policy::default());
+        for (info, p) in &recs {
+            r.push(info, p).expect("replay");
+        }
+        assert_eq!(r.state(), &ss[39][..]);
+        assert_eq!(r.head(), w.head());
     }
 
     #[test]

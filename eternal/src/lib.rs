@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The ABI version. Both Go backends check it at load and refuse any other value. It grows by one
 /// whenever an export changes signature or meaning.
-pub const ETERNAL_ABI_VERSION: u32 = 1;
+pub const ETERNAL_ABI_VERSION: u32 = 2;
 
 /// The status every fallible export returns. Values are permanent: a retired one stays reserved
 /// in a comment and is never reused.
@@ -385,7 +385,9 @@ pub unsafe extern "C" fn eternal_chain_free(chain: *mut eternal_chain) {
 ///
 /// Arguments: `chain`; the new state's canonical bytes (borrowed for the call); `prefix_hint`,
 /// how many leading bytes the caller knows are unchanged since the previous state (0 when it
-/// knows nothing; a wrong hint corrupts the chain); `out_info` receives the record's header;
+/// knows nothing; a wrong hint corrupts the chain); `insert_hint`, how many bytes after that
+/// prefix the caller knows are new, the rest of the previous state following them (0 when it
+/// knows nothing; advice: a wrong hint costs only bytes); `out_info` receives the record's header;
 /// `out_payload`/`out_payload_len` receive the payload (Rust-owned: free it with
 /// [`eternal_buffer_free`]); `out_err`/`out_err_len` (may be null) receive a message on failure.
 /// Returns: `Ok`, `NullParameter`, or `Panic`.
@@ -396,6 +398,7 @@ pub unsafe extern "C" fn eternal_chain_append(
     state: *const u8,
     state_len: usize,
     prefix_hint: usize,
+    insert_hint: usize,
     out_info: *mut eternal_record_info,
     out_payload: *mut *mut u8,
     out_payload_len: *mut usize,
@@ -407,7 +410,7 @@ pub unsafe extern "C" fn eternal_chain_append(
         let state = borrow_bytes!(state, state_len);
         // SAFETY: a live handle, used by one thread at a time.
         let c = unsafe { &mut *chain };
-        let (info, payload) = c.inner.append(state, prefix_hint);
+        let (info, payload) = c.inner.append_inserted(state, prefix_hint, insert_hint);
         let _ = (out_err, out_err_len); // appending cannot fail on valid pointers
                                         // SAFETY: checked non-null above.
         unsafe {

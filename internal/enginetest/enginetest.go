@@ -379,21 +379,35 @@ func mustEncoder(t *testing.T, e bridge.Engine) bridge.Encoder {
 
 // chainStates is an append-mostly sequence: a history that grows first, then a small rest that
 // changes every step, as statefmt lays states out. hints[i] is the unchanged prefix of states[i].
-func chainStates(n int) (states [][]byte, hints []int) {
+func chainStates(n int) (states [][]byte, hints, inserts []int) {
 	r := rand.New(rand.NewPCG(21, 22))
 	var hist []byte
 	prevHist := 0
 	for i := range n {
 		hist = append(hist, workload.Text(r, 300+r.IntN(1700))...)
 		s := append(bytes.Clone(hist), fmt.Sprintf("|rest step=%d status=running|", i)...)
-		states, hints = append(states, s), append(hints, prevHist)
+		states, hints, inserts = append(states, s), append(hints, prevHist), append(inserts, len(hist)-prevHist)
 		prevHist = len(hist)
 	}
-	return states, hints
+	return states, hints, inserts
+}
+
+// insertHint is the insert hint runChain gives record i: the true one for most, a wrong one
+// (too long, too short, past the end) for every third, which must cost only bytes.
+func insertHint(i int, inserts []int) int {
+	switch i % 6 {
+	case 1:
+		return inserts[i] + 13
+	case 3:
+		return inserts[i] / 2
+	case 5:
+		return 1 << 30
+	}
+	return inserts[i]
 }
 
 func runChain(t *testing.T, e bridge.Engine, peers []bridge.Engine) {
-	states, hints := chainStates(60)
+	states, hints, inserts := chainStates(60)
 	w, err := e.NewChain(bridge.ChainPolicy{MaxReplay: 16})
 	if err != nil {
 		t.Fatal(err)
@@ -406,7 +420,7 @@ func runChain(t *testing.T, e bridge.Engine, peers []bridge.Engine) {
 	var recs []rec
 	appended := 0
 	for i, s := range states {
-		info, p, err := w.Append(s, hints[i])
+		info, p, err := w.Append(s, hints[i], insertHint(i, inserts))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -456,7 +470,7 @@ func runChain(t *testing.T, e bridge.Engine, peers []bridge.Engine) {
 			}
 			// A resumed chain appends where the writer would have.
 			next := append(bytes.Clone(last), "+one more"...)
-			i1, p1, err1 := r.Append(next, len(last)-len("|rest step=59 status=running|"))
+			i1, p1, err1 := r.Append(next, len(last)-len("|rest step=59 status=running|"), 0)
 			if err1 != nil || i1.Seq != 61 || i1.StateHash != bridge.Fallback().Hash64(next) {
 				t.Fatalf("%s: append after replay: %+v %v", a.Backend(), i1, err1)
 			}
@@ -501,7 +515,7 @@ func runChain(t *testing.T, e bridge.Engine, peers []bridge.Engine) {
 // that every backend replays, from the chain's start and as the first record of a restore, and
 // the deltas after it apply on top of it.
 func runKeyframeOnDemand(t *testing.T, e bridge.Engine, peers []bridge.Engine) {
-	states, hints := chainStates(12)
+	states, hints, _ := chainStates(12)
 	w, err := e.NewChain(bridge.ChainPolicy{})
 	if err != nil {
 		t.Fatal(err)
@@ -519,7 +533,7 @@ func runKeyframeOnDemand(t *testing.T, e bridge.Engine, peers []bridge.Engine) {
 		if i == forced {
 			info, err = bridge.AppendKeyframe(w, s)
 		} else {
-			info, p, err = w.Append(s, hints[i])
+			info, p, err = w.Append(s, hints[i], 0)
 		}
 		if err != nil {
 			t.Fatalf("record %d: %v", i+1, err)
