@@ -150,7 +150,7 @@ type JSONLines struct {
 func NewJSONLines(w io.Writer) *JSONLines { return &JSONLines{w: w} }
 
 func (j *JSONLines) Emit(e Event) {
-	b, _ := json.Marshal(e)
+	b, _ := appendJSON(nil, &e)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	_, _ = j.w.Write(append(b, '\n'))
@@ -220,9 +220,10 @@ func (f SinkFunc) Emit(e Event) { f(e) }
 // MaxBytes bounds one encoded event.
 const MaxBytes = 1 << 20
 
-// Encode is an event as the durable log stores it.
+// Encode is an event as the durable log stores it: its JSON, byte for byte what encoding/json
+// writes.
 func Encode(e Event) ([]byte, error) {
-	b, err := json.Marshal(e)
+	b, err := appendJSON(make([]byte, 0, 192+len(e.Reason)+len(e.Message)), &e)
 	if err != nil {
 		return nil, err
 	}
