@@ -1,6 +1,9 @@
 package store
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // SetHeadsEvery sets how often a checkpoint rewrites the heads file, for a test's process.
 func SetHeadsEvery(d time.Duration) { headsEvery = d }
@@ -30,3 +33,12 @@ func (s *Store) IdleCompressors() (keyframe, stream int) {
 
 // InFlight counts the checkpoints whose fsync the store has not seen through.
 func (s *Store) InFlight() int64 { return s.inflightN.Load() }
+
+// CountYields counts the times a checkpoint yields to the log's writer, for a test's process;
+// it returns the count and what stops counting.
+func CountYields() (count func() int64, stop func()) {
+	var n atomic.Int64
+	prev := yield
+	yield = func() { n.Add(1); prev() }
+	return n.Load, func() { yield = prev }
+}

@@ -334,3 +334,50 @@ func TestTheRecordBeforeAKeyframeCanBeReadWhenItsCheckpointIsAnnounced(t *testin
 		t.Fatal("record 1, released long ago, is still returned")
 	}
 }
+
+// A checkpoint that does not wait for its fsync yields to the log's writer, so that the fsync
+// starts at once, only when no other checkpoint is in flight: with one in flight the writer is
+// busy, and the commits that queue meanwhile share its next fsync.
+func TestACheckpointYieldsToTheLogWriterOnlyWhenItIsAlone(t *testing.T) {
+	fs := &gatedFS{FS: vfs.NewMem()}
+	s, err := store.OpenStore("store", store.StoreOptions{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	defer fs.open()
+	yields, stop := store.CountYields()
+	defer stop()
+	a, b := crashStart(), crashStart()
+	b.HarnessID = "crash-harness-b"
+	persist := func(st *statefmt.HarnessState, n int) store.Checkpoint {
+		t.Helper()
+		crashStep(st, n)
+		cp, err := s.PersistWith(st, store.Extras{NoSyncWait: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cp
+	}
+	fs.close()
+	cpA := persist(a, 1)
+	if n := yields(); n != 1 {
+		t.Fatalf("the only checkpoint in flight yielded %d times, want 1", n)
+	}
+	cpB := persist(b, 1)
+	if n := yields(); n != 1 {
+		t.Fatalf("a checkpoint written while another's fsync was held yielded: %d yields in all, want 1", n)
+	}
+	fs.open()
+	for _, cp := range []store.Checkpoint{cpA, cpB} {
+		if _, err := cp.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := persist(a, 2).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if n := yields(); n != 2 {
+		t.Fatalf("a checkpoint alone again: %d yields in all, want 2", n)
+	}
+}
