@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -43,7 +44,7 @@ func TestVersionJSONNamesTheLoadedBackend(t *testing.T) {
 
 func TestVersionHuman(t *testing.T) {
 	code, out, _ := run(t, "version")
-	if code != ExitOK || !strings.Contains(out, "engine:") || !strings.Contains(out, "(ABI 1)") {
+	if code != ExitOK || !strings.Contains(out, "engine:") || !strings.Contains(out, fmt.Sprintf("(ABI %d)", bridge.ABIVersion)) {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }
