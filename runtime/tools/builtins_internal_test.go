@@ -358,3 +358,31 @@ func TestRunWithRetries(t *testing.T) {
 		t.Fatalf("%d timeout timers left running", clk.PendingTimers())
 	}
 }
+
+// A workspace that does not exist yet is made by the first file tool that uses it; one whose
+// path is a file is refused, and nothing is made.
+func TestAFileToolMakesAMissingWorkspaceAndRefusesAFile(t *testing.T) {
+	dir := t.TempDir()
+	env := toolEnv{workspace: filepath.Join(dir, "not", "yet"), cfg: &task.ToolConfig{MaxOutput: task.DefaultMaxOutput}, clock: clock.RealClock{}}
+	if res := runBuiltin(context.Background(), env, "glob", map[string]any{"pattern": "*"}); !res.Success || res.Output != "" {
+		t.Fatalf("glob in a missing workspace: %+v", res)
+	}
+	if info, err := os.Stat(env.workspace); err != nil || !info.IsDir() {
+		t.Fatalf("the workspace was not made: %v", err)
+	}
+	res := runBuiltin(context.Background(), env, "write_file", map[string]any{"path": "a.txt", "content": "x"})
+	if b, err := os.ReadFile(filepath.Join(env.workspace, "a.txt")); !res.Success || err != nil || string(b) != "x" {
+		t.Fatalf("write_file: %+v, %q, %v", res, b, err)
+	}
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env.workspace = file
+	if res := runBuiltin(context.Background(), env, "write_file", map[string]any{"path": "a.txt", "content": "x"}); res.Success || !strings.Contains(res.Error, "workspace") {
+		t.Fatalf("write_file in a workspace that is a file: %+v", res)
+	}
+	if b, _ := os.ReadFile(file); string(b) != "not a directory" {
+		t.Fatalf("the file in the workspace's place changed: %q", b)
+	}
+}
