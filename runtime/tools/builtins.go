@@ -118,18 +118,13 @@ func runBuiltin(ctx context.Context, env toolEnv, name string, m map[string]any)
 		}
 		return runBash(ctx, env, cmd, timeout)
 	}
+	if err := os.MkdirAll(env.workspace, 0o755); err != nil {
+		return Failed(statefmt.ErrorPermanent, "workspace: %v", err)
+	}
 	if slices.Contains(GitTools, name) {
-		if err := os.MkdirAll(env.workspace, 0o755); err != nil {
-			return Failed(statefmt.ErrorPermanent, "workspace: %v", err)
-		}
 		return runGit(ctx, env, name, m)
 	}
 	root, err := os.OpenRoot(env.workspace)
-	if errors.Is(err, fs.ErrNotExist) { // made on first use (an MkdirAll per call cost 4 µs of a step)
-		if err = os.MkdirAll(env.workspace, 0o755); err == nil {
-			root, err = os.OpenRoot(env.workspace)
-		}
-	}
 	if err != nil {
 		return Failed(statefmt.ErrorPermanent, "workspace: %v", err)
 	}

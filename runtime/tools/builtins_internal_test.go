@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -360,8 +361,10 @@ func TestRunWithRetries(t *testing.T) {
 }
 
 // A workspace that does not exist yet is made by the first file tool that uses it; one whose
-// path is a file is refused, and nothing is made.
-func TestAFileToolMakesAMissingWorkspaceAndRefusesAFile(t *testing.T) {
+// path is a file is refused, and nothing is made; one whose path is a FIFO (swapped in while a
+// harness ran) is refused at once: opening it to read would wait for a writer, and no
+// cancellation reaches a blocked open.
+func TestAFileToolMakesAMissingWorkspaceAndRefusesAFileOrAFIFO(t *testing.T) {
 	dir := t.TempDir()
 	env := toolEnv{workspace: filepath.Join(dir, "not", "yet"), cfg: &task.ToolConfig{MaxOutput: task.DefaultMaxOutput}, clock: clock.RealClock{}}
 	if res := runBuiltin(context.Background(), env, "glob", map[string]any{"pattern": "*"}); !res.Success || res.Output != "" {
@@ -384,5 +387,24 @@ func TestAFileToolMakesAMissingWorkspaceAndRefusesAFile(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(file); string(b) != "not a directory" {
 		t.Fatalf("the file in the workspace's place changed: %q", b)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env.workspace = fifo
+	done := make(chan statefmt.ToolResult, 1)
+	go func() { done <- runBuiltin(context.Background(), env, "read_file", map[string]any{"path": "a.txt"}) }()
+	select {
+	case res := <-done:
+		if res.Success || !strings.Contains(res.Error, "workspace") {
+			t.Fatalf("read_file in a workspace that is a FIFO: %+v", res)
+		}
+	case <-time.After(10 * time.Second):
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0) // lets the blocked open go, so the test ends
+		if err == nil {
+			f.Close()
+		}
+		t.Fatal("read_file in a workspace that is a FIFO blocked")
 	}
 }
