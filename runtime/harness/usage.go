@@ -23,8 +23,8 @@ func cpuTime() time.Duration {
 	return total
 }
 
-// statm is /proc/self/statm, opened once: every step reads it, and opening it each time cost
-// more than reading it. Nil where /proc is missing.
+// statm is /proc/self/statm, opened once: steps read it (at most every rssFresh), and opening
+// it each time cost more than reading it. Nil where /proc is missing.
 var statm = sync.OnceValue(func() *os.File {
 	f, err := os.Open("/proc/self/statm")
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The resident memory a step reports is read again at every call from the one open
+// A reading of the resident memory is made afresh at every readRSS from the one open
 // /proc/self/statm, and follows the process's memory as it grows. The 64 MiB come from the
 // kernel (an anonymous mapping), not the Go heap, which may hold that much freed memory from
 // earlier tests and hand it out again without the process growing.
