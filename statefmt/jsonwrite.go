@@ -99,24 +99,35 @@ func (w *jsonWriter) bool(v bool) { w.b = strconv.AppendBool(w.b, v) }
 
 func (w *jsonWriter) null() { w.b = append(w.b, "null"...) }
 
-// float writes f as encoding/json does: like ES6's number to string, exponents from 1e21 and
-// below 1e-6, unpadded.
+// float writes f as encoding/json does (AppendJSONFloat).
 func (w *jsonWriter) float(f float64) {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		w.fail(fmt.Errorf("json: unsupported value: %v", f))
+	b, err := AppendJSONFloat(w.b, f)
+	if err != nil {
+		w.fail(err)
 		return
+	}
+	w.b = b
+}
+
+// AppendJSONFloat appends f as encoding/json writes a float64: like ES6's number to string,
+// exponents from 1e21 and below 1e-6, unpadded. Like encoding/json it refuses NaN and the
+// infinities.
+func AppendJSONFloat(b []byte, f float64) ([]byte, error) {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return nil, fmt.Errorf("json: unsupported value: %v", f)
 	}
 	format := byte('f')
 	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
 		format = 'e'
 	}
-	w.b = strconv.AppendFloat(w.b, f, format, -1, 64)
-	if format == 'e' {
-		if n := len(w.b); n >= 4 && w.b[n-4] == 'e' && w.b[n-3] == '-' && w.b[n-2] == '0' {
-			w.b[n-2] = w.b[n-1]
-			w.b = w.b[:n-1]
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' { // e-09 is written e-9
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
 		}
 	}
+	return b, nil
 }
 
 func (w *jsonWriter) time(t time.Time) {
@@ -137,22 +148,30 @@ func (w *jsonWriter) fail(err error) {
 
 const hexDigits = "0123456789abcdef"
 
-// str writes s quoted as encoding/json does without HTML escaping: control characters, the
-// quote and the backslash escaped, invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped.
+// str writes s quoted as encoding/json does without HTML escaping (AppendJSONString).
 func (w *jsonWriter) str(s string) {
-	b := append(w.b, '"')
+	w.b = AppendJSONString(w.b, s, false)
+	w.spill()
+}
+
+// AppendJSONString appends s quoted as encoding/json writes it: control characters, the quote
+// and the backslash escaped (\b \f \n \r \t short), invalid UTF-8 as \ufffd, U+2028 and
+// U+2029 escaped; with escapeHTML also <, > and & as \u003c, \u003e and \u0026, as Marshal
+// does (an Encoder with SetEscapeHTML(false) does not).
+func AppendJSONString(b []byte, s string, escapeHTML bool) []byte {
+	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		// Eight bytes at a time while none needs a second look: most of a state's text is
 		// tool output, long runs of plain ASCII between newlines.
-		for i+8 <= len(s) && plainASCII8(s[i:i+8]) {
+		for !escapeHTML && i+8 <= len(s) && plainASCII8(s[i:i+8]) {
 			i += 8
 		}
 		if i == len(s) {
 			break
 		}
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
+			if c >= 0x20 && c != '"' && c != '\\' && (!escapeHTML || c != '<' && c != '>' && c != '&') {
 				i++
 				continue
 			}
@@ -195,15 +214,14 @@ func (w *jsonWriter) str(s string) {
 		i += size
 	}
 	b = append(b, s[start:]...)
-	w.b = append(b, '"')
-	w.spill()
+	return append(b, '"')
 }
 
-// plainASCII8 reports whether each of the 8 bytes of s is ASCII that str writes as it is: not a
-// control character, the quote or the backslash. It tests them as one word: a byte below 0x20
-// or equal to '"' or '\\' sets the high bit of its lane in the terms below (a lane above one so
-// flagged may be flagged too, by a borrow, which only sends those bytes to the byte loop), and
-// a byte of 0x80 or more has it set already.
+// plainASCII8 reports whether each of the 8 bytes of s is ASCII that AppendJSONString writes
+// as it is without HTML escaping: not a control character, the quote or the backslash. It tests
+// them as one word: a byte below 0x20 or equal to '"' or '\\' sets the high bit of its lane in
+// the terms below (a lane above one so flagged may be flagged too, by a borrow, which only sends
+// those bytes to the byte loop), and a byte of 0x80 or more has it set already.
 func plainASCII8(s string) bool {
 	_ = s[7]
 	x := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
