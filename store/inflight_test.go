@@ -69,6 +69,19 @@ func (fs *gatedFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategor
 	return fs.wrap(newname, f, err)
 }
 
+// gatedStore opens a store in memory whose log's fsyncs the returned gate holds while closed;
+// the test's end opens the gate before it closes the store, which waits for the fsync.
+func gatedStore(t *testing.T) (*store.Store, *gatedFS) {
+	fs := &gatedFS{FS: vfs.NewMem()}
+	s, err := store.OpenStore("store", store.StoreOptions{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	t.Cleanup(fs.open) // runs first
+	return s, fs
+}
+
 type gatedFile struct {
 	vfs.File
 	fs *gatedFS
@@ -194,13 +207,7 @@ func TestACheckpointInFlightIsDurableOnlyOnceWaitReturns(t *testing.T) {
 // checkpoint not durable yet (and, for the checkpoint, write over its fsync); afterwards the
 // store counts no checkpoint in flight.
 func TestAReleaseWaitsForTheCheckpointInFlightBeforeLettingGo(t *testing.T) {
-	fs := &gatedFS{FS: vfs.NewMem()}
-	s, err := store.OpenStore("store", store.StoreOptions{FS: fs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	defer fs.open()
+	s, fs := gatedStore(t)
 	st := crashStart()
 	crashStep(st, 1)
 	if _, err := s.Persist(st); err != nil {
@@ -339,13 +346,7 @@ func TestTheRecordBeforeAKeyframeCanBeReadWhenItsCheckpointIsAnnounced(t *testin
 // starts at once, only when no other checkpoint is in flight: with one in flight the writer is
 // busy, and the commits that queue meanwhile share its next fsync.
 func TestACheckpointYieldsToTheLogWriterOnlyWhenItIsAlone(t *testing.T) {
-	fs := &gatedFS{FS: vfs.NewMem()}
-	s, err := store.OpenStore("store", store.StoreOptions{FS: fs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	defer fs.open()
+	s, fs := gatedStore(t)
 	yields, stop := store.CountYields()
 	defer stop()
 	a, b := crashStart(), crashStart()
