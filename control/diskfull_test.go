@@ -17,6 +17,7 @@ import (
 	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
 	"github.com/harness-edge/harness-edge/statefmt/event"
+	"github.com/harness-edge/harness-edge/store"
 )
 
 // daemonOnTmpfs starts a daemon on a store in a real 48 MiB tmpfs (mnt), which checks for room
@@ -186,10 +187,24 @@ plan:
 	if !strings.Contains(log.String(), "even its pause was refused") {
 		t.Fatalf("the pause was not refused (the test's disk was not full enough):\n%s", log)
 	}
+	listed := func() store.IndexEntry {
+		t.Helper()
+		l, err := c.List(context.Background())
+		if err != nil || len(l) != 1 {
+			t.Fatalf("list: %+v, %v", l, err)
+		}
+		return l[0]
+	}
+	if e := listed(); !e.WaitingForRoom || e.Status != statefmt.StatusRunning {
+		t.Fatalf("the list says %s, waiting for room %v; want running and waiting for room", e.Status, e.WaitingForRoom)
+	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
 	waitStatus(t, c, "brim", statefmt.StatusCompleted, 60*time.Second, log)
+	if e := listed(); e.WaitingForRoom {
+		t.Fatal("the list says a completed harness waits for room")
+	}
 	if probs, err := c.Verify(context.Background(), ""); err != nil || len(probs) != 0 {
 		t.Fatalf("verify: %v %v", probs, err)
 	}

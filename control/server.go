@@ -325,6 +325,11 @@ func (s *Server) List(context.Context) ([]store.IndexEntry, error) {
 	if l == nil {
 		l = []store.IndexEntry{}
 	}
+	s.mu.Lock()
+	for i := range l {
+		l[i].WaitingForRoom = s.roomWait[l[i].ID]
+	}
+	s.mu.Unlock()
 	return l, err
 }
 

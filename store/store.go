@@ -85,6 +85,10 @@ type IndexEntry struct {
 	// Damaged, when set, says why the harness cannot be read: an acknowledged checkpoint the
 	// store lost, or an index entry that is damaged. The other fields may be zero then.
 	Damaged string `json:"damaged,omitempty"`
+	// WaitingForRoom is set only in a daemon's list, never stored: a full disk stopped the
+	// harness, and the daemon goes on with it once the disk has room. Its status is that of its
+	// last checkpoint: paused for the full disk, or running when even the pause was refused.
+	WaitingForRoom bool `json:"waitingForRoom,omitempty"`
 }
 
 // Checkpoint describes one persisted record.

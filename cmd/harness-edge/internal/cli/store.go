@@ -128,7 +128,7 @@ func newLsCmd(g *globals, stdout io.Writer) *cobra.Command {
 				}
 				tw := newColumns(stdout)
 				fmt.Fprintln(tw, "ID\tAGENT\tSTATUS\tPARENT\tCHECKPOINTS\tUPDATED")
-				var damaged, orphans []string
+				var damaged, orphans, waiting []string
 				for _, e := range list {
 					parent := e.ParentHarnessID
 					if parent == "" {
@@ -138,6 +138,9 @@ func newLsCmd(g *globals, stdout io.Writer) *cobra.Command {
 					if e.Damaged != "" {
 						status = "DAMAGED"
 						damaged = append(damaged, e.Damaged)
+					} else if e.WaitingForRoom {
+						status += " (waiting for room)"
+						waiting = append(waiting, e.ID)
 					} else if orphaned(api, e.Status) {
 						status = "running (no process)"
 						if e.ParentHarnessID == "" { // a sub-agent goes on with its parent
@@ -158,6 +161,10 @@ func newLsCmd(g *globals, stdout io.Writer) *cobra.Command {
 				if len(orphans) > 0 {
 					fmt.Fprintf(stdout, "\nrunning (no process): the process that ran %s was killed or lost power; `harness-edge resume ID` goes on from its last checkpoint\n",
 						idlist.Join(orphans, ", "))
+				}
+				if len(waiting) > 0 {
+					fmt.Fprintf(stdout, "\nwaiting for room: the store's disk is full; the daemon goes on with %s from its last checkpoint once there is room\n",
+						idlist.Join(waiting, ", "))
 				}
 				return nil
 			})
