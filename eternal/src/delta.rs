@@ -505,6 +505,9 @@ pub struct Encoder {
     local_base: AnchorTable,
     global: AnchorTable,
     global_ready: bool,
+    /// Bytes the local search hashed, both sides (the tests count the search's work).
+    #[cfg(test)]
+    walked: usize,
 }
 
 impl Default for Encoder {
@@ -520,6 +523,8 @@ impl Encoder {
             local_base: AnchorTable::new(LOCAL_SLOTS),
             global: AnchorTable::new(1),
             global_ready: false,
+            #[cfg(test)]
+            walked: 0,
         }
     }
 
@@ -617,6 +622,10 @@ impl Encoder {
         let (mut ht, mut hb) = (0u64, 0u64);
         let (mut tp, mut bp) = (i, j);
         while tp < t_end || bp < b_end {
+            #[cfg(test)]
+            {
+                self.walked += 2;
+            }
             if tp < t_end {
                 ht = gear(ht, target[tp]);
                 tp += 1;
@@ -851,6 +860,17 @@ mod tests {
         let mut told = Vec::new();
         e.encode_inserted(&base, &target, inserted, &mut told);
         assert!(apply(&base, &told, usize::MAX).unwrap() == target);
+        // Told, the search does not walk the new bytes (the rest's few changed bytes are small
+        // edits); untold, it walks them on both sides before the rest shows up.
+        let told_walk = e.walked;
+        e.walked = 0;
+        let mut d = Vec::new();
+        e.encode(&base, &target, &mut d);
+        assert!(
+            told_walk < 64 && e.walked >= inserted,
+            "the search walked {told_walk} bytes told, {} untold, {inserted} inserted",
+            e.walked
+        );
         let untold = roundtrip(&base, &target);
         assert!(
             told.len() <= untold.len() && told.len() < inserted + 60,
