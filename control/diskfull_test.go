@@ -2,7 +2,6 @@ package control_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -160,25 +159,8 @@ func TestDaemonPausesOnAFullDiskAndResumesWhenThereIsRoom(t *testing.T) {
 func TestDaemonResumesAHarnessWhosePauseTheFullDiskRefused(t *testing.T) {
 	mnt, dir, log, stop := daemonOnTmpfs(t)
 
-	filler, marker := filepath.Join(mnt, "filler"), filepath.Join(t.TempDir(), "filled")
-	fill := fmt.Sprintf(`[ -e %[1]s ] || { touch %[1]s; cat /dev/zero > %[2]s 2>/dev/null; true; }`, marker, filler)
-	src := fmt.Sprintf(`id: brim
-agent: A
-workspace: %s
-agents:
-  A:
-    driver: script
-    tools: [bash]
-    script:
-      steps:
-        s1: [{output: one}]
-        s2: [{tool: bash, args: {command: %q}}, {output: two}]
-        s3: [{output: three}]
-plan:
-  - {id: s1, description: one, agent: A}
-  - {id: s2, description: fills the disk to its last byte, agent: A, dependsOn: [s1]}
-  - {id: s3, description: three, agent: A, dependsOn: [s2]}
-`, t.TempDir(), fill)
+	fill, filler := tmpfs.FillOnce(t, mnt, 0) // to its last byte
+	src := tmpfs.FillingTask("brim", t.TempDir(), fill)
 	c := connect(t, dir)
 	if _, err := c.Submit(context.Background(), control.Submission{Task: []byte(src), Name: "brim.yaml"}); err != nil {
 		t.Fatal(err)

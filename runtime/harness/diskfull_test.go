@@ -3,9 +3,7 @@ package harness_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -24,27 +22,9 @@ func TestResumeOnAStillFullDiskStaysPausedForIt(t *testing.T) {
 	e := &env{t: t, dir: mnt, clock: fakeclock.New(), rec: &recorder{}}
 	e.open()
 	t.Cleanup(e.close)
-	filler, once := filepath.Join(mnt, "filler"), filepath.Join(t.TempDir(), "filled")
 	// Leave 8 MiB: less than a running harness's checkpoint must leave, more than a pause needs.
-	fill := fmt.Sprintf(`[ -e %[1]s ] || { touch %[1]s; avail=$(df -k --output=avail %[2]s | tail -1); head -c $(( (avail - 8192) * 1024 )) /dev/zero > %[3]s; }`,
-		once, mnt, filler)
-	tk := parseTask(t, fmt.Sprintf(`
-id: full
-agent: A
-agents:
-  A:
-    driver: script
-    tools: [bash]
-    script:
-      steps:
-        s1: [{output: one}]
-        s2: [{tool: bash, args: {command: %q}}, {output: two}]
-        s3: [{output: three}]
-plan:
-  - {id: s1, description: one, agent: A}
-  - {id: s2, description: fills the disk, agent: A, dependsOn: [s1]}
-  - {id: s3, description: three, agent: A, dependsOn: [s2]}
-`, fill))
+	fill, filler := tmpfs.FillOnce(t, mnt, 8<<20)
+	tk := parseTask(t, tmpfs.FillingTask("full", "", fill))
 	h, err := e.m.Create(tk)
 	if err != nil {
 		t.Fatal(err)
