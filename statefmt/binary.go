@@ -446,15 +446,13 @@ func (w *writer) rest(s *HarnessState) {
 type Incremental struct {
 	// Bytes is the whole encoding of the state.
 	Bytes []byte
-	// Prefix is how many leading bytes are identical to the previous encoding's. It is 0, with
-	// PrevTail nil, when there is no previous encoding to relate to (the first one, or after
-	// the encoder started over): the caller then stores the state whole.
+	// Prefix is how many leading bytes are identical to the previous encoding's. It is 0 when
+	// there is no previous encoding to relate to (the first one, or after the encoder started
+	// over): the caller then stores the state whole.
 	Prefix int
-	// PrevTail is the previous encoding from Prefix to its end.
-	PrevTail []byte
 	// Inserted is how many bytes after Prefix are new (0 when Prefix is): the log entries this
-	// encoding added. What follows them is the rest of the state, which PrevTail held before,
-	// changed only where the state's fields and plan changed.
+	// encoding added. What follows them is the rest of the state, which the previous encoding
+	// held from Prefix on, changed only where the state's fields and plan changed.
 	Inserted int
 }
 
@@ -482,7 +480,6 @@ type BinaryEncoder struct {
 	logBytes  int    // the bytes of the text and step entries in the log
 	liveBytes int    // those the last encoding's plan refers to
 	lastRec   []byte
-	prevTail  []byte
 	memo      []stepSeen // by index in the plan: each step as the log last holds it
 	// results are the sub-agent results' outputs as the log holds them, by key.
 	results map[string]resultSeen
@@ -544,17 +541,15 @@ func (e *BinaryEncoder) Encode(s *HarnessState) (Incremental, error) {
 // with the invariants tag check every step it was told had not changed.
 func (e *BinaryEncoder) EncodeChanged(s *HarnessState, changes StepChanges) (Incremental, error) {
 	hist := s.ToolCallHistory
-	var prefix int
+	var prefix, prevTail int // the previous encoding's tail: its rest, which this one rewrites
 	if e.histEnd == 0 || len(hist) < e.histCount || !e.lastRecordUnchanged(hist) || e.stale() {
 		// Nothing to build on: the first encoding, or the history did not just grow.
 		e.Reset()
 		e.w.b = append(e.w.b, binaryMagic...)
 		e.w.b = append(e.w.b, BinaryFormatVersion)
 		e.histEnd = headerLen
-		e.prevTail = nil
 	} else {
-		prefix = e.histEnd
-		e.prevTail = append(e.prevTail[:0], e.w.b[prefix:]...)
+		prefix, prevTail = e.histEnd, len(e.w.b)-e.histEnd
 	}
 	e.w.err, e.scratch.err = nil, nil
 	e.w.b = e.w.b[:e.histEnd]
@@ -564,7 +559,7 @@ func (e *BinaryEncoder) EncodeChanged(s *HarnessState, changes StepChanges) (Inc
 	// doubled a small state's buffer whenever it grew by a few bytes (a sub-agent of five
 	// checkpoints kept 200 KB, and a daemon holds every harness that runs or waits).
 	room := min(64<<10, 4<<10+e.histEnd/4)
-	if need := e.histEnd + 2*len(e.prevTail) + room; cap(e.w.b) < need {
+	if need := e.histEnd + 2*prevTail + room; cap(e.w.b) < need {
 		e.w.b = append(make([]byte, 0, max(2*cap(e.w.b), need+room)), e.w.b...)
 	}
 	for i := e.histCount; i < len(hist); i++ {
@@ -603,7 +598,7 @@ func (e *BinaryEncoder) EncodeChanged(s *HarnessState, changes StepChanges) (Inc
 		e.Reset()
 		return Incremental{}, err
 	}
-	inc := Incremental{Bytes: e.w.b, Prefix: prefix, PrevTail: e.prevTail}
+	inc := Incremental{Bytes: e.w.b, Prefix: prefix}
 	if prefix > 0 {
 		inc.Inserted = e.histEnd - prefix
 	}

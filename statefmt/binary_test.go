@@ -94,8 +94,8 @@ func TestIncrementalEncodingKeepsTheHistory(t *testing.T) {
 	}
 	var enc statefmt.BinaryEncoder
 	first, err := enc.Encode(s)
-	if err != nil || first.Prefix != 0 || first.PrevTail != nil {
-		t.Fatalf("first encoding: prefix %d, tail %d, %v", first.Prefix, len(first.PrevTail), err)
+	if err != nil || first.Prefix != 0 || first.Inserted != 0 {
+		t.Fatalf("first encoding: prefix %d, inserted %d, %v", first.Prefix, first.Inserted, err)
 	}
 	before := len(first.Bytes)
 	s.ToolCallHistory = append(s.ToolCallHistory, stategen.Record(r, stategen.Small))
@@ -104,8 +104,8 @@ func TestIncrementalEncodingKeepsTheHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if inc.Prefix < before-len(inc.PrevTail) || len(inc.PrevTail) > 4096 || inc.Prefix < before*9/10 {
-		t.Fatalf("prefix %d of %d bytes, previous tail %d bytes: the history was not kept in place", inc.Prefix, before, len(inc.PrevTail))
+	if prevTail := before - inc.Prefix; prevTail < 0 || prevTail > 4096 || inc.Prefix < before*9/10 {
+		t.Fatalf("prefix %d of %d bytes, previous tail %d bytes: the history was not kept in place", inc.Prefix, before, prevTail)
 	}
 }
 
@@ -190,8 +190,8 @@ func TestIncrementalEncodingKeepsOutputsOutOfTheTail(t *testing.T) {
 		if tail := len(inc.Bytes) - inc.Prefix; tail > 3*len(out)+4*steps+512 {
 			t.Fatalf("step %d: %d bytes after the unchanged prefix, for a %d-step plan and a %d-byte output", i, tail, steps, len(out))
 		}
-		if len(inc.PrevTail) > 4*steps+256 {
-			t.Fatalf("step %d: the previous tail is %d bytes, for a %d-step plan", i, len(inc.PrevTail), steps)
+		if prevTail := len(last) - inc.Prefix; last != nil && prevTail > 4*steps+256 {
+			t.Fatalf("step %d: the previous tail is %d bytes, for a %d-step plan", i, prevTail, steps)
 		}
 		last = inc.Bytes
 	}
