@@ -53,12 +53,12 @@ func (s *Store) checkOpenRoom() error {
 	if s.minFree == 0 || s.readOnly {
 		return nil
 	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(s.dir, &st); err != nil {
+	free, err := freeBytes(s.dir)
+	if err != nil {
 		return nil // the open itself will say what is wrong
 	}
 	reserve := min(s.minFree, openRoom)
-	free, need := int64(st.Bavail)*int64(st.Bsize), reserve+logBytes(filepath.Join(s.dir, "db"))
+	need := reserve + logBytes(filepath.Join(s.dir, "db"))
 	if free < need {
 		return &DiskFullError{Dir: s.dir, Free: free, Need: need, Reserve: reserve, Open: true}
 	}
@@ -112,16 +112,24 @@ func (s *Store) checkRoom(n int64, settling bool) error {
 		r.spent += 2 * n
 		return nil
 	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(s.dir, &st); err != nil {
+	free, err := freeBytes(s.dir)
+	if err != nil {
 		r.at = time.Time{}
 		return nil // the commit itself will say what is wrong
 	}
-	free := int64(st.Bavail) * int64(st.Bsize)
 	r.at, r.free, r.spent = now, free, 2*n
 	if free < need {
 		r.at = time.Time{}
 		return &DiskFullError{Dir: s.dir, Free: free, Need: need, Reserve: reserve}
 	}
 	return nil
+}
+
+// freeBytes is the space free to an unprivileged user on dir's file system.
+func freeBytes(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
 }
