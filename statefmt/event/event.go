@@ -171,7 +171,7 @@ func (s Slog) Emit(e Event) {
 	if s.Quiet && level < slog.LevelWarn {
 		return
 	}
-	b, _ := json.Marshal(e)
+	b, _ := appendJSON(nil, &e)
 	// Numbers stay as written (json.Number): 31739904, not 3.1739904e+07.
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
