@@ -392,8 +392,8 @@ func chainStates(n int) (states [][]byte, hints, inserts []int) {
 	return states, hints, inserts
 }
 
-// insertHint is the insert hint runChain gives record i: the true one for most, a wrong one
-// (too long, too short, past the end) for every third, which must cost only bytes.
+// insertHint is the insert hint runChain gives record i: the true one for even i, a wrong one
+// (too long, too short, past the end) for odd i, which must cost only bytes.
 func insertHint(i int, inserts []int) int {
 	switch i % 6 {
 	case 1:
