@@ -138,11 +138,14 @@ func decodeUTF16(b []byte, bigEndian bool, refuse func(string, ...any) error) ([
 // json.dumps, write a character outside the Basic Multilingual Plane) as the character's own
 // UTF-8 bytes. The YAML parser, which reads JSON documents too, takes a \u escape for a code
 // point and refuses the halves of a pair. A lone half, which stands for no character, is
-// refused with its line and column. Lines do not move (no newline is added or removed), so
-// later errors name the lines of the file as written. Anything that is not valid JSON is
-// returned as it is, for the YAML parser to read or refuse.
+// refused with its line and column. It also escapes each character a JSON string may hold as
+// it is but YAML refuses or folds unescaped (DEL, the C1 controls, U+2028, U+2029, U+FFFE,
+// U+FFFF: json.Marshal writes a prompt's U+0080 as it is), so that a task stored as JSON reads
+// back the same. Lines do not
+// move (no newline is added or removed), so later errors name the lines of the file as written.
+// Anything that is not valid JSON is returned as it is, for the YAML parser to read or refuse.
 func jsonSurrogates(name string, data []byte) ([]byte, error) {
-	if !hasSurrogateEscape(data) || !json.Valid(data) {
+	if !hasSurrogateEscape(data) && !hasYAMLUnprintable(data) || !json.Valid(data) {
 		return data, nil
 	}
 	out := make([]byte, 0, len(data))
@@ -158,6 +161,12 @@ func jsonSurrogates(name string, data []byte) ([]byte, error) {
 			out = append(out, c, data[i+1])
 			i++
 			continue
+		case c >= 0x7F: // in a string, as it is
+			if r, size := utf8.DecodeRune(data[i:]); !yamlPrintable(r) {
+				out = fmt.Appendf(out, `\u%04x`, r)
+				i += size - 1
+				continue
+			}
 		case c == '\\': // \uXXXX
 			u := hex4(data[i+2 : i+6])
 			if !utf16.IsSurrogate(u) {
@@ -254,6 +263,30 @@ func hasSurrogateEscape(data []byte) bool {
 			return true
 		}
 	}
+}
+
+// yamlPrintable says whether the YAML parser reads r as it is inside a JSON string (a character
+// at 0x7F or above, where JSON and YAML differ): not DEL, not a C1 control, not U+FFFE or U+FFFF,
+// which it refuses; not NEL, U+2028 or U+2029, which it takes for line breaks and folds.
+func yamlPrintable(r rune) bool {
+	return r != 0x7F && (r < 0x80 || r > 0x9F) && r != 0x2028 && r != 0x2029 && r != 0xFFFE && r != 0xFFFF
+}
+
+// hasYAMLUnprintable says whether data holds a character at 0x7F or above that YAML does not
+// read as it is (yamlPrintable).
+func hasYAMLUnprintable(data []byte) bool {
+	for i := 0; i < len(data); {
+		if data[i] < 0x7F {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(data[i:])
+		if !yamlPrintable(r) {
+			return true
+		}
+		i += size
+	}
+	return false
 }
 
 // hex4 is the value of four hex digits (checked by json.Valid).

@@ -2,6 +2,7 @@ package task_test
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -229,6 +230,34 @@ func TestLoneSurrogateFindsHalfAPairOnly(t *testing.T) {
 		}
 		for n := range len(in) {
 			task.LoneSurrogate([]byte(in[:n]))
+		}
+	}
+}
+
+// A JSON task may hold as they are the characters YAML takes only escaped (DEL, the C1
+// controls, U+FFFE) or folds as line breaks (NEL, U+2028, U+2029): json.Marshal writes a
+// prompt's U+0080 so. Such a task reads with
+// them, as written escaped or not, and a task stored as JSON reads back the same.
+func TestJSONHoldsUnescapedWhatYAMLTakesOnlyEscaped(t *testing.T) {
+	prompt := "a\u0080b\u007fc\u009fd\u0085e\ufffef\u2028g\u2029h — ok\n"
+	for name, src := range map[string]string{
+		"escaped":     `{"prompt": "a\u0080b\u007fc\u009fd\u0085e\ufffef\u2028g\u2029h \u2014 ok\n", "agent": "A", "agents": {"A": {"driver": "script", "script": {}}}}`,
+		"as they are": "{\"prompt\": \"" + strings.ReplaceAll(prompt, "\n", `\n`) + "\", \"agent\": \"A\", \"agents\": {\"A\": {\"driver\": \"script\", \"script\": {}}}}",
+	} {
+		tk, err := task.Parse(name+".json", []byte(src))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if tk.Prompt != prompt {
+			t.Fatalf("%s: prompt %q, want %q", name, tk.Prompt, prompt)
+		}
+		stored, err := json.Marshal(tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := task.Parse("the stored task", stored)
+		if err != nil || back.Prompt != prompt {
+			t.Fatalf("%s: the stored task reads back with the prompt %q, %v", name, back.Prompt, err)
 		}
 	}
 }
