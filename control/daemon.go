@@ -53,6 +53,10 @@ type DaemonConfig struct {
 	Beside func(ctx context.Context, srv *Server)
 	// RunGuard is the server's (see Config.RunGuard).
 	RunGuard func(ctx context.Context, e store.IndexEntry) error
+	// Opened, when set, is called with the store once it is open, before the daemon serves or
+	// runs anything: an event sink that reads the store when it hears of a checkpoint (the
+	// fleet's replicator) has it from the first checkpoint on, not only once Beside runs.
+	Opened func(db *store.Store)
 }
 
 // Validate checks what a caller may have got wrong: the HTTP address (CheckBind) and the
@@ -110,6 +114,9 @@ func StartDaemon(ctx context.Context, cfg DaemonConfig) (d *Daemon, err error) {
 	db, err := openToOwn(cfg.Dir)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Opened != nil {
+		cfg.Opened(db)
 	}
 	o := cfg.Options
 	live := &liveCounters{}

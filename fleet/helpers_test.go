@@ -97,8 +97,8 @@ func startDevice(t *testing.T, u, name, dir string) *device {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := control.DaemonConfig{Dir: dir, Concurrency: 4, Grace: 20 * time.Second, Version: "test", Logger: logger, Beside: l.Run, RunGuard: l.Guard()}
-	cfg.Options.Sinks = append(cfg.Options.Sinks, l.Replicator)
+	cfg := control.DaemonConfig{Dir: dir, Concurrency: 4, Grace: 20 * time.Second, Version: "test", Logger: logger}
+	l.Join(&cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	d, err := control.StartDaemon(ctx, cfg)
 	if err != nil {

@@ -100,6 +100,16 @@ func NewLink(cfg LinkConfig) (*Link, error) {
 	return &Link{cfg: cfg, nc: nc, Replicator: r}, nil
 }
 
+// Join makes the daemon cfg configures a device of the fleet: the replicator becomes one of its
+// event sinks and reads its store from the first checkpoint on, Run goes beside its scheduler,
+// and Guard keeps it from running a harness another device adopted.
+func (l *Link) Join(cfg *control.DaemonConfig) {
+	cfg.Options.Sinks = append(cfg.Options.Sinks, l.Replicator)
+	cfg.Opened = l.Replicator.Attach
+	cfg.Beside = l.Run
+	cfg.RunGuard = l.Guard()
+}
+
 // DeviceInbox is the prefix of a device daemon's reply subjects: _INBOX.DEV.
 func DeviceInbox(device string) string { return "_INBOX." + device }
 

@@ -98,9 +98,10 @@ type Replicator struct {
 	stats Stats
 	// db is the store Run replicates (nil before it starts).
 	db atomic.Pointer[store.Store]
-	// held are records copied as they were committed (Emit sees each checkpoint's event
-	// before the harness writes its next checkpoint): a keyframe releases the records before
-	// it at once, and those the replicator had not read yet are sent from here. heldBytes
+	// held are records copied as they were announced (Emit reads each checkpoint's record
+	// when it hears of it; the store keeps a record released by the keyframe written just
+	// after it until then): a keyframe releases the records before it at once, and those the
+	// replicator had not read yet are sent from here. heldBytes
 	// is bounded by MaxHeld; past it a record is not held, and counted as released if the
 	// store lets it go before it is sent.
 	heldMu    sync.Mutex
@@ -200,6 +201,11 @@ func (r *Replicator) log() *slog.Logger {
 	}
 	return r.Log
 }
+
+// Attach gives the replicator the store it replicates before Run starts (Run gives it too):
+// Emit copies the records of the checkpoints it hears of from then on, so that a keyframe
+// written before the first pass cannot release one unsent.
+func (r *Replicator) Attach(db *store.Store) { r.db.Store(db) }
 
 // Run replicates db until ctx ends: a pass at each wake-up and every Poll. A pass that fails
 // (the link is down) is tried again at the next; the cursor keeps what was acknowledged.

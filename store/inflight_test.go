@@ -299,8 +299,18 @@ func TestPowerLossWithCheckpointsInFlight(t *testing.T) {
 }
 
 // The owner of a checkpoint written without waiting hears of it once the next one is written:
-// its record can be read then, even when that next checkpoint is a keyframe that released it.
+// its record can be read then, even when that next checkpoint is a keyframe that released it,
+// and even when a reader (a replicator listing the store) saw the checkpoint through to durable
+// before that keyframe was written.
 func TestTheRecordBeforeAKeyframeCanBeReadWhenItsCheckpointIsAnnounced(t *testing.T) {
+	for _, reader := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reader waited %v", reader), func(t *testing.T) {
+			recordBeforeAKeyframeCanBeReadWhenAnnounced(t, reader)
+		})
+	}
+}
+
+func recordBeforeAKeyframeCanBeReadWhenAnnounced(t *testing.T, reader bool) {
 	s, err := store.OpenStore(t.TempDir(), store.StoreOptions{Policy: bridge.ChainPolicy{MaxReplay: 3}})
 	if err != nil {
 		t.Fatal(err)
@@ -311,6 +321,13 @@ func TestTheRecordBeforeAKeyframeCanBeReadWhenItsCheckpointIsAnnounced(t *testin
 	keyframes := 0
 	for n := 1; n <= 12; n++ {
 		crashStep(st, n)
+		if reader && n > 1 {
+			// List waits for every checkpoint in flight: the previous one is durable now,
+			// and still not announced to its owner.
+			if _, err := s.List(); err != nil {
+				t.Fatal(err)
+			}
+		}
 		cp, err := s.PersistWith(st, store.Extras{NoSyncWait: true})
 		if err != nil {
 			t.Fatal(err)

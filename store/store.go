@@ -333,6 +333,12 @@ type harness struct {
 	// pending is the checkpoint whose fsync is under way (Extras.NoSyncWait): the next
 	// checkpoint, and anything that lets the harness go, waits for it first.
 	pending *pending
+	// unannounced is the last checkpoint written without waiting for its fsync
+	// (Extras.NoSyncWait): its owner hears of it only after its next checkpoint is written,
+	// even when a reader saw it through to durable meanwhile (settle), so a keyframe that
+	// releases it keeps its record for the owner's sinks (Store.released). Nil after a
+	// checkpoint that waited.
+	unannounced *pending
 	// heldReleased says the store's released map holds a record of this harness.
 	heldReleased bool
 
@@ -1374,10 +1380,11 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 		return Checkpoint{}, &CommitError{ID: id, Seq: info.Seq, Err: err}
 	}
 	applied = true
-	if prev != nil && info.Kind == bridge.KindKeyframe {
+	if u := h.unannounced; u != nil && u.cp.Seq+1 == info.Seq && info.Kind == bridge.KindKeyframe {
 		// Its owner hears of the previous checkpoint only now, and a sink may read its record
-		// then (a replicator does), after this keyframe released it.
-		s.released.Store(id, releasedRecord{prev.cp.Seq, prev.env})
+		// then (a replicator does), after this keyframe released it. Whether its fsync was
+		// still under way (prev) or a reader had already waited for it does not matter.
+		s.released.Store(id, releasedRecord{u.cp.Seq, u.env})
 		h.heldReleased = true
 	} else if h.heldReleased {
 		s.released.Delete(id)
@@ -1396,8 +1403,9 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	}
 	cp.Events = events
 	p := &pending{s: s, h: h, b: b, cp: cp, id: id, env: envelope, firstEvent: firstEvent}
+	h.unannounced = nil
 	if x.NoSyncWait && !settling {
-		h.pending, cp.pending = p, p
+		h.pending, cp.pending, h.unannounced = p, p, p
 		s.inflight.Store(id, p)
 		if s.inflightN.Add(1) == 1 {
 			// The commit woke the log's writer and queued it to run next on this goroutine's

@@ -49,9 +49,7 @@ func fleetLink(cfg *control.DaemonConfig, nopts fleet.Options, device string, lo
 	if err != nil {
 		return err
 	}
-	cfg.Options.Sinks = append(cfg.Options.Sinks, l.Replicator)
-	cfg.Beside = l.Run
-	cfg.RunGuard = l.Guard()
+	l.Join(cfg)
 	return nil
 }
 
