@@ -98,6 +98,12 @@ func atMost(id, name string, v float64, unit string, limit float64, enforced boo
 	return Figure{ID: id, Name: name, Value: v, Unit: unit, Bar: "<= " + num(limit) + " " + unit, Limit: limit, Pass: &pass, Enforced: enforced, Note: note}
 }
 
+// atLeast makes a figure with a lower bar.
+func atLeast(id, name string, v float64, unit string, limit float64, enforced bool, note string) Figure {
+	pass := v >= limit
+	return Figure{ID: id, Name: name, Value: v, Unit: unit, Bar: ">= " + num(limit) + " " + unit, Limit: limit, Pass: &pass, Enforced: enforced, Note: note}
+}
+
 func info(id, name string, v float64, unit, note string) Figure {
 	return Figure{ID: id, Name: name, Value: v, Unit: unit, Note: note}
 }
