@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/harness-edge/harness-edge/runtime/agent"
 	"github.com/harness-edge/harness-edge/runtime/clock"
@@ -27,7 +28,11 @@ type TaskOutput struct {
 	Steps       []StepOutput `json:"steps"`
 	ToolCalls   int          `json:"toolCalls"`
 	Checkpoints int          `json:"checkpoints"`
-	DurationMs  float64      `json:"durationMs"`
+	// DurationMs is how long the harness ran, over all its runs: the time it waited paused (at a
+	// gate, for a human, for a resume) does not count. A state that does not record its
+	// running time (one imported without a budget) gives the time from its creation to its
+	// last change.
+	DurationMs float64 `json:"durationMs"`
 }
 
 // StepOutput is one step's outcome.
@@ -40,11 +45,19 @@ type StepOutput struct {
 	Error    *string             `json:"error,omitempty"`
 }
 
+// runningTime is how long the harness of st ran (TaskOutput.DurationMs).
+func runningTime(st *statefmt.HarnessState) time.Duration {
+	if st.Budget != nil {
+		return st.Budget.WallClockUsed // charged at every checkpoint while running, never while paused
+	}
+	return st.UpdatedAt.Sub(st.CreatedAt)
+}
+
 // OutputOf reports a harness state in the task-output format.
 func OutputOf(st *statefmt.HarnessState, path string) TaskOutput {
 	o := TaskOutput{TaskID: st.TaskID, HarnessID: st.HarnessID, Path: path, Status: st.Status, Reason: st.StatusReason,
 		ToolCalls: st.TotalToolCalls, Checkpoints: st.CheckpointCount, Steps: []StepOutput{},
-		DurationMs: event.Ms(st.UpdatedAt.Sub(st.CreatedAt))}
+		DurationMs: event.Ms(runningTime(st))}
 	if st.Plan == nil {
 		return o
 	}

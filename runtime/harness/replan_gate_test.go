@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/statefmt"
@@ -258,5 +259,48 @@ plan:
 				}
 			}
 		})
+	}
+}
+
+// The task output's duration is the time the harness ran: a night spent waiting at a gate for a
+// human is not in it.
+func TestTheOutputsDurationLeavesOutTheTimeAHarnessWaitedAtAGate(t *testing.T) {
+	e := newEnv(t)
+	h, err := e.m.Create(parseTask(t, `id: night
+agent: A
+autonomy: 3
+agents:
+  A:
+    driver: script
+    script:
+      plan:
+        - {id: build, description: build it, agent: A}
+        - {id: ship, description: ship it, agent: A, dependsOn: [build], critical: true}
+      steps:
+        "*": [{sleep: 2s}, {output: done}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err == nil || h.Status() != statefmt.StatusPaused {
+		t.Fatalf("run: %v, %s; want paused at the gate before ship", err, h.Status())
+	}
+	e.clock.Advance(8 * time.Hour)
+	if _, err := e.m.Decide("night", "", true, "ship it"); err != nil {
+		t.Fatal(err)
+	}
+	if h, err = e.m.ResumeFromCheckpoint("night"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil || h.Status() != statefmt.StatusCompleted {
+		t.Fatalf("resume after approval: %v, %s", err, h.Status())
+	}
+	out := h.Output("harness")
+	if ran := time.Duration(out.DurationMs * float64(time.Millisecond)); ran < 4*time.Second || ran > time.Minute {
+		t.Fatalf("the output says the harness ran %s: its two steps slept 2 s each, and the 8 h at the gate are not running time", ran)
+	}
+	st := h.State()
+	if wall := st.UpdatedAt.Sub(st.CreatedAt); wall < 8*time.Hour {
+		t.Fatalf("the harness's life is %s: the test did not wait at the gate", wall)
 	}
 }
