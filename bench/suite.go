@@ -155,6 +155,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"fsync", fsync},
 		{"direct path", directPath},
 		{"processes", processes},
+		{"read-back", readBack},
 	} {
 		if err := ctx.Err(); err != nil {
 			return nil, err
