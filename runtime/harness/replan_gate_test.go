@@ -76,6 +76,12 @@ func TestRetryOfAStepAtAGateSaysToDecideTheGate(t *testing.T) {
 // its gate before ship.
 func pausedBeforeShip(t *testing.T, e *env, id string) *harness.Harness {
 	t.Helper()
+	return pausedBeforeShipDoing(t, e, id, "[{output: done}]")
+}
+
+// pausedBeforeShipDoing is pausedBeforeShip with each step's actions given.
+func pausedBeforeShipDoing(t *testing.T, e *env, id, actions string) *harness.Harness {
+	t.Helper()
 	h, err := e.m.Create(parseTask(t, `id: `+id+`
 agent: A
 autonomy: 3
@@ -87,7 +93,7 @@ agents:
         - {id: build, description: build it, agent: A}
         - {id: ship, description: ship it, agent: A, dependsOn: [build], critical: true}
       steps:
-        "*": [{output: done}]
+        "*": `+actions+`
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -266,30 +272,13 @@ plan:
 // human is not in it.
 func TestTheOutputsDurationLeavesOutTheTimeAHarnessWaitedAtAGate(t *testing.T) {
 	e := newEnv(t)
-	h, err := e.m.Create(parseTask(t, `id: night
-agent: A
-autonomy: 3
-agents:
-  A:
-    driver: script
-    script:
-      plan:
-        - {id: build, description: build it, agent: A}
-        - {id: ship, description: ship it, agent: A, dependsOn: [build], critical: true}
-      steps:
-        "*": [{sleep: 2s}, {output: done}]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Run(context.Background()); err == nil || h.Status() != statefmt.StatusPaused {
-		t.Fatalf("run: %v, %s; want paused at the gate before ship", err, h.Status())
-	}
+	pausedBeforeShipDoing(t, e, "night", "[{sleep: 2s}, {output: done}]")
 	e.clock.Advance(8 * time.Hour)
 	if _, err := e.m.Decide("night", "", true, "ship it"); err != nil {
 		t.Fatal(err)
 	}
-	if h, err = e.m.ResumeFromCheckpoint("night"); err != nil {
+	h, err := e.m.ResumeFromCheckpoint("night")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := h.Run(context.Background()); err != nil || h.Status() != statefmt.StatusCompleted {
