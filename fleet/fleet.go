@@ -294,6 +294,9 @@ func StreamConfigs() []jetstream.StreamConfig {
 			Storage:     jetstream.FileStorage,
 			Retention:   jetstream.LimitsPolicy,
 			Duplicates:  DedupWindow,
+			// A device asks for the last record it sent of a harness after a restart, to tell
+			// the records a keyframe released that the hub holds from those it lost.
+			AllowDirect: true,
 		},
 		{
 			Name:              StreamIndex,

@@ -513,7 +513,14 @@ func (r *Replicator) harness(ctx context.Context, w *window, db *store.Store, cu
 				return err
 			}
 		}
-		return sendRecord(seq, env, seq-sent-1)
+		gap := seq - sent - 1
+		if gap > 0 {
+			// Released before the cursor said they were sent: after a restart the cursor
+			// lags what JetStream acknowledged (it is written every CursorSync), and the hub
+			// may hold them all. Only those it does not hold are lost.
+			gap = seq - 1 - min(seq-1, max(sent, r.hubHolds(ctx, id, genTag)))
+		}
+		return sendRecord(seq, env, gap)
 	})
 	if err != nil && !errors.Is(err, errEnough) {
 		return nil, "", err
@@ -556,6 +563,27 @@ func (r *Replicator) harness(ctx context.Context, w *window, db *store.Store, cu
 		}))
 	}, d, nil
 }
+
+// hubHolds is the newest record of harness id (of generation gen) that the hub holds, read with
+// a direct get of the last message on its record subject; 0 when it holds none of that
+// generation, or cannot say (a stream without direct gets, a device not allowed them: see
+// docs/fleet.md).
+func (r *Replicator) hubHolds(ctx context.Context, id, gen string) uint64 {
+	ctx, cancel := context.WithTimeout(ctx, r.ackWait())
+	defer cancel()
+	m, err := r.js.Conn().RequestWithContext(ctx, directGetLast(StreamLog, Subject(r.Device, "rec", id)), nil)
+	if err != nil || m.Header.Get("Status") != "" || m.Header.Get(HeaderGen) != gen {
+		return 0
+	}
+	seq, err := strconv.ParseUint(m.Header.Get(HeaderSeq), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return seq
+}
+
+// directGetLast is the JetStream API subject that returns the last message of stream on subj.
+func directGetLast(stream, subj string) string { return "$JS.API.DIRECT.GET." + stream + "." + subj }
 
 func (r *Replicator) count(f func(*Stats)) {
 	r.mu.Lock()

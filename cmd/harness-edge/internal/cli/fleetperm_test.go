@@ -324,6 +324,16 @@ tls {
 	}
 	lcancel()
 	expectRefusal(errs2, `Permissions Violation for Publish to "$JS.API.STREAM.INFO.HE_FLEET_INDEX"`)
+	// A device reads its own records' last message (after a restart), and no other device's.
+	own := "$JS.API.DIRECT.GET." + fleet.StreamLog + "." + fleet.Subject("pi2", "rec", "job")
+	if m, err := nc2.Request(own, nil, 5*time.Second); err != nil || m.Header.Get("Status") != "" || m.Header.Get(fleet.HeaderSeq) == "" {
+		t.Errorf("pi2's direct get of its own last record: %v, %+v", err, m)
+	}
+	other := "$JS.API.DIRECT.GET." + fleet.StreamLog + "." + fleet.Subject("pi1", "rec", "job")
+	if m, err := nc2.Request(other, nil, 2*time.Second); err == nil && m.Header.Get("Status") == "" {
+		t.Errorf("pi2 read pi1's last record (%d bytes)", len(m.Data))
+	}
+	expectRefusal(errs2, `Permissions Violation for Publish to "`+other+`"`)
 	_, jsw, _ := connect("watch")
 	if recs, err := fleet.Records(ctx, jsw, "pi2", "forged"); err != nil || len(recs) != 0 {
 		t.Errorf("the fleet holds %d records of pi2/forged (%v)", len(recs), err)
