@@ -326,7 +326,11 @@ func newReportCmd(g *globals, stdout io.Writer) *cobra.Command {
 	return c
 }
 
-func printReport(w io.Writer, r *control.Report, since time.Duration) {
+func printReport(w io.Writer, r *control.Report, since time.Duration) { printReportOf(w, r, since, "") }
+
+// printReportOf is printReport of a fleet device's replicated harnesses (device non-empty): the
+// commands it names for a gate are the fleet's, which reach that device from here.
+func printReportOf(w io.Writer, r *control.Report, since time.Duration, device string) {
 	window := "all time"
 	if since > 0 {
 		window = fmt.Sprintf("the last %s (%s to %s)", shortDuration(since), r.Since.Local().Format("Jan 2 15:04"), r.Until.Local().Format("Jan 2 15:04"))
@@ -399,9 +403,13 @@ func printReport(w io.Writer, r *control.Report, since time.Duration) {
 	}
 	if len(r.Waiting) > 0 {
 		fmt.Fprintln(w, "\nwaiting for a human")
+		cmd, id := "harness-edge", func(h string) string { return h }
+		if device != "" {
+			cmd, id = "harness-edge fleet", func(h string) string { return device + "/" + h }
+		}
 		for _, g := range r.Waiting {
-			fmt.Fprintf(w, "  %s %s since %s: harness-edge approve %s %s  |  harness-edge reject %s %s --reason TEXT\n",
-				g.HarnessID, harness.DescribeGate(g.Gate, g.Kind, g.StepID), g.Since.Local().Format("Jan 2 15:04"), g.HarnessID, g.Gate, g.HarnessID, g.Gate)
+			fmt.Fprintf(w, "  %s %s since %s: %s approve %s %s  |  %s reject %s %s --reason TEXT\n",
+				g.HarnessID, harness.DescribeGate(g.Gate, g.Kind, g.StepID), g.Since.Local().Format("Jan 2 15:04"), cmd, id(g.HarnessID), g.Gate, cmd, id(g.HarnessID), g.Gate)
 		}
 	}
 }

@@ -61,7 +61,7 @@ func newHubCmd(g *globals, stdout, stderr io.Writer) *cobra.Command {
 		Short: "Run a fleet hub: an embedded NATS server with JetStream on disk that devices replicate to",
 		Long: `Run a fleet hub: an embedded NATS server with JetStream, its files in the store directory
 (DIR/jetstream), and the fleet's streams. Devices join it with 'harness-edge serve --nats URL';
-'harness-edge fleet ls|show|events|report|approve|reject|pause|resume|tell --nats URL' read and answer the fleet from any machine
+'harness-edge fleet ls|show|events|report|approve|reject|pause|resume|tell|adopt --nats URL' read and answer the fleet from any machine
 that reaches it. It listens on loopback unless --allow-remote is given; see docs/fleet.md for the
 permissions a larger fleet on its own NATS cluster needs. SIGTERM or SIGINT stops it.`,
 		Args: cobra.NoArgs,

@@ -93,9 +93,12 @@ func newFleetReportCmd(ff *fleetFlags, stdout io.Writer) *cobra.Command {
 				seen := "no heartbeat on the hub"
 				if d.Heartbeat != nil {
 					seen = fmt.Sprintf("last heartbeat %s ago, %d records not yet replicated then", d.SeenAgo.Round(time.Second), d.Heartbeat.Backlog)
+					if d.Heartbeat.Released > 0 {
+						seen += fmt.Sprintf(", %d released before they were sent (their intermediate states are not on the hub)", d.Heartbeat.Released)
+					}
 				}
 				fmt.Fprintf(stdout, "device %s: %s; replication lag up to %s\n", d.Device, seen, d.MaxLag.Round(time.Millisecond))
-				printReport(stdout, d.Report, since)
+				printReportOf(stdout, d.Report, since, d.Device)
 			}
 			if len(r.Devices) == 0 {
 				fmt.Fprintln(stdout, "no device has replicated to this hub yet")

@@ -113,7 +113,7 @@ func TestFleetEventsReportPauseResumeAndTell(t *testing.T) {
 	}
 	code, text, stderr := run(t, "fleet", "report", "--since", "0", "--nats", url)
 	for _, want := range []string{"device pi1: last heartbeat", "device pi2: last heartbeat", "\npaused\n  slow", "\ncompleted\n  web",
-		"waiting for a human\n  gated gate g1 before step s1"} {
+		"waiting for a human\n  gated gate g1 before step s1", "harness-edge fleet approve pi2/gated g1  |  harness-edge fleet reject pi2/gated g1 --reason TEXT"} {
 		if code != ExitOK || !strings.Contains(text, want) {
 			t.Fatalf("fleet report lacks %q: exit %d:\n%s%s", want, code, text, stderr)
 		}
