@@ -593,12 +593,19 @@ func (s *Server) Freeze(_ context.Context, mode FreezeMode) error {
 	}
 	s.mu.Lock()
 	s.frozen = true
+	var pausing []string
 	if mode == FreezePause {
 		for id := range s.running {
 			s.pauseRunLocked(id, ReasonFrozen)
+			pausing = append(pausing, id)
 		}
 	}
 	s.mu.Unlock()
+	// As Pause does: the answer comes once the harnesses have paused, so that what the caller
+	// reads next (health, ls) shows them paused, not still running.
+	for _, id := range pausing {
+		s.waitIdle(id)
+	}
 	s.log.Info("frozen", "mode", mode)
 	return nil
 }

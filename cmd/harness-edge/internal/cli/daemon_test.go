@@ -380,7 +380,8 @@ func TestDaemonFreeze(t *testing.T) {
 		t.Fatalf("submit: %d %s%s", code, out, stderr)
 	}
 	waitStatus(t, db, "a", statefmt.StatusRunning)
-	if code, out, stderr := run(t, "--store", db, "freeze", "--pause"); code != ExitOK || !strings.Contains(out, "frozen=true") {
+	// It answers once the harness has paused.
+	if code, out, stderr := run(t, "--store", db, "freeze", "--pause"); code != ExitOK || !strings.Contains(out, "frozen=true, running 0") {
 		t.Fatalf("freeze: %d %s%s", code, out, stderr)
 	}
 	if st := waitStatus(t, db, "a", statefmt.StatusPaused); st.StatusReason != control.ReasonFrozen {
