@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -397,5 +398,36 @@ func TestACheckpointYieldsToTheLogWriterOnlyWhenItIsAlone(t *testing.T) {
 	}
 	if n := yields(); n != 2 {
 		t.Fatalf("a checkpoint alone again: %d yields in all, want 2", n)
+	}
+}
+
+// A checkpoint whose owner waited for it before writing the next one was announced then: a
+// keyframe after it releases its record as any other, and the store keeps no copy of it.
+func TestARecordWhoseOwnerWaitedIsReleasedByTheNextKeyframe(t *testing.T) {
+	s, err := store.OpenStore(t.TempDir(), store.StoreOptions{Policy: bridge.ChainPolicy{MaxReplay: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st := crashStart()
+	keyframes := 0
+	for n := 1; n <= 12; n++ {
+		crashStep(st, n)
+		cp, err := s.PersistWith(st, store.Extras{NoSyncWait: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cp.Kind == statefmt.KindKeyframe && n > 1 {
+			keyframes++
+			if _, err := s.StoredRecord(st.HarnessID, cp.Seq-1); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("record %d, announced before keyframe %d was written, is still kept: %v", cp.Seq-1, cp.Seq, err)
+			}
+		}
+		if _, err := cp.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if keyframes < 2 {
+		t.Fatalf("%d keyframes after the first: the test did not cross one", keyframes)
 	}
 }

@@ -121,6 +121,7 @@ func (c Checkpoint) Wait() (Checkpoint, error) {
 	if err := c.pending.wait(); err != nil {
 		return Checkpoint{}, err
 	}
+	c.pending.announced()
 	c.pending = nil
 	return c, nil
 }
@@ -177,6 +178,16 @@ func (e *CommitError) Error() string {
 }
 
 func (e *CommitError) Unwrap() error { return e.Err }
+
+// announced notes that the checkpoint's owner has waited for it (and so announces it now, before
+// it writes the next one): its record need not be kept should the next one release it.
+func (p *pending) announced() {
+	p.h.mu.Lock()
+	if p.h.unannounced.seq == p.cp.Seq {
+		p.h.unannounced = releasedRecord{}
+	}
+	p.h.mu.Unlock()
+}
 
 // wait is finishLocked for a caller that does not hold h.mu.
 func (p *pending) wait() error {
@@ -333,12 +344,13 @@ type harness struct {
 	// pending is the checkpoint whose fsync is under way (Extras.NoSyncWait): the next
 	// checkpoint, and anything that lets the harness go, waits for it first.
 	pending *pending
-	// unannounced is the last checkpoint written without waiting for its fsync
-	// (Extras.NoSyncWait): its owner hears of it only after its next checkpoint is written,
-	// even when a reader saw it through to durable meanwhile (settle), so a keyframe that
-	// releases it keeps its record for the owner's sinks (Store.released). Nil after a
-	// checkpoint that waited.
-	unannounced *pending
+	// unannounced is the record of the last checkpoint written without waiting for its fsync
+	// (Extras.NoSyncWait) that its owner has not waited for yet (Checkpoint.Wait): the owner
+	// may hear of it only after its next checkpoint is written, even when a reader saw it
+	// through to durable meanwhile (settle), so a keyframe that releases it keeps its record
+	// for the owner's sinks (Store.released). Zero after a checkpoint that waited, and once
+	// the owner waited.
+	unannounced releasedRecord
 	// heldReleased says the store's released map holds a record of this harness.
 	heldReleased bool
 
@@ -1380,11 +1392,11 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 		return Checkpoint{}, &CommitError{ID: id, Seq: info.Seq, Err: err}
 	}
 	applied = true
-	if u := h.unannounced; u != nil && u.cp.Seq+1 == info.Seq && info.Kind == bridge.KindKeyframe {
+	if u := h.unannounced; u.seq != 0 && u.seq+1 == info.Seq && info.Kind == bridge.KindKeyframe {
 		// Its owner hears of the previous checkpoint only now, and a sink may read its record
 		// then (a replicator does), after this keyframe released it. Whether its fsync was
 		// still under way (prev) or a reader had already waited for it does not matter.
-		s.released.Store(id, releasedRecord{u.cp.Seq, u.env})
+		s.released.Store(id, u)
 		h.heldReleased = true
 	} else if h.heldReleased {
 		s.released.Delete(id)
@@ -1403,9 +1415,9 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 	}
 	cp.Events = events
 	p := &pending{s: s, h: h, b: b, cp: cp, id: id, env: envelope, firstEvent: firstEvent}
-	h.unannounced = nil
+	h.unannounced = releasedRecord{}
 	if x.NoSyncWait && !settling {
-		h.pending, cp.pending, h.unannounced = p, p, p
+		h.pending, cp.pending, h.unannounced = p, p, releasedRecord{cp.Seq, envelope}
 		s.inflight.Store(id, p)
 		if s.inflightN.Add(1) == 1 {
 			// The commit woke the log's writer and queued it to run next on this goroutine's
