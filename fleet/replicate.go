@@ -107,6 +107,10 @@ type Replicator struct {
 	heldMu    sync.Mutex
 	held      map[string]map[uint64][]byte
 	heldBytes int
+	// directFailed is when a direct get of the hub last failed (hubHolds; passes only): a
+	// device not allowed it waits out the whole timeout, so it is not asked again for
+	// directRetry.
+	directFailed time.Time
 	// What the last heartbeat said (harnesses, backlog, released), and when it went out.
 	lastSaid [3]uint64
 	lastBeat time.Time
@@ -210,12 +214,14 @@ func (r *Replicator) Attach(db *store.Store) { r.db.Store(db) }
 // Run replicates db until ctx ends: a pass at each wake-up and every Poll. A pass that fails
 // (the link is down) is tried again at the next; the cursor keeps what was acknowledged.
 func (r *Replicator) Run(ctx context.Context, db *store.Store) error {
+	// Whatever ends Run lets go of the store (Attach may have given it before), so that Emit
+	// never reads a store the daemon closes after Run returned.
+	r.db.Store(db)
+	defer r.db.Store(nil)
 	cur, err := loadCursor(db.Dir(), r.Device)
 	if err != nil {
 		return err
 	}
-	r.db.Store(db)
-	defer r.db.Store(nil)
 	tick := time.NewTicker(r.Poll)
 	defer tick.Stop()
 	defer r.saveCursor(db, cur)
@@ -487,6 +493,14 @@ func (r *Replicator) harness(ctx context.Context, w *window, db *store.Store, cu
 	}
 	recSubj := Subject(r.Device, "rec", id)
 	sent := at.Record // the last record put in the window
+	// The store released records after the cursor, and no copy of the first is held: after a
+	// restart the cursor lags what JetStream acknowledged (it is written every CursorSync),
+	// and the hub may hold them all. Asked before the store's records are read, so that no
+	// iterator stays open across the request.
+	var hub uint64
+	if at.Record+1 < idx.KeyframeSeq && r.heldRecord(id, at.Record+1) == nil {
+		hub = r.hubHolds(ctx, id, genTag)
+	}
 	sendRecord := func(seq uint64, env []byte, gap uint64) error {
 		sent = seq
 		return w.publish(ctx, id, recSubj, msgID("r", seq), hdr(seq), env, StreamLog, acked(func() {
@@ -513,14 +527,8 @@ func (r *Replicator) harness(ctx context.Context, w *window, db *store.Store, cu
 				return err
 			}
 		}
-		gap := seq - sent - 1
-		if gap > 0 {
-			// Released before the cursor said they were sent: after a restart the cursor
-			// lags what JetStream acknowledged (it is written every CursorSync), and the hub
-			// may hold them all. Only those it does not hold are lost.
-			gap = seq - 1 - min(seq-1, max(sent, r.hubHolds(ctx, id, genTag)))
-		}
-		return sendRecord(seq, env, gap)
+		// Of the records released unsent, only those the hub does not hold are lost.
+		return sendRecord(seq, env, seq-1-min(seq-1, max(sent, hub)))
 	})
 	if err != nil && !errors.Is(err, errEnough) {
 		return nil, "", err
@@ -569,11 +577,20 @@ func (r *Replicator) harness(ctx context.Context, w *window, db *store.Store, cu
 // generation, or cannot say (a stream without direct gets, a device not allowed them: see
 // docs/fleet.md).
 func (r *Replicator) hubHolds(ctx context.Context, id, gen string) uint64 {
-	ctx, cancel := context.WithTimeout(ctx, r.ackWait())
+	if !r.directFailed.IsZero() && time.Since(r.directFailed) < directRetry {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, directTimeout)
 	defer cancel()
 	m, err := r.js.Conn().RequestWithContext(ctx, directGetLast(StreamLog, Subject(r.Device, "rec", id)), nil)
-	if err != nil || m.Header.Get("Status") != "" || m.Header.Get(HeaderGen) != gen {
+	if err != nil || (m.Header.Get("Status") != "" && m.Header.Get("Status") != "404") {
+		// No responders (a stream without direct gets), no answer (a device not allowed the
+		// request: NATS drops it, and says so only to the connection's error handler).
+		r.directFailed = time.Now()
 		return 0
+	}
+	if m.Header.Get(HeaderGen) != gen {
+		return 0 // none of this generation (404: none at all)
 	}
 	seq, err := strconv.ParseUint(m.Header.Get(HeaderSeq), 10, 64)
 	if err != nil {
@@ -581,6 +598,13 @@ func (r *Replicator) hubHolds(ctx context.Context, id, gen string) uint64 {
 	}
 	return seq
 }
+
+// directTimeout bounds hubHolds' request; directRetry is how long a failed one is not tried
+// again.
+const (
+	directTimeout = 2 * time.Second
+	directRetry   = time.Minute
+)
 
 // directGetLast is the JetStream API subject that returns the last message of stream on subj.
 func directGetLast(stream, subj string) string { return "$JS.API.DIRECT.GET." + stream + "." + subj }
