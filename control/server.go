@@ -498,8 +498,11 @@ func (s *Server) Stop(_ context.Context, id string) (statefmt.Status, error) {
 
 // waitIdle waits, at most actionWait, until the harness neither runs in this process nor is
 // scheduled to.
-func (s *Server) waitIdle(id string) {
-	for deadline := time.Now().Add(actionWait); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+func (s *Server) waitIdle(id string) { s.waitIdleUntil(id, time.Now().Add(actionWait)) }
+
+// waitIdleUntil is waitIdle up to a deadline of the caller's.
+func (s *Server) waitIdleUntil(id string, deadline time.Time) {
+	for ; time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		s.mu.Lock()
 		scheduled := s.running[id]
 		s.mu.Unlock()
@@ -602,9 +605,10 @@ func (s *Server) Freeze(_ context.Context, mode FreezeMode) error {
 	}
 	s.mu.Unlock()
 	// As Pause does: the answer comes once the harnesses have paused, so that what the caller
-	// reads next (health, ls) shows them paused, not still running.
+	// reads next (health, ls) shows them paused, not still running; all within one wait.
+	deadline := time.Now().Add(actionWait)
 	for _, id := range pausing {
-		s.waitIdle(id)
+		s.waitIdleUntil(id, deadline)
 	}
 	s.log.Info("frozen", "mode", mode)
 	return nil

@@ -30,8 +30,8 @@ type TaskOutput struct {
 	Checkpoints int          `json:"checkpoints"`
 	// DurationMs is how long the harness ran, over all its runs: the time it waited paused (at a
 	// gate, for a human, for a resume) does not count. A state that does not record its
-	// running time (one imported without a budget) gives the time from its creation to its
-	// last change.
+	// running time (one imported from elsewhere) gives the time from its creation to its last
+	// change.
 	DurationMs float64 `json:"durationMs"`
 }
 
@@ -45,10 +45,12 @@ type StepOutput struct {
 	Error    *string             `json:"error,omitempty"`
 }
 
-// runningTime is how long the harness of st ran (TaskOutput.DurationMs).
+// runningTime is how long the harness of st ran (TaskOutput.DurationMs): the wall clock its
+// budget is charged at every checkpoint while it runs, never while it is paused. A state that
+// records none (imported from elsewhere, or without a budget) gives its whole life.
 func runningTime(st *statefmt.HarnessState) time.Duration {
-	if st.Budget != nil {
-		return st.Budget.WallClockUsed // charged at every checkpoint while running, never while paused
+	if st.Budget != nil && st.Budget.WallClockUsed > 0 {
+		return st.Budget.WallClockUsed
 	}
 	return st.UpdatedAt.Sub(st.CreatedAt)
 }

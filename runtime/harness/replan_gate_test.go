@@ -293,3 +293,22 @@ func TestTheOutputsDurationLeavesOutTheTimeAHarnessWaitedAtAGate(t *testing.T) {
 		t.Fatalf("the harness's life is %s: the test did not wait at the gate", wall)
 	}
 }
+
+// A state that records no running time (one exported by another program, say) reports its whole
+// life as its duration; one that does reports that.
+func TestTheOutputsDurationOfAStateThatRecordsNoRunningTimeIsItsLife(t *testing.T) {
+	created := time.Date(2026, 12, 1, 22, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		budget *statefmt.Budget
+		want   float64
+	}{
+		{nil, 5000},
+		{&statefmt.Budget{ToolCalls: 10}, 5000},
+		{&statefmt.Budget{ToolCalls: 10, WallClockUsed: 2 * time.Second}, 2000},
+	} {
+		st := &statefmt.HarnessState{TaskID: "t", HarnessID: "h", Status: statefmt.StatusCompleted, CreatedAt: created, UpdatedAt: created.Add(5 * time.Second), Budget: c.budget}
+		if got := harness.OutputOf(st, "harness").DurationMs; got != c.want {
+			t.Errorf("budget %+v: duration %v ms, want %v", c.budget, got, c.want)
+		}
+	}
+}
