@@ -203,9 +203,7 @@ test-arm64: deps engine-arm64 ## Rust and Go tests cross-compiled for arm64 (sta
 	cd eternal && RUSTC=$(DEBIAN_RUSTC) CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
 		CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=$(ROOT)/cross/qemu-run \
 		$(CARGO) test --lib --release --quiet --target $(RUST_TARGET_arm64)
-	CGO_ENABLED=1 GOARCH=arm64 CC=aarch64-linux-gnu-gcc HARNESS_EDGE_EXPECT_BACKEND=cgo \
-		$(GO) test -json -count=1 -tags invariants,$(STATIC_TAGS) -ldflags '-linkmode external -extldflags -static' \
-		-short -timeout 20m -exec $(ROOT)/cross/qemu-run $(ARM64_TEST_PKGS) | $(TESTFMT)
+	GO=$(GO) cross/go-test-arm64 invariants,$(STATIC_TAGS) $(ARM64_TEST_PKGS)
 
 .PHONY: test-safety
 test-safety: engine ## cgocheck2 + race over the engine bridge (all backends); race over the store
