@@ -333,6 +333,17 @@ func recordBeforeAKeyframeCanBeReadWhenAnnounced(t *testing.T, reader bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if n > 1 && cp.Kind == statefmt.KindKeyframe {
+			// A reader of the stored records (the replicator's pass) finds it too, before the
+			// owner announces it: then the keyframe after it.
+			var seqs []uint64
+			if err := s.StoredRecords(st.HarnessID, prev.Seq-1, func(seq uint64, _ []byte) error { seqs = append(seqs, seq); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if len(seqs) != 2 || seqs[0] != prev.Seq || seqs[1] != cp.Seq {
+				t.Fatalf("records after %d once keyframe %d was written: %v, want %d and %d", prev.Seq-1, cp.Seq, seqs, prev.Seq, cp.Seq)
+			}
+		}
 		if n > 1 {
 			done, err := prev.Wait()
 			if err != nil {

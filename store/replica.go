@@ -21,14 +21,26 @@ import (
 // StoredRecords calls f with each record of the harness stored above sequence `after`, oldest
 // first, as stored (the record envelope: payload compressed, hashes in the clear), from one
 // consistent view of the store. Records before the newest keyframe are released when it is
-// written, so the first record f sees may be further on than after+1: it is a keyframe then.
+// written, so the first record f sees may be further on than after+1: it is a keyframe then,
+// or the record just before it whose checkpoint its owner had not announced yet when the
+// keyframe was written (StoredRecord returns that one too, until the next checkpoint).
 // f owns the bytes it is given.
 func (s *Store) StoredRecords(id string, after uint64, f func(seq uint64, envelope []byte) error) error {
 	if err := ValidID(id); err != nil {
 		return err
 	}
 	s.settle(id)
-	return s.scanStored(id, chainKey(id, after+1), chainKey(id, 1<<64-1), "its records", f)
+	// The released record is looked up once the view is taken: PersistWith keeps it before
+	// it applies the keyframe that releases it, so a view that holds the keyframe finds it.
+	// A view from before the keyframe still holds the record itself, and f sees it once.
+	kept := func() (uint64, []byte, bool) {
+		r, ok := s.released.Load(id)
+		if !ok || r.(releasedRecord).seq <= after {
+			return 0, nil, false
+		}
+		return r.(releasedRecord).seq, r.(releasedRecord).env, true
+	}
+	return s.scanStored(id, chainKey(id, after+1), chainKey(id, 1<<64-1), "its records", kept, f)
 }
 
 // StoredEvents calls f with each event of the harness numbered above `after`, in order, as
@@ -38,19 +50,35 @@ func (s *Store) StoredEvents(id string, after uint64, f func(n uint64, data []by
 	if err := ValidID(id); err != nil {
 		return err
 	}
-	return s.scanStored(id, eventKey(id, after+1), s.eventsBound(id), "its event log", f)
+	return s.scanStored(id, eventKey(id, after+1), s.eventsBound(id), "its event log", nil, f)
 }
 
-func (s *Store) scanStored(id string, lo, hi []byte, what string, f func(n uint64, v []byte) error) error {
+// kept, when not nil, is called once the view is taken and may give one more entry, which f
+// sees in its place by number unless the view holds that number itself.
+func (s *Store) scanStored(id string, lo, hi []byte, what string, kept func() (uint64, []byte, bool), f func(n uint64, v []byte) error) error {
 	// An iterator reads one consistent view of the store: no snapshot is needed.
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return err
 	}
 	defer it.Close()
+	var kn uint64
+	var kv []byte
+	var has bool
+	if kept != nil {
+		kn, kv, has = kept()
+	}
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()
 		n := binary.BigEndian.Uint64(k[len(k)-8:])
+		if has && kn <= n {
+			has = false
+			if kn < n {
+				if err := f(kn, bytes.Clone(kv)); err != nil {
+					return err
+				}
+			}
+		}
 		v, err := it.ValueAndErr()
 		if err != nil {
 			return damaged(id, fmt.Sprintf("%s at %d", what, n), err)
@@ -61,6 +89,9 @@ func (s *Store) scanStored(id string, lo, hi []byte, what string, f func(n uint6
 	}
 	if err := it.Error(); err != nil {
 		return damaged(id, what, err)
+	}
+	if has {
+		return f(kn, bytes.Clone(kv))
 	}
 	return nil
 }

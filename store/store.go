@@ -1386,22 +1386,24 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 			return Checkpoint{}, err
 		}
 	}
-	if err := s.apply(b, settling); err != nil {
-		// The chain moved on in memory but not on disk: replay from the store next time.
-		s.forgetLocked(id, h)
-		return Checkpoint{}, &CommitError{ID: id, Seq: info.Seq, Err: err}
-	}
-	applied = true
 	if u := h.unannounced; u.seq != 0 && u.seq+1 == info.Seq && info.Kind == bridge.KindKeyframe {
 		// Its owner hears of the previous checkpoint only now, and a sink may read its record
 		// then (a replicator does), after this keyframe released it. Whether its fsync was
-		// still under way (prev) or a reader had already waited for it does not matter.
+		// still under way (prev) or a reader had already waited for it does not matter. Kept
+		// before the keyframe's batch is applied, so that a reader whose view holds the
+		// keyframe finds it (StoredRecords); a failed commit forgets it with the harness.
 		s.released.Store(id, u)
 		h.heldReleased = true
 	} else if h.heldReleased {
 		s.released.Delete(id)
 		h.heldReleased = false
 	}
+	if err := s.apply(b, settling); err != nil {
+		// The chain moved on in memory but not on disk: replay from the store next time.
+		s.forgetLocked(id, h)
+		return Checkpoint{}, &CommitError{ID: id, Seq: info.Seq, Err: err}
+	}
+	applied = true
 	h.index = idx
 	if settling {
 		h.releaseStream()
