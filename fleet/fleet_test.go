@@ -157,16 +157,20 @@ func TestDevicesRunOfflineAndTheBacklogDrainsInOrderWithNothingLostOrTwice(t *te
 	t.Logf("%d records replicated, checked record by record", total)
 }
 
+// A device that lost its cursor (restored from an old backup, say, or restarted with a cursor
+// behind what JetStream acknowledged: it is written every CursorSync) sends again what its store
+// holds, and JetStream drops the copies. A keyframe has released the records before it since:
+// the hub holds them, so none is counted released.
 func TestACursorLostAfterSendingSendsAgainButJetStreamStoresEachMessageOnce(t *testing.T) {
 	hub := startHub(t, t.TempDir(), "127.0.0.1:0")
 	_, js := client(t, hub.URL())
 	dir := storeIn(t, "store")
 	dv := startDevice(t, hub.URL(), "solo", dir)
-	submit(t, dv, taskYAML(t, "quick", 3, "5ms", false))
+	id := submit(t, dv, taskYAML(t, "long", 1100, "", false))
 	waitFor(t, "settles", 30*time.Second, func() (bool, string) { return settled(dv) })
 	waitFor(t, "caught up", 30*time.Second, func() (bool, string) { return caughtUp(js, dv) })
+	keyframe := firstStored(t, dv, id)
 	dv.stop()
-	// A device that lost its cursor (restored from an old backup, say) sends everything again.
 	if err := removeCursor(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -175,62 +179,39 @@ func TestACursorLostAfterSendingSendsAgainButJetStreamStoresEachMessageOnce(t *t
 		s := dv2.link.Replicator.Stats()
 		return s.Duplicates > 0 && s.Backlog == 0 && s.Online, fmt.Sprintf("%+v", s)
 	})
+	if s := dv2.link.Replicator.Stats(); s.Released != 0 {
+		t.Fatalf("%d records counted released, though the hub holds all %d before keyframe %d: %+v", s.Released, keyframe-1, keyframe, s)
+	}
 	checkReplica(t, js, dv2)
 }
 
-// A device restarts with a cursor behind what JetStream acknowledged (it is written every
-// CursorSync; a crash loses what came after), and a keyframe has released records since: the hub
-// holds them, so none is counted released. Records the hub never got are counted, exactly.
-func TestReleasedRecordsAreCountedLostOnlyWhenTheHubLacksThem(t *testing.T) {
-	t.Run("the hub holds them", func(t *testing.T) {
-		hub := startHub(t, t.TempDir(), "127.0.0.1:0")
-		_, js := client(t, hub.URL())
-		dir := storeIn(t, "store")
-		dv := startDevice(t, hub.URL(), "solo", dir)
-		id := submit(t, dv, taskYAML(t, "long", 1100, "", false))
-		waitFor(t, "settles", 30*time.Second, func() (bool, string) { return settled(dv) })
-		waitFor(t, "caught up", 30*time.Second, func() (bool, string) { return caughtUp(js, dv) })
-		keyframe := firstStored(t, dv, id)
-		dv.stop()
-		if err := removeCursor(dir); err != nil {
-			t.Fatal(err)
-		}
-		dv2 := startDevice(t, hub.URL(), "solo", dir)
-		waitFor(t, "sent again", 30*time.Second, func() (bool, string) {
-			s := dv2.link.Replicator.Stats()
-			return s.Duplicates > 0 && s.Backlog == 0 && s.Online, fmt.Sprintf("%+v", s)
-		})
-		if s := dv2.link.Replicator.Stats(); s.Released != 0 {
-			t.Fatalf("%d records counted released, though the hub holds all %d before keyframe %d: %+v", s.Released, keyframe-1, keyframe, s)
-		}
-		checkReplica(t, js, dv2)
+// Records a keyframe released before they were sent, and whose copies went with a daemon that
+// stopped while the hub was down, never reach the hub: they are counted released, exactly.
+func TestRecordsTheHubNeverGotAreCountedReleasedExactly(t *testing.T) {
+	hubDir := t.TempDir()
+	hub := startHub(t, hubDir, "127.0.0.1:0")
+	u := hub.URL()
+	hub.Shutdown()
+	dir := storeIn(t, "store")
+	dv := startDevice(t, u, "offline", dir)
+	id := submit(t, dv, taskYAML(t, "long", 1100, "", false))
+	waitFor(t, "settles offline", 30*time.Second, func() (bool, string) { return settled(dv) })
+	keyframe := firstStored(t, dv, id)
+	dv.stop() // the copies it held for the hub are gone with it
+	hub2 := startHub(t, hubDir, hostPort(t, u))
+	_, js := client(t, hub2.URL())
+	dv2 := startDevice(t, hub2.URL(), "offline", dir)
+	waitFor(t, "the backlog drains", 30*time.Second, func() (bool, string) {
+		s := dv2.link.Replicator.Stats()
+		return s.Backlog == 0 && s.Online && s.Records > 0, fmt.Sprintf("%+v", s)
 	})
-	t.Run("the hub never got them", func(t *testing.T) {
-		hubDir := t.TempDir()
-		hub := startHub(t, hubDir, "127.0.0.1:0")
-		u := hub.URL()
-		hub.Shutdown()
-		dir := storeIn(t, "store")
-		dv := startDevice(t, u, "offline", dir)
-		id := submit(t, dv, taskYAML(t, "long", 1100, "", false))
-		waitFor(t, "settles offline", 30*time.Second, func() (bool, string) { return settled(dv) })
-		keyframe := firstStored(t, dv, id)
-		dv.stop() // the copies it held for the hub are gone with it
-		hub2 := startHub(t, hubDir, hostPort(t, u))
-		_, js := client(t, hub2.URL())
-		dv2 := startDevice(t, hub2.URL(), "offline", dir)
-		waitFor(t, "the backlog drains", 30*time.Second, func() (bool, string) {
-			s := dv2.link.Replicator.Stats()
-			return s.Backlog == 0 && s.Online && s.Records > 0, fmt.Sprintf("%+v", s)
-		})
-		if s := dv2.link.Replicator.Stats(); s.Released != keyframe-1 {
-			t.Fatalf("%d records counted released; the hub never got the %d before keyframe %d: %+v", s.Released, keyframe-1, keyframe, s)
-		}
-		recs, err := fleet.Records(context.Background(), js, "offline", id)
-		if err != nil || len(recs) == 0 || recs[0].Seq != keyframe {
-			t.Fatalf("the hub's first record of %s: %v (want keyframe %d)", id, err, keyframe)
-		}
-	})
+	if s := dv2.link.Replicator.Stats(); s.Released != keyframe-1 {
+		t.Fatalf("%d records counted released; the hub never got the %d before keyframe %d: %+v", s.Released, keyframe-1, keyframe, s)
+	}
+	recs, err := fleet.Records(context.Background(), js, "offline", id)
+	if err != nil || len(recs) == 0 || recs[0].Seq != keyframe {
+		t.Fatalf("the hub's first record of %s: %v (want keyframe %d)", id, err, keyframe)
+	}
 }
 
 // firstStored is the first record the device's store still holds of harness id: its newest
