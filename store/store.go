@@ -152,12 +152,11 @@ type releasedRecord struct {
 // under way: Pebble's commit pipeline makes it durable with, or before, any batch committed
 // after it.
 type pending struct {
-	s   *Store
-	h   *harness
-	b   *pebble.Batch
-	cp  Checkpoint
-	id  string
-	env []byte // the record as stored (see released)
+	s  *Store
+	h  *harness
+	b  *pebble.Batch
+	cp Checkpoint
+	id string
 	// firstEvent numbers the checkpoint's first event; 0 when it has none.
 	firstEvent uint64
 	done       bool
@@ -1416,7 +1415,7 @@ func (s *Store) PersistWith(state *statefmt.HarnessState, x Extras) (Checkpoint,
 		events[i].N = firstEvent + uint64(i)
 	}
 	cp.Events = events
-	p := &pending{s: s, h: h, b: b, cp: cp, id: id, env: envelope, firstEvent: firstEvent}
+	p := &pending{s: s, h: h, b: b, cp: cp, id: id, firstEvent: firstEvent}
 	h.unannounced = releasedRecord{}
 	if x.NoSyncWait && !settling {
 		h.pending, cp.pending, h.unannounced = p, p, releasedRecord{cp.Seq, envelope}
