@@ -13,9 +13,10 @@ const DefaultIdleRelease = 30 * time.Second
 
 // The store keeps compressors between harnesses: each delta stream's encoder once its harness
 // stops, for the next harness that starts one (about 4 MB: window and tables), and the keyframe
-// encoders, up to one per CPU (about 20 MB each: an 8 MB window's history and the tables). A
-// daemon that ran a burst of harnesses and then waits all night for the next held them all:
-// 48 MB of Go heap on two CPUs (a heap profile: 42 MB keyframe encoders, 6 MB stream
+// encoders, up to one per CPU (2 to 18 MB each: the tables, and the history of the largest
+// state compressed, up to an 8 MB window). A daemon that ran a burst of harnesses and then
+// waits all night for the next held them all: 48 MB of Go heap on two CPUs (a heap profile,
+// when keyframes took 20 MB each at a slower level: 42 MB keyframe encoders, 6 MB stream
 // encoders), more on more. Once a store has gone IdleRelease without a
 // checkpoint it lets go of those not in use (a harness that runs keeps its own), and gives the
 // memory back to the system; the next checkpoint that needs one makes it again, a few

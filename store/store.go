@@ -424,9 +424,9 @@ func (h *harness) releaseStream() {
 	h.streamOpen, h.zbuf, h.zscratch = false, bytes.Buffer{}, nil
 }
 
-// keyframeEncoders are the store's keyframe compressors, shared by its harnesses. An encoder is
-// made when a keyframe finds none idle, up to one per CPU: a harness alone uses one, and pages in
-// its 4 MB of tables once. (One zstd.Encoder with a concurrency of GOMAXPROCS hands its calls to
+// keyframeEncoders are the store's keyframe compressors, shared by its harnesses, at
+// keyframeLevel. An encoder is made when a keyframe finds none idle, up to one per CPU: a
+// harness alone uses one, and pages in its tables once. (One zstd.Encoder with a concurrency of GOMAXPROCS hands its calls to
 // its workers in turn, so a single harness paged in every worker's tables: 1,300 more page
 // faults in a 1,000-step run.) Harnesses that keyframe at once each get an encoder, and a
 // keyframe of several frames compresses them on every CPU.
@@ -461,7 +461,7 @@ func (k *keyframeEncoders) get() (*zstd.Encoder, error) {
 		k.idle = k.idle[:n-1]
 		return enc, nil
 	}
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderCRC(false),
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(keyframeLevel), zstd.WithEncoderCRC(false),
 		zstd.WithEncoderConcurrency(1))
 	if err != nil {
 		return nil, err
@@ -477,17 +477,39 @@ func (k *keyframeEncoders) put(enc *zstd.Encoder) {
 	k.mu.Unlock()
 }
 
-// keyframeFrame is the raw size of each independent zstd frame of a keyframe: larger keyframes
-// compress and decompress on every core. A frame finds its matches only within itself, and a
-// keyframe is most of what a finished harness keeps: 1 MiB frames stored a 1,000-step harness
-// of real text (4.5 MB) in 315 KB, one frame in 147 KB, and a 10,000-checkpoint restore took no
-// longer (see docs/store.md).
-const keyframeFrame = 8 << 20
+// keyframeLevel is the keyframes' compression level. A keyframe is written in its step, and
+// compressing the whole state is most of that step, the slowest there is: zstd.SpeedDefault
+// took 2.0-2.6 times less than zstd.SpeedBetterCompression for 5 % more bytes on the
+// reference state (9 % on real text), and keeps the step of a 1 MB state well under 50 ms
+// on a loaded 2-CPU machine; a board's slower cores need the margin (see docs/store.md).
+const keyframeLevel = zstd.SpeedDefault
+
+// keyframeFrame is the largest raw size of one independent zstd frame of a keyframe, and
+// keyframeFrameMin the smallest one it is cut into to use more cores: larger keyframes
+// compress and decompress on every core. A frame finds its matches only within itself (see
+// docs/store.md for what that costs).
+const (
+	keyframeFrame    = 8 << 20
+	keyframeFrameMin = 4 << 20
+)
+
+// keyframeFrames is how many frames, of equal size, a keyframe of n raw bytes is cut into on
+// cores CPUs: as few as keyframeFrame allows, and more, down to keyframeFrameMin each, while
+// there are idle cores. Equal frames finish together: a 10 MiB keyframe in 8 + 2 MiB waited
+// for the 8 MiB frame, in 5 + 5 for half the state.
+func keyframeFrames(n, cores int) int {
+	frames := (n + keyframeFrame - 1) / keyframeFrame
+	if more := min(cores, n/keyframeFrameMin); more > frames {
+		frames = more
+	}
+	return max(frames, 1)
+}
 
 // compressKeyframe compresses a keyframe as one zstd frame, or as independent frames in
-// parallel (CompressionZstdFrames) when it is larger than keyframeFrame.
+// parallel (CompressionZstdFrames) when keyframeFrames says so.
 func (h *harness) compressKeyframe(keyframes *keyframeEncoders, payload []byte) (statefmt.Compression, []byte, error) {
-	if len(payload) <= keyframeFrame {
+	n := keyframeFrames(len(payload), runtime.GOMAXPROCS(0))
+	if n == 1 {
 		z, err := keyframes.encode(payload, h.zscratch[:0])
 		if err != nil {
 			return 0, nil, err
@@ -495,18 +517,18 @@ func (h *harness) compressKeyframe(keyframes *keyframeEncoders, payload []byte) 
 		h.zscratch = z
 		return statefmt.CompressionZstd, z, nil
 	}
-	n := (len(payload) + keyframeFrame - 1) / keyframeFrame
+	cut := func(i int) int { return i * len(payload) / n }
 	frames := make([][]byte, n)
 	errs := make([]error, n)
 	parallel(n, func(i int) {
-		frames[i], errs[i] = keyframes.encode(payload[i*keyframeFrame:min(len(payload), (i+1)*keyframeFrame)], nil)
+		frames[i], errs[i] = keyframes.encode(payload[cut(i):cut(i+1)], nil)
 	})
 	if err := errors.Join(errs...); err != nil {
 		return 0, nil, err
 	}
 	rawLens, zLens := make([]int, n), make([]int, n)
 	for i, f := range frames {
-		rawLens[i], zLens[i] = min(len(payload)-i*keyframeFrame, keyframeFrame), len(f)
+		rawLens[i], zLens[i] = cut(i+1)-cut(i), len(f)
 	}
 	out := statefmt.AppendFrameTable(h.zscratch[:0], rawLens, zLens)
 	for _, f := range frames {

@@ -632,7 +632,8 @@ func TestShortHarnessesOneAfterAnotherShareTheirStreamEncoders(t *testing.T) {
 }
 
 // A store that goes a while without a checkpoint gives back the compressors it keeps idle for
-// the next harness (a keyframe encoder is about 20 MB, a stream encoder about 4): a daemon that
+// the next harness (a keyframe encoder 2 to 18 MB, by the size of the states it compressed, a
+// stream encoder about 4): a daemon that
 // ran a burst and waits all night for the next does not hold them. Checkpoints closer together
 // keep them, and the next harness after the release makes them again.
 func TestAnIdleStoreGivesBackItsCompressors(t *testing.T) {
@@ -671,8 +672,10 @@ func TestAnIdleStoreGivesBackItsCompressors(t *testing.T) {
 			t.Fatal("the store kept its idle compressors")
 		}
 	}
-	if released := heap(); released+8<<20 > held {
-		t.Fatalf("the Go heap held %d bytes with the compressors, %d without: want 8 MB or more given back", held, released)
+	// At least a keyframe encoder's tables (1.2 MB) go back: the Go fallback has no stream
+	// encoder to give back.
+	if released := heap(); released+1<<20 > held {
+		t.Fatalf("the Go heap held %d bytes with the compressors, %d without: want 1 MB or more given back", held, released)
 	}
 	run("c")
 	for _, id := range []string{"a", "b4", "c"} {
