@@ -86,3 +86,27 @@ func BenchmarkPersistStep(b *testing.B) {
 		})
 	}
 }
+
+// The keyframe-step figures time real keyframes: one per size, each the median of keyframes
+// the replay bound forced after the first, with the requirement's bar where not emulated.
+func TestKeyframeStepsTimeTheKeyframesTheBoundForces(t *testing.T) {
+	for _, emulated := range []string{"", "qemu-user"} {
+		rep := &Report{}
+		if err := keyframeSteps(Options{Dir: t.TempDir(), Quick: true, Emulated: emulated}, rep); err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Figures) != 2 {
+			t.Fatalf("%d figures, want one per size", len(rep.Figures))
+		}
+		for i, label := range []string{"1MB", "10MB"} {
+			f := rep.Figures[i]
+			// Encoding and compressing a whole state of a megabyte or more takes some time.
+			if f.ID != "keyframe_step_"+label || f.Unit != "ms" || f.Value < 0.1 {
+				t.Fatalf("figure %+v", f)
+			}
+			if hasBar := f.Bar != ""; hasBar != (emulated == "") {
+				t.Fatalf("emulated %q: figure %s has bar %q", emulated, f.ID, f.Bar)
+			}
+		}
+	}
+}
