@@ -230,7 +230,8 @@ stress: engine ## Crash tests at length: 500 kill -9 runs of a checkpointing chi
 # default is a minute, and the fuzzing stops while it runs).
 FUZZ_TARGETS := ./fuzz:FuzzDeltaApply:60000 ./fuzz:FuzzDeltaRoundTrip:100000 \
 	./fuzz:FuzzAgentOutput:20000 ./fuzz:FuzzTaskFile:80000 ./statefmt:FuzzStateJSON:60000 ./statefmt:FuzzStateBinary:50000 \
-	./statefmt:FuzzRecord:60000 ./statefmt:FuzzFrames:150000
+	./statefmt:FuzzRecord:60000 ./statefmt:FuzzFrames:150000 \
+	./runtime/task:FuzzJSONDocument:60000
 FUZZTIME ?=
 FUZZMINIMIZETIME ?= 1s
 

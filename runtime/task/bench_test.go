@@ -2,65 +2,34 @@ package task_test
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
+	"github.com/harness-edge/harness-edge/internal/taskgen"
 	"github.com/harness-edge/harness-edge/runtime/task"
 )
 
-// bigTask writes a task file of about size bytes: agents of every driver, a long plan, script
-// steps full of durations (the values that once made parsing quadratic), tools and hooks.
-func bigTask(size int) []byte {
-	var b strings.Builder
-	b.WriteString(`id: big
-agent: S
-prompt: |
-  A long task, written out.
-retry: {maxRetries: 2, base: 50ms, factor: 3, maxDelay: 1m}
-budget: {toolCalls: 1000, wallClock: 8h}
-checkpoint: {interval: 2m}
-tools:
-  deploy: {command: [sh, -c, "echo deployed"], timeout: 30s, sideEffects: true, replay: skip}
-  bash: {allow: ["go *", "make *"], timeout: 10m}
-hooks:
-  preTool: [{command: [sh, -c, "cat >/dev/null"], tools: [deploy], timeout: 5s}]
-agents:
-  C: {driver: command, command: [sh, -c, "echo hi"], iterationTimeout: 10m, rateLimit: {wait: 1m, maxWait: 1h}}
-  O: {driver: openai, endpoint: "http://127.0.0.1:1/v1", model: m, requestTimeout: 2m, temperature: 0.2}
-  S:
-    driver: script
-    tools: [read_file, write_file, deploy]
-    script:
-      steps:
-`)
-	var plan strings.Builder
-	plan.WriteString("plan:\n")
-	for i := 0; b.Len()+plan.Len() < size; i++ {
-		fmt.Fprintf(&b, "        s%d:\n          - {sleep: %dms}\n          - {tool: write_file, args: {path: out/s%d.txt, content: \"step %d, done\"}}\n          - output: \"step %d written\"\n", i, i%50, i, i, i)
-		dep := ""
-		if i > 0 {
-			dep = fmt.Sprintf(", dependsOn: [s%d]", i-1)
-		}
-		fmt.Fprintf(&plan, "  - {id: s%d, description: \"Write the file of step %d\", agent: S%s}\n", i, i, dep)
-	}
-	return []byte(b.String() + plan.String())
-}
-
 // BenchmarkParse measures task.Parse at four sizes, up to MaxFileSize (the largest task file
-// taken); the time per byte should not grow with the size.
+// taken), of YAML and of JSON (the same task as the harness stores it, indented); the time per
+// byte should not grow with the size.
 func BenchmarkParse(b *testing.B) {
 	for _, size := range []int{64 << 10, 256 << 10, 1 << 20, task.MaxFileSize} {
-		data := bigTask(size)
-		if _, err := task.Parse("big.yaml", data); err != nil {
+		b.Run(fmt.Sprintf("yaml/%dKiB", size>>10), func(b *testing.B) { benchParse(b, "big.yaml", taskgen.Big(size)) })
+		data, err := taskgen.BigJSON(size)
+		if err != nil {
 			b.Fatal(err)
 		}
-		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
-			for b.Loop() {
-				if _, err := task.Parse("big.yaml", data); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		b.Run(fmt.Sprintf("json/%dKiB", size>>10), func(b *testing.B) { benchParse(b, "big.json", data) })
+	}
+}
+
+func benchParse(b *testing.B, name string, data []byte) {
+	if _, err := task.Parse(name, data); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := task.Parse(name, data); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

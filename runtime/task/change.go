@@ -2,9 +2,7 @@ package task
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"slices"
 	"strings"
@@ -227,25 +225,9 @@ func decodeDoc(name string, data []byte, v reflect.Value, what string) (*yaml.No
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, nil, &Error{File: name, Msg: what + " is empty"}
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, nil, &Error{File: name, Msg: what + " is empty"}
-		}
-		return nil, nil, syntaxErr(name, data, err)
-	}
-	var more yaml.Node
-	switch err := dec.Decode(&more); {
-	case errors.Is(err, io.EOF):
-	case err != nil:
-		return nil, nil, syntaxErr(name, data, err)
-	default:
-		return nil, nil, &Error{File: name, Line: more.Line, Msg: "a second YAML document: " + what + " is one"}
-	}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = root.Content[0]
+	root, err := readDocument(name, data, what+" is empty", "a second YAML document: "+what+" is one")
+	if err != nil {
+		return nil, nil, err
 	}
 	d := &decoder{maxNodes: max(minNodes, 4*len(data))}
 	d.value(root, v, nil, 0)

@@ -58,33 +58,48 @@ func decodeFile(name string, data []byte, t *Task) (*yaml.Node, []lineErr, error
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, nil, &Error{File: name, Msg: "the task file is empty"}
 	}
+	root, err := readDocument(name, data, "the task file is empty",
+		"a second YAML document: a task file holds one (remove the '---' before it, or split the file)")
+	if err != nil {
+		return nil, nil, err
+	}
+	d := &decoder{maxNodes: max(minNodes, 4*len(data))}
+	d.value(root, reflect.ValueOf(t).Elem(), nil, 0)
+	return root, d.errs, nil
+}
+
+// readDocument parses data, one YAML or JSON document, into its node tree: with jsonDocument
+// when it is one JSON object, else with the YAML parser. empty and second are the refusals of
+// a document without content and of a second document after the first.
+func readDocument(name string, data []byte, empty, second string) (*yaml.Node, error) {
+	if root, ok := jsonDocument(data); ok {
+		return root, nil
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, nil, &Error{File: name, Msg: "the task file is empty"}
+			return nil, &Error{File: name, Msg: empty}
 		}
-		return nil, nil, syntaxErr(name, data, err)
+		return nil, syntaxErr(name, data, err)
 	}
 	var more yaml.Node
 	switch err := dec.Decode(&more); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		return nil, nil, syntaxErr(name, data, err)
+		return nil, syntaxErr(name, data, err)
 	default:
 		line := more.Line
 		if len(more.Content) > 0 {
 			line = more.Content[0].Line
 		}
-		return nil, nil, &Error{File: name, Line: line, Msg: "a second YAML document: a task file holds one (remove the '---' before it, or split the file)"}
+		return nil, &Error{File: name, Line: line, Msg: second}
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
-	d := &decoder{maxNodes: max(minNodes, 4*len(data))}
-	d.value(root, reflect.ValueOf(t).Elem(), nil, 0)
-	return root, d.errs, nil
+	return root, nil
 }
 
 // syntaxErr turns the parser's error ("yaml: line 3: ...") into an Error with its line. The
