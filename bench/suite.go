@@ -26,6 +26,7 @@ import (
 	"github.com/harness-edge/harness-edge/bridge"
 	"github.com/harness-edge/harness-edge/control"
 	"github.com/harness-edge/harness-edge/internal/stategen"
+	"github.com/harness-edge/harness-edge/internal/taskgen"
 	"github.com/harness-edge/harness-edge/runtime/harness"
 	"github.com/harness-edge/harness-edge/runtime/task"
 	"github.com/harness-edge/harness-edge/statefmt"
@@ -156,6 +157,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"direct path", directPath},
 		{"processes", processes},
 		{"read-back", readBack},
+		{"task files", taskFiles},
 	} {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -305,6 +307,61 @@ func keyframeSteps(o Options, rep *Report) error {
 		rep.add(atMost("keyframe_step_"+label, name, msf(medianOf(d)), "ms", 50, false,
 			"the requirement: < 50 ms per step; timing-sensitive: reported, not enforced; "+note))
 	}
+	return nil
+}
+
+// taskFiles: task.Parse of big task files, as `run` and the daemon's API take them: YAML of
+// 100 KiB and 1 MiB (whose ratio says whether the time grows with the size alone), and the same
+// task as JSON.
+func taskFiles(_ context.Context, o Options, rep *Report) error {
+	runs := 5
+	if o.Quick {
+		runs = 3
+	}
+	parse := func(name string, data []byte) (time.Duration, int, error) {
+		var d []time.Duration
+		steps := 0
+		for range runs {
+			t0 := time.Now()
+			t, err := task.Parse(name, data)
+			d = append(d, time.Since(t0))
+			if err != nil {
+				return 0, 0, err
+			}
+			steps = len(t.Plan)
+		}
+		return medianOf(d), steps, nil
+	}
+	small, _, err := parse("small.yaml", taskgen.Big(100<<10))
+	if err != nil {
+		return err
+	}
+	yamlFile := taskgen.Big(1 << 20)
+	big, steps, err := parse("big.yaml", yamlFile)
+	if err != nil {
+		return err
+	}
+	jsonFile, err := taskgen.BigJSON(1 << 20)
+	if err != nil {
+		return err
+	}
+	asJSON, jsonSteps, err := parse("big.json", jsonFile)
+	if err != nil {
+		return err
+	}
+	yamlNote := fmt.Sprintf("%d KiB of YAML, a plan of %d steps, agents of every driver, script steps full of durations; median of %d", len(yamlFile)>>10, steps, runs)
+	jsonNote := fmt.Sprintf("%d KiB of JSON, indented: the same kind of task (a plan of %d steps); median of %d", len(jsonFile)>>10, jsonSteps, runs)
+	ratio := float64(big) / float64(small)
+	ratioNote := "10 times the size (1 MiB against 100 KiB) should take at most 12 times the time"
+	if o.Emulated != "" {
+		rep.add(info("task_parse_yaml_1MiB", "a 1 MiB YAML task file parsed, under "+o.Emulated, msf(big), "ms", "no bar under emulation; "+yamlNote))
+		rep.add(info("task_parse_json_1MiB", "a 1 MiB JSON task file parsed, under "+o.Emulated, msf(asJSON), "ms", "no bar under emulation; "+jsonNote))
+		rep.add(info("task_parse_linear", "task file parse time, 1 MiB / 100 KiB, under "+o.Emulated, ratio, "x", ratioNote))
+		return nil
+	}
+	rep.add(atMost("task_parse_yaml_1MiB", "a 1 MiB YAML task file parsed", msf(big), "ms", 200, false, "timing-sensitive: reported, not enforced; "+yamlNote))
+	rep.add(atMost("task_parse_json_1MiB", "a 1 MiB JSON task file parsed", msf(asJSON), "ms", 200, false, "timing-sensitive: reported, not enforced; "+jsonNote))
+	rep.add(atMost("task_parse_linear", "task file parse time, 1 MiB / 100 KiB (YAML)", ratio, "x", 12, false, "timing-sensitive: reported, not enforced; "+ratioNote))
 	return nil
 }
 
