@@ -93,7 +93,9 @@ func readDocument(name string, data []byte, empty, second string) (*yaml.Node, e
 		if len(more.Content) > 0 {
 			line = more.Content[0].Line
 		}
-		return nil, &Error{File: name, Line: line, Msg: second}
+		// An empty document after a last "---" starts past the file's last line.
+		lines := 1 + bytes.Count(bytes.TrimRight(data, "\r\n"), []byte("\n"))
+		return nil, &Error{File: name, Line: min(line, lines), Msg: second}
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {

@@ -31,13 +31,19 @@ type jsonReader struct {
 	pos, line, lineStart int
 }
 
-// space skips white space (the only place a line break can be in valid JSON).
+// space skips white space (the only place a line break can be in valid JSON). A line ends, as
+// the YAML parser counts them, at "\n", "\r\n" or a "\r" alone (an old Mac's line break).
 func (r *jsonReader) space() {
 	for ; r.pos < len(r.data); r.pos++ {
 		switch r.data[r.pos] {
+		case '\r':
+			if r.pos+1 < len(r.data) && r.data[r.pos+1] == '\n' {
+				continue // the "\n" ends the line
+			}
+			r.line, r.lineStart = r.line+1, r.pos+1
 		case '\n':
 			r.line, r.lineStart = r.line+1, r.pos+1
-		case ' ', '\t', '\r':
+		case ' ', '\t':
 		default:
 			return
 		}

@@ -63,7 +63,7 @@ type jsonGen struct {
 
 func (g *jsonGen) space() {
 	for range g.r.Intn(3) {
-		g.b.WriteString([]string{" ", "\n", "\t", "\r\n", "  \n    "}[g.r.Intn(5)])
+		g.b.WriteString([]string{" ", "\n", "\t", "\r\n", "  \n    ", "\r", "\n\r"}[g.r.Intn(7)])
 	}
 }
 
@@ -132,7 +132,7 @@ func (g *jsonGen) document() []byte {
 	g.b.Reset()
 	// No tab before or after the object: the YAML parser refuses one there (see
 	// TestJSONThatTheYAMLParserRefusedIsRead).
-	g.b.WriteString([]string{"", " ", "\n", "\r\n  "}[g.r.Intn(4)])
+	g.b.WriteString([]string{"", " ", "\n", "\r\n  ", "\r"}[g.r.Intn(5)])
 	g.b.WriteByte('{')
 	for i := range 1 + g.r.Intn(6) {
 		if i > 0 {
@@ -220,17 +220,20 @@ func TestOnlyOneJSONObjectIsReadAsJSON(t *testing.T) {
 
 // Valid JSON that the YAML parser refused as a syntax error is read: a slash escaped (PHP's
 // json_encode escapes them by default), a line break between a key and its colon, a tab
-// on a line before or after the object.
+// on a line before or after the object, a key longer than 1,024 characters (YAML's bound on
+// a key written without "?"; a tool's arguments may have one, and json.Marshal writes it).
 func TestJSONThatTheYAMLParserRefusedIsRead(t *testing.T) {
+	long := strings.Repeat("k", 1500)
 	for _, src := range []string{
 		`{"agent": "A", "prompt": "read src\/main.go",`,
 		`{"agent": "A", "prompt"` + "\n" + `: "read src/main.go",`,
 		"\t" + `{"agent": "A", "prompt": "read src/main.go",`,
+		`{"agent": "A", "prompt": "read src/main.go", "tools": {"t": {"command": ["true"], "parameters": {"` + long + `": "x"}}},`,
 	} {
 		src += `"agents": {"A": {"driver": "script", "script": {"plan": [{"id": "s", "description": "d", "agent": "A"}]}}}}` + "\n\t\n"
 		tk, err := Parse("t.json", []byte(src))
 		if err != nil || tk.Prompt != "read src/main.go" {
-			t.Fatalf("%v, prompt %q", err, tk.Prompt)
+			t.Fatalf("%.80s...: %v", src, err)
 		}
 	}
 }
@@ -242,6 +245,7 @@ func FuzzJSONDocument(f *testing.F) {
 		`{"agent": "A", "agents": {"A": {"driver": "script"}}, "plan": [{"id": "s", "dependsOn": []}]}`,
 		"{\n  \"a\": [1, -0, 2.5e-3, 1e400, true, false, null, \"\\u00e9\\ud83d\\ude80\\n\"],\n  \"b\": {}\n}\n",
 		`{"a": "src\/main.go"}`, `{"a"` + "\n" + `: 1}`, `{"a": {"b": {"c": [[[]]]}}}`, `[1]`, `{"a": 1} x`,
+		"{\r\"a\": 1,\r\n\"b\":\n\r[2]}",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -260,6 +264,11 @@ func FuzzJSONDocument(f *testing.F) {
 		var doc yaml.Node
 		if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
 			return // valid JSON the YAML parser refuses: an escaped slash, a tab, a key on its own line
+		}
+		if bytes.Contains(data, []byte("\ufeff")) {
+			// The YAML parser loses the character after a U+FEFF that ends near a 512-byte
+			// boundary of its buffer (its tree, not this one, is wrong then).
+			return
 		}
 		if err := sameTree(got, doc.Content[0], ""); err != nil {
 			t.Fatalf("%v\n%q", err, data)

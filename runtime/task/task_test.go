@@ -131,6 +131,7 @@ func TestBadFilesNameFileLineAndField(t *testing.T) {
 		{"infinite temperature", "agent: A\nagents:\n  A: {driver: openai, endpoint: \"http://x/v1\", model: m, temperature: -.inf}\n", []string{"t.yaml:3: agents.A.temperature: -.inf is not a finite number"}},
 		{"NaN argument", "agent: A\nagents:\n  A:\n    driver: script\n    script: {steps: {s: [{tool: glob, args: {n: .NaN}}]}}\n", []string{"t.yaml:5: agents.A.script.steps.s[0].args.n: .NaN is not a finite number"}},
 		{"second document", "agent: A\nagents:\n  A: {driver: script, script: {}}\n---\nagent: B\n", []string{"t.yaml:5: a second YAML document"}},
+		{"empty second document", "agent: A\nagents:\n  A: {driver: script, script: {}}\n---\n", []string{"t.yaml:4: a second YAML document"}},
 		{"key written twice", "agent: A\nagents:\n  A: {driver: script, script: {}}\nagent: B\n", []string{`t.yaml:4: key "agent" is written twice`}},
 		{"syntax error", "agent: A\nagents: {A: {driver: script\n", []string{"t.yaml:"}},
 		{"bad sharing", "agent: A\nworkspace: {path: w, shared: everyone}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: workspace.shared:", `"everyone" is not exclusive or read-only`}},
