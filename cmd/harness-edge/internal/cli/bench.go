@@ -21,11 +21,11 @@ func newBenchCmd(g *globals, stdout, stderr io.Writer) *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure this device: per-step overhead, storage, end-to-end steps, restore, fsync, direct path, RSS/CPU, binary size",
+		Short: "Measure this device: per-step overhead, keyframes, storage, end-to-end steps, restore, fsync, direct path, RSS/CPU, binary size, task files",
 		Long: `Run the benchmark suite on this device, each figure beside its bar.
 Scratch stores go in a temporary directory inside the store directory, so the durable figures
 and the fsync latency are those of the store's disk (an SD card shows here). The full run took
-36 s on the 2-core build machine on a quiet day and 91 s under load (longer on a slow disk),
+39 s on the 2-core build machine on a quiet day and 59-91 s under load (longer on a slow disk),
 --quick 20 s and 50 s. --check exits 1
 when a bar that is robust on noisy machines is broken (the 50 ms per-step requirement, the storage ratios, the flatness ratio, the
 binary size); timing-sensitive bars are reported only.`,
