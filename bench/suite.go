@@ -206,32 +206,16 @@ func stepOverhead(_ context.Context, o Options, rep *Report) error {
 	}
 	p50 := map[int]time.Duration{}
 	for _, size := range []int{100 << 10, 1 << 20, 10 << 20} {
-		dir, done, err := scratch(o, "overhead")
-		if err != nil {
-			return err
-		}
-		s, err := store.OpenStore(dir, store.StoreOptions{})
-		if err != nil {
-			done()
-			return err
-		}
-		r := rand.New(rand.NewPCG(uint64(size), 3))
-		st := stategen.Reference(r, size)
 		var d []time.Duration
-		for n := 1; n <= steps[size]+10; n++ {
-			referenceStep(r, st, n)
-			cp, err := s.Persist(st)
-			if err != nil {
-				s.Close()
-				done()
-				return err
-			}
+		err := referenceSteps(o, size, 3, bridge.ChainPolicy{}, func(n int, cp store.Checkpoint) bool {
 			if n > 10 { // the first record is a keyframe of the whole state; a few warm the caches
 				d = append(d, cp.Prepare)
 			}
+			return n < steps[size]+10
+		})
+		if err != nil {
+			return err
 		}
-		s.Close()
-		done()
 		label := map[int]string{100 << 10: "100KB", 1 << 20: "1MB", 10 << 20: "10MB"}[size]
 		p50[size] = pct(d, .5)
 		rep.add(info("step_overhead_p50_"+label, "per-step state-management overhead, p50, "+label+" state", us(p50[size]), "µs",
@@ -261,6 +245,34 @@ func stepOverhead(_ context.Context, o Options, rep *Report) error {
 	return nil
 }
 
+// referenceSteps persists reference steps of a state of size bytes (its generator seeded with
+// size and seed) through a real store with the keyframe policy, in a scratch directory, and
+// hands f each checkpoint, numbered from 1, until f says to stop.
+func referenceSteps(o Options, size int, seed uint64, policy bridge.ChainPolicy, f func(n int, cp store.Checkpoint) bool) error {
+	dir, done, err := scratch(o, "steps")
+	if err != nil {
+		return err
+	}
+	defer done()
+	s, err := store.OpenStore(dir, store.StoreOptions{Policy: policy})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	r := rand.New(rand.NewPCG(uint64(size), seed))
+	st := stategen.Reference(r, size)
+	for n := 1; ; n++ {
+		referenceStep(r, st, n)
+		cp, err := s.Persist(st)
+		if err != nil {
+			return err
+		}
+		if !f(n, cp) {
+			return nil
+		}
+	}
+}
+
 // keyframeSteps: the state-management cost of the step that writes a keyframe, the slowest
 // step there is (once per 1,000 checkpoints by default, so no p99 sees it): the state is
 // encoded and compressed whole. Measured through the real store with a replay bound of 4, the
@@ -271,32 +283,16 @@ func keyframeSteps(o Options, rep *Report) error {
 		keyframes = 2
 	}
 	for _, size := range []int{1 << 20, 10 << 20} {
-		dir, done, err := scratch(o, "keyframes")
-		if err != nil {
-			return err
-		}
-		s, err := store.OpenStore(dir, store.StoreOptions{Policy: bridge.ChainPolicy{MaxReplay: 4}})
-		if err != nil {
-			done()
-			return err
-		}
-		r := rand.New(rand.NewPCG(uint64(size), 5))
-		st := stategen.Reference(r, size)
 		var d []time.Duration
-		for n := 1; len(d) < keyframes; n++ {
-			referenceStep(r, st, n)
-			cp, err := s.Persist(st)
-			if err != nil {
-				s.Close()
-				done()
-				return err
-			}
+		err := referenceSteps(o, size, 5, bridge.ChainPolicy{MaxReplay: 4}, func(n int, cp store.Checkpoint) bool {
 			if n > 1 && cp.Kind == statefmt.KindKeyframe {
 				d = append(d, cp.Prepare)
 			}
+			return len(d) < keyframes
+		})
+		if err != nil {
+			return err
 		}
-		s.Close()
-		done()
 		label := map[int]string{1 << 20: "1MB", 10 << 20: "10MB"}[size]
 		name := "the step that writes a keyframe, " + label + " state, median of " + fmt.Sprint(keyframes)
 		note := "the state encoded and compressed whole (at most every 1,000 checkpoints); everything but the Pebble commit"
