@@ -219,6 +219,7 @@ func decodeDoc(name string, data []byte, v reflect.Value, what string) (*yaml.No
 	if err != nil {
 		return nil, nil, err
 	}
+	data = lineFeeds(data)
 	if data, err = jsonSurrogates(name, data); err != nil {
 		return nil, nil, err
 	}

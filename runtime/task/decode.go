@@ -52,6 +52,7 @@ func decodeFile(name string, data []byte, t *Task) (*yaml.Node, []lineErr, error
 	if err != nil {
 		return nil, nil, err
 	}
+	data = lineFeeds(data)
 	if data, err = jsonSurrogates(name, data); err != nil {
 		return nil, nil, err
 	}

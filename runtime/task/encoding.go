@@ -76,6 +76,24 @@ func DecodeText(name, what string, data []byte) ([]byte, error) {
 	return data, nil
 }
 
+// lineFeeds returns data with each carriage return that no line feed follows (an old Mac's
+// line break) made a line feed. YAML reads either as a line break and normalizes it to a line
+// feed in a value, and JSON allows either only as white space; but the messages' line
+// numbers, the parsers' and ours, count line feeds. data itself is not changed.
+func lineFeeds(data []byte) []byte {
+	i := bytes.IndexByte(data, '\r')
+	if i < 0 {
+		return data
+	}
+	out := bytes.Clone(data)
+	for ; i < len(out); i++ {
+		if out[i] == '\r' && (i+1 == len(out) || out[i+1] != '\n') {
+			out[i] = '\n'
+		}
+	}
+	return out
+}
+
 // InvalidUTF8 returns the offset of the first byte of b that is not part of valid UTF-8, or -1.
 func InvalidUTF8(b []byte) int {
 	if utf8.Valid(b) {

@@ -275,3 +275,27 @@ func FuzzJSONDocument(f *testing.F) {
 		}
 	})
 }
+
+// A file whose lines end in a carriage return alone (an old Mac's) is named at the same lines
+// as with line feeds, in every message: a syntax error, a lone surrogate, a wrong field; in
+// YAML and JSON alike. Its text reads the same.
+func TestOldMacLineBreaksNameTheSameLines(t *testing.T) {
+	for _, c := range []struct{ name, src, want string }{
+		{"syntax.json", "{\n\"agent\": \"A\",\n\"prompt\": \"p\"\n\"x\": 1\n}\n", "syntax.json:4:"},
+		{"surrogate.json", "{\n\"agent\": \"A\",\n\"prompt\": \"\\ud83d\"\n}\n", "surrogate.json:3:"},
+		{"field.json", "{\n\"agent\": \"A\",\n\"bogus\": 1\n}\n", "field.json:3:"},
+		{"syntax.yaml", "agent: A\nagents:\n  A: {driver: script\nprompt: p\n", "syntax.yaml:"},
+		{"field.yaml", "agent: A\n\nbogus: 1\n", "field.yaml:3:"},
+	} {
+		_, lf := Parse(c.name, []byte(c.src))
+		_, cr := Parse(c.name, []byte(strings.ReplaceAll(c.src, "\n", "\r")))
+		if lf == nil || cr == nil || !strings.Contains(lf.Error(), c.want) || cr.Error() != lf.Error() {
+			t.Errorf("%s: with line feeds %v\nwith carriage returns %v", c.name, lf, cr)
+		}
+	}
+	src := "agent: A\rprompt: |\r  two\r  lines\ragents: {A: {driver: script, script: {plan: [{id: s, description: d, agent: A}]}}}\r"
+	tk, err := Parse("t.yaml", []byte(src))
+	if err != nil || tk.Prompt != "two\nlines\n" {
+		t.Fatalf("%v, prompt %q", err, tk.Prompt)
+	}
+}
