@@ -241,7 +241,11 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path []string, depth int)
 		v.SetInt(i)
 	case reflect.Float64:
 		f, ok := scalarFloat(n)
+		_, err := strconv.ParseFloat(n.Value, 64)
 		switch {
+		case !ok && n.Kind == yaml.ScalarNode && n.Style == 0 && errors.Is(err, strconv.ErrRange):
+			// A number too large for a float, which YAML takes for a string.
+			d.fail(n, path, fmt.Sprintf("%s is not a finite number", n.Value))
 		case !ok:
 			d.fail(n, path, "want a number, found "+describe(n))
 		case math.IsNaN(f) || math.IsInf(f, 0):

@@ -128,6 +128,7 @@ func TestBadFilesNameFileLineAndField(t *testing.T) {
 			[]string{"t.yaml:6: agents.C.maxIterations: want an integer, found the string \"four\"", "t.yaml:7: agents.C.tools: want a list", "t.yaml:8: autonomy: 9 is outside 1..5", `t.yaml:9: unknown field "bogus"`}},
 		{"nested type error", "agent: A\nagents:\n  A: {driver: script, script: {steps: {s: {sleep: 1s}}}}\n", []string{"t.yaml:3: agents.A.script.steps.s: want a list"}},
 		{"NaN factor", "agent: A\nretry: {factor: .nan}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: retry.factor: .nan is not a finite number"}},
+		{"number too large", "agent: A\nbudget: {costUSD: 1e400}\nagents:\n  A: {driver: script, script: {}}\n", []string{"t.yaml:2: budget.costUSD: 1e400 is not a finite number"}},
 		{"infinite temperature", "agent: A\nagents:\n  A: {driver: openai, endpoint: \"http://x/v1\", model: m, temperature: -.inf}\n", []string{"t.yaml:3: agents.A.temperature: -.inf is not a finite number"}},
 		{"NaN argument", "agent: A\nagents:\n  A:\n    driver: script\n    script: {steps: {s: [{tool: glob, args: {n: .NaN}}]}}\n", []string{"t.yaml:5: agents.A.script.steps.s[0].args.n: .NaN is not a finite number"}},
 		{"second document", "agent: A\nagents:\n  A: {driver: script, script: {}}\n---\nagent: B\n", []string{"t.yaml:5: a second YAML document"}},
