@@ -480,8 +480,9 @@ func (k *keyframeEncoders) put(enc *zstd.Encoder) {
 // keyframeLevel is the keyframes' compression level. A keyframe is written in its step, and
 // compressing the whole state is most of that step, the slowest there is: zstd.SpeedDefault
 // took 2.0-2.6 times less than zstd.SpeedBetterCompression for 5 % more bytes on the
-// reference state (9 % on real text), and keeps the step of a 1 MB state well under 50 ms
-// on a loaded 2-CPU machine; a board's slower cores need the margin (see docs/store.md).
+// reference state (7 % on the suite's real text), and keeps the step of a 1 MB state well
+// under 50 ms on a loaded 2-CPU machine; a board's slower cores need the margin (see
+// docs/store.md).
 const keyframeLevel = zstd.SpeedDefault
 
 // keyframeFrame is the largest raw size of one independent zstd frame of a keyframe, and
