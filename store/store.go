@@ -426,10 +426,10 @@ func (h *harness) releaseStream() {
 
 // keyframeEncoders are the store's keyframe compressors, shared by its harnesses, at
 // keyframeLevel. An encoder is made when a keyframe finds none idle, up to one per CPU: a
-// harness alone uses one, and pages in its tables once. (One zstd.Encoder with a concurrency of GOMAXPROCS hands its calls to
-// its workers in turn, so a single harness paged in every worker's tables: 1,300 more page
-// faults in a 1,000-step run.) Harnesses that keyframe at once each get an encoder, and a
-// keyframe of several frames compresses them on every CPU.
+// harness alone uses one, and pages in its tables once. (One zstd.Encoder with a concurrency
+// of GOMAXPROCS hands its calls to its workers in turn, so a single harness paged in every
+// worker's tables: 1,300 more page faults in a 1,000-step run.) Harnesses that keyframe at
+// once each get an encoder, and a keyframe of several frames compresses them on every CPU.
 type keyframeEncoders struct {
 	mu   sync.Mutex
 	idle []*zstd.Encoder
@@ -495,9 +495,9 @@ const (
 )
 
 // keyframeFrames is how many frames, of equal size, a keyframe of n raw bytes is cut into on
-// cores CPUs: as few as keyframeFrame allows, and more, down to keyframeFrameMin each, while
-// there are idle cores. Equal frames finish together: a 10 MiB keyframe in 8 + 2 MiB waited
-// for the 8 MiB frame, in 5 + 5 for half the state.
+// cores CPUs: as few as keyframeFrame allows, and more, of keyframeFrameMin or more each, up
+// to one per CPU. Equal frames finish together: a 10 MiB keyframe in 8 + 2 MiB waited for the
+// 8 MiB frame, in 5 + 5 for half the state.
 func keyframeFrames(n, cores int) int {
 	frames := (n + keyframeFrame - 1) / keyframeFrame
 	if more := min(cores, n/keyframeFrameMin); more > frames {
