@@ -148,7 +148,7 @@ func (g *jsonGen) document() []byte {
 	return bytes.Clone(g.b.Bytes())
 }
 
-// A JSON document's node tree, built with encoding/json, is the YAML parser's node for node:
+// A JSON document's node tree, as jsonDocument builds it, is the YAML parser's node for node:
 // the decoder reads the same task from it, with the same lines in its messages.
 func TestJSONDocumentsReadAsTheYAMLParserReadsThem(t *testing.T) {
 	check := func(data []byte) error {
