@@ -57,11 +57,12 @@ func BigJSON(size int) ([]byte, error) {
 	}
 	data, err := json.MarshalIndent(tk, "", "  ")
 	for err == nil && len(data) > size {
-		tk.Plan = tk.Plan[:len(tk.Plan)*9/10]
-		clear(tk.Agents["S"].Script.Steps)
-		for _, st := range tk.Plan {
-			tk.Agents["S"].Script.Steps[st.ID] = nil
+		// Drop the plan's last tenth and their script steps; the others keep their actions.
+		cut := len(tk.Plan) * 9 / 10
+		for _, st := range tk.Plan[cut:] {
+			delete(tk.Agents["S"].Script.Steps, st.ID)
 		}
+		tk.Plan = tk.Plan[:cut]
 		data, err = json.MarshalIndent(tk, "", "  ")
 	}
 	return data, err

@@ -95,8 +95,7 @@ func readDocument(name string, data []byte, empty, second string) (*yaml.Node, e
 			line = more.Content[0].Line
 		}
 		// An empty document after a last "---" starts past the file's last line.
-		lines := 1 + bytes.Count(bytes.TrimRight(data, "\r\n"), []byte("\n"))
-		return nil, &Error{File: name, Line: min(line, lines), Msg: second}
+		return nil, &Error{File: name, Line: min(line, lastLine(data)), Msg: second}
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
@@ -104,6 +103,15 @@ func readDocument(name string, data []byte, empty, second string) (*yaml.Node, e
 	}
 	return root, nil
 }
+
+// overflows says whether s is a number too large for a float64.
+func overflows(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return errors.Is(err, strconv.ErrRange)
+}
+
+// lastLine is the number of data's last line that holds anything.
+func lastLine(data []byte) int { return 1 + bytes.Count(bytes.TrimRight(data, "\r\n"), []byte("\n")) }
 
 // syntaxErr turns the parser's error ("yaml: line 3: ...") into an Error with its line. The
 // parser names no line for a problem on the first one, so a document of one line (a JSON task
@@ -113,7 +121,7 @@ func readDocument(name string, data []byte, empty, second string) (*yaml.Node, e
 func syntaxErr(name string, data []byte, err error) error {
 	first, _, _ := strings.Cut(err.Error(), "\n")
 	e := &Error{File: name, Msg: strings.TrimPrefix(first, "yaml: ")}
-	lines := 1 + bytes.Count(bytes.TrimRight(data, "\r\n"), []byte("\n"))
+	lines := lastLine(data)
 	if m := yamlLine().FindStringSubmatch(first); m != nil {
 		e.Line, _ = strconv.Atoi(m[1])
 		e.Msg = m[2]
@@ -241,9 +249,8 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path []string, depth int)
 		v.SetInt(i)
 	case reflect.Float64:
 		f, ok := scalarFloat(n)
-		_, err := strconv.ParseFloat(n.Value, 64)
 		switch {
-		case !ok && n.Kind == yaml.ScalarNode && n.Style == 0 && errors.Is(err, strconv.ErrRange):
+		case !ok && n.Kind == yaml.ScalarNode && n.Style == 0 && overflows(n.Value):
 			// A number too large for a float, which YAML takes for a string.
 			d.fail(n, path, fmt.Sprintf("%s is not a finite number", n.Value))
 		case !ok:
